@@ -1,0 +1,186 @@
+"""The cluster.yml schema: every key, its type, its default and its meaning, in one table.
+
+The validator walks this table (unknown keys, types, choices, defaults) and docs/configuration.md is
+checked against it by a unit test, so the documentation cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+REQUIRED = object()  # sentinel default: the key must be present
+DERIVED = object()  # sentinel default: computed from other keys (see `meaning`)
+
+
+@dataclass(frozen=True)
+class Field:
+    path: str  # dotted, with `[]` for list items: "nodes[].ssh.host"
+    type: str  # string, integer, boolean, list of strings, mapping, list of mappings
+    default: Any
+    meaning: str
+    choices: tuple[str, ...] = ()
+
+    @property
+    def default_text(self) -> str:
+        if self.default is REQUIRED:
+            return "required"
+        if self.default is DERIVED:
+            return "derived"
+        if self.default is None:
+            return "none"
+        if isinstance(self.default, bool):
+            return str(self.default).lower()
+        if isinstance(self.default, list):
+            return "[]"
+        return str(self.default)
+
+
+DEFAULT_IMAGE = "docker.io/kyuz0/vllm-therock-gfx1151:latest"
+DEFAULT_TOOLBOX = "vllm-therock-gfx1151"
+DEFAULT_SUBNETS = {"roce": "192.168.100.0/30", "thunderbolt": "192.168.2.0/30"}
+MTU_RANGES = {"roce": (1280, 9216), "thunderbolt": (68, 65522)}
+
+SCHEMA: tuple[Field, ...] = (
+    Field(
+        "interconnect",
+        "string",
+        "roce",
+        "Node-to-node link: `roce` (Intel E810, RoCE v2) or `thunderbolt` (thunderbolt-net).",
+        ("roce", "thunderbolt"),
+    ),
+    Field(
+        "subnet",
+        "string",
+        DERIVED,
+        "IPv4 network of the data link. Default 192.168.100.0/30 "
+        "for roce, 192.168.2.0/30 for thunderbolt. A /30 holds two nodes; use a /29 or larger "
+        "for more.",
+    ),
+    Field("mtu", "integer", 9000, "MTU of the data link (roce 1280-9216, thunderbolt 68-65522)."),
+    Field(
+        "cluster_user",
+        "string",
+        REQUIRED,
+        "Unprivileged user who runs the toolbox and the cluster launcher (created when missing).",
+    ),
+    Field(
+        "reboot",
+        "string",
+        "never",
+        "`never`: only report nodes that need a reboot for kernel "
+        "arguments; `if-needed`: reboot them one at a time, workers first.",
+        ("never", "if-needed"),
+    ),
+    Field(
+        "image",
+        "string",
+        DEFAULT_IMAGE,
+        "Container image of the vLLM toolbox; `name@sha256:...` pins a digest.",
+    ),
+    Field("image_update", "boolean", False, "Pull the image again even when it is present."),
+    Field("toolbox", "string", DEFAULT_TOOLBOX, "Name of the toolbox container."),
+    Field("kernel", "mapping", {}, "Kernel command line arguments (see the `kernel.*` keys)."),
+    Field(
+        "kernel.gtt_gib",
+        "integer",
+        124,
+        "GTT size in GiB; gives `amdgpu.gttsize=GiB*1024` "
+        "and `ttm.pages_limit=GiB*262144` (124 gives 126976 and 32505856).",
+    ),
+    Field(
+        "kernel.iommu",
+        "string",
+        "pt",
+        "`pt` adds `iommu=pt` (and removes `amd_iommu=off`); "
+        "`off` adds `amd_iommu=off` (and removes `iommu=pt`).",
+        ("pt", "off"),
+    ),
+    Field("kernel.pci_realloc", "boolean", True, "Add `pci=realloc` (false removes it)."),
+    Field("kernel.pcie_aspm_off", "boolean", True, "Add `pcie_aspm=off` (false removes it)."),
+    Field(
+        "kernel.extra_args",
+        "list of strings",
+        [],
+        "Further arguments to add, `key=value` or a bare flag.",
+    ),
+    Field(
+        "kernel.remove_args",
+        "list of strings",
+        [],
+        "Arguments to remove: `key` removes every value of that key, `key=value` only that one.",
+    ),
+    Field(
+        "ssh",
+        "mapping",
+        {},
+        "SSH defaults for every node (see `ssh.*`); a node's own `ssh` keys win.",
+    ),
+    Field("ssh.port", "integer", 22, "SSH port."),
+    Field("ssh.user", "string", "root", "SSH user (root, or a user with passwordless sudo)."),
+    Field(
+        "ssh.key",
+        "string",
+        None,
+        "Private key file; relative paths are read from the config file's folder.",
+    ),
+    Field(
+        "ssh.known_hosts",
+        "string",
+        None,
+        "known_hosts file to pin host keys; when set, unknown host keys are refused.",
+    ),
+    Field(
+        "nodes",
+        "list of mappings",
+        REQUIRED,
+        "The machines, at least one; the first is the head unless a node says `role: head`.",
+    ),
+    Field("nodes[].name", "string", REQUIRED, "Node name (pyinfra host name), unique."),
+    Field(
+        "nodes[].role",
+        "string",
+        DERIVED,
+        "`head` or `worker`; default: first node head, the others workers. Exactly one head.",
+        ("head", "worker"),
+    ),
+    Field("nodes[].ssh", "mapping", REQUIRED, "How to reach the node (see `nodes[].ssh.*`)."),
+    Field("nodes[].ssh.host", "string", REQUIRED, "Management address or host name, unique."),
+    Field("nodes[].ssh.port", "integer", DERIVED, "Default `ssh.port`."),
+    Field("nodes[].ssh.user", "string", DERIVED, "Default `ssh.user`."),
+    Field("nodes[].ssh.key", "string", DERIVED, "Default `ssh.key`."),
+    Field("nodes[].ssh.known_hosts", "string", DERIVED, "Default `ssh.known_hosts`."),
+    Field("nodes[].data", "mapping", {}, "The node's data link (see `nodes[].data.*`)."),
+    Field(
+        "nodes[].data.interface",
+        "string",
+        DERIVED,
+        "Interface name, or `auto` to find the "
+        "single E810 port. Default `auto` for roce, `thunderbolt0` for thunderbolt.",
+    ),
+    Field(
+        "nodes[].data.mac",
+        "string",
+        None,
+        "Bind the profile to this MAC address instead of a name (not together with `interface`).",
+    ),
+    Field(
+        "nodes[].data.address",
+        "string",
+        DERIVED,
+        "IPv4 address in `subnet`; default: the "
+        "subnet's host addresses in node order, skipping those taken.",
+    ),
+)
+
+FIELDS: dict[str, Field] = {f.path: f for f in SCHEMA}
+
+
+def children_of(prefix: str) -> dict[str, Field]:
+    """Fields directly below `prefix` ("" for the top level, "nodes[]" for a node), by key."""
+    result = {}
+    for field in SCHEMA:
+        parent, _, key = field.path.rpartition(".")
+        if parent == prefix:
+            result[key] = field
+    return result
