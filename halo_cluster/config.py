@@ -172,6 +172,9 @@ class _Checker:
                 if spec.default is REQUIRED:
                     self.error(at, "required key is missing", fatal=True)
                 continue
+            if spec.choices and isinstance(doc[key], bool):
+                # YAML 1.1 reads a bare `off`/`on` as a boolean; the user meant the word
+                doc[key] = "on" if doc[key] else "off"
             value = doc[key]
             if not self._type_ok(value, spec.type, at):
                 continue

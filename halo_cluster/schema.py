@@ -184,3 +184,16 @@ def children_of(prefix: str) -> dict[str, Field]:
         if parent == prefix:
             result[key] = field
     return result
+
+
+def markdown_table() -> str:
+    """The schema as the table in docs/configuration.md (`python -m halo_cluster.schema`)."""
+    rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for f in SCHEMA:
+        choices = f" One of: {', '.join(f'`{c}`' for c in f.choices)}." if f.choices else ""
+        rows.append(f"| `{f.path}` | {f.type} | {f.default_text} | {f.meaning}{choices} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

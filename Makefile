@@ -1,0 +1,47 @@
+# halo-cluster: every target creates or reuses the virtualenv itself.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+NODES  ?= 2
+LINK   ?= roce
+NODE   ?= node1
+CLUSTER_CONFIG ?= cluster.yml
+LAB_CONFIG := .lab/cluster.yml
+
+.PHONY: venv test unit lint demo lab-up lab-down lab-status lab-reboot deploy verify drift
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@python3 -m venv $(VENV) 2>/dev/null || { apt-get install -y -q python3-venv && python3 -m venv $(VENV); }
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[dev]'
+	touch $@
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+unit: venv
+	$(PY) -m pytest tests/unit tests/plan
+
+test: lint
+	$(PY) -m pytest tests/unit tests/plan tests/e2e --junitxml=reports/junit.xml
+
+lab-up: venv
+	$(PY) -m lab up --nodes $(NODES) --link $(LINK)
+
+lab-down: venv
+	$(PY) -m lab down
+
+lab-status: venv
+	$(PY) -m lab status
+
+lab-reboot: venv
+	$(PY) -m lab reboot $(NODE)
+
+demo: lab-up
+	CLUSTER_CONFIG=$(LAB_CONFIG) $(VENV)/bin/pyinfra -y inventory.py deploy.py
+	$(PY) -m lab status
+
+deploy: venv
+	CLUSTER_CONFIG=$(CLUSTER_CONFIG) $(VENV)/bin/pyinfra inventory.py deploy.py

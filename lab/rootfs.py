@@ -1,0 +1,169 @@
+"""The lab's shared root filesystem: Debian trixie made Fedora-shaped, built once and cached.
+
+The cache key is a hash of this recipe (packages plus the files in lab/rootfs/), so changing the
+recipe rebuilds it. Nodes mount it read-only as the lower layer of their overlay root.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tempfile
+from pathlib import Path
+
+from lab import sh
+
+CACHE = Path("/var/cache/halo-cluster-lab")
+OVERLAY_FILES = Path(__file__).resolve().parent / "rootfs"
+SUITE = "trixie"
+LAB_USER = "vllm"
+PACKAGES = (
+    # a booting, reachable node
+    "systemd systemd-sysv dbus udev openssh-server openssh-client sudo procps kmod less "
+    # the parts the deploy drives: NetworkManager, dnf/rpm, iproute2, ethtool
+    "network-manager iproute2 iputils-ping ethtool python3 dnf rpm "
+    # rootless podman and toolbox for the cluster user
+    "podman crun nftables uidmap passt catatonit podman-toolbox libpam-systemd "
+    "dbus-user-session systemd-container libcap2-bin"
+).split()
+# Fedora 43 kernels the seed guide verified; the second is the default boot entry.
+KERNELS = ("6.18.5-200.fc43.x86_64", "6.18.6-200.fc43.x86_64")
+MACHINE_ID = "5e0d1c3b2a4f48e6b7c8d9e0f1a2b3c4"
+ROOT_UUID = "7138d111-30d8-4fe0-af64-0d8cf3b01c3c"
+BLS_OPTIONS = f"root=UUID={ROOT_UUID} ro rootflags=subvol=root rhgb quiet"
+
+
+def recipe_hash() -> str:
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    digest.update(" ".join(PACKAGES).encode())
+    for path in sorted(OVERLAY_FILES.rglob("*")):
+        if path.is_file():
+            digest.update(str(path.relative_to(OVERLAY_FILES)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def rootfs_path() -> Path:
+    return CACHE / f"rootfs-{recipe_hash()}"
+
+
+def apt_mirror() -> str:
+    """The Debian mirror this machine already uses (first URIs: of its apt sources)."""
+    sources = sorted(Path("/etc/apt/sources.list.d").glob("*.sources"))
+    for path in sources:
+        for line in path.read_text().splitlines():
+            if line.startswith("URIs:") and "security" not in line:
+                return line.split()[1]
+    for line in Path("/etc/apt/sources.list").read_text().splitlines():
+        parts = line.split()
+        if parts[:1] == ["deb"] and "security" not in line:
+            return next(p for p in parts[1:] if "://" in p)
+    raise RuntimeError("no Debian mirror found in /etc/apt/sources.list*")
+
+
+def ensure_rootfs() -> Path:
+    """Return the cached root filesystem, building it first when the recipe changed."""
+    target = rootfs_path()
+    if (target / ".complete").exists():
+        return target
+    CACHE.mkdir(parents=True, exist_ok=True)
+    for stale in CACHE.glob("rootfs-*"):
+        if stale != target and not _in_use(stale):
+            shutil.rmtree(stale, ignore_errors=True)
+    build = Path(tempfile.mkdtemp(prefix="build-", dir=CACHE))
+    print(f"lab: building the root filesystem ({SUITE}, once; cached in {target})", flush=True)
+    try:
+        sh.run(
+            "mmdebstrap",
+            "--quiet",
+            "--variant=minbase",
+            f"--include={','.join(PACKAGES)}",
+            SUITE,
+            str(build),
+            apt_mirror(),
+        )
+        _customize(build)
+        (build / ".complete").touch()
+        shutil.rmtree(target, ignore_errors=True)
+        build.rename(target)
+    finally:
+        shutil.rmtree(build, ignore_errors=True)
+    return target
+
+
+def _in_use(path: Path) -> bool:
+    return str(path) in Path("/proc/self/mountinfo").read_text()
+
+
+def _customize(root: Path) -> None:
+    shutil.copytree(OVERLAY_FILES, root, dirs_exist_ok=True, symlinks=True)
+    (root / "etc/os-release").unlink(missing_ok=True)
+    shutil.copy(root / "usr/lib/os-release", root / "etc/os-release")
+    _write_boot_entries(root)
+    (root / "etc/machine-id").write_text("")  # systemd makes a transient one per node and boot
+    for script in (root / "usr/local/libexec").glob("lab-*"):
+        script.chmod(0o755)
+    chroot = ("chroot", str(root))
+    sh.run(*chroot, "passwd", "-d", "root")
+    # The cluster user; its home lives on the node's own /home (see lab.node.prepare).
+    sh.run(
+        *chroot, "useradd", "--no-create-home", "--uid", "1000", "--shell", "/bin/bash", LAB_USER
+    )
+    sh.run(
+        *chroot,
+        "usermod",
+        "--add-subuids",
+        "100000-165535",
+        "--add-subgids",
+        "100000-165535",
+        LAB_USER,
+    )
+    sh.run(*chroot, "systemctl", "enable", "lab-bootloader.service", "lab-run-host.service")
+    sh.run(
+        *chroot,
+        "systemctl",
+        "mask",
+        "NetworkManager-wait-online.service",
+        "systemd-networkd-wait-online.service",
+        "e2scrub_reap.service",
+        "apt-daily.timer",
+        "apt-daily-upgrade.timer",
+        "dpkg-db-backup.timer",
+        "fstrim.timer",
+    )
+    # Every node regenerates its own host keys; none may ship in the shared layer.
+    for key in (root / "etc/ssh").glob("ssh_host_*"):
+        key.unlink()
+
+
+def _write_boot_entries(root: Path) -> None:
+    entries = root / "boot/loader/entries"
+    entries.mkdir(parents=True, exist_ok=True)
+    for version in KERNELS:
+        entry = bls_entry(version, BLS_OPTIONS)
+        (entries / f"{MACHINE_ID}-{version}.conf").write_text(entry)
+        (root / f"boot/vmlinuz-{version}").write_text("lab stand-in: not a kernel\n")
+
+
+def bls_entry(version: str, options: str) -> str:
+    """A BLS entry as Fedora's kernel-install writes it."""
+    return (
+        f"title Fedora Linux ({version}) 43 (Workstation Edition)\n"
+        f"version {version}\n"
+        f"linux /vmlinuz-{version}\n"
+        f"initrd /initramfs-{version}.img\n"
+        f"options {options}\n"
+        "grub_users $grub_users\n"
+        "grub_arg --unrestricted\n"
+        "grub_class fedora\n"
+    )
+
+
+def ensure_repo() -> Path:
+    """A dnf repository of small stand-in RPMs (cached beside the root filesystem)."""
+    from lab.rpms import build_repo
+
+    repo = CACHE / f"repo-{recipe_hash()}"
+    if not (repo / "repodata/repomd.xml").exists():
+        build_repo(repo)
+    return repo
