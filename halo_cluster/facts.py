@@ -1,0 +1,159 @@
+"""Custom pyinfra facts: each reads one thing from a node in one command.
+
+Every fact is read once per node per run (pyinfra caches facts by their arguments), and the roles
+decide from them; no fact changes anything.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+from dataclasses import dataclass
+
+from pyinfra.api import FactBase
+
+
+@dataclass(frozen=True)
+class TextFile:
+    path: str
+    mode: str
+    text: str
+
+
+class TextFiles(FactBase):
+    """Text files with their mode, exactly as they are: {path: TextFile} for those that exist.
+
+    ``paths`` may hold shell globs (``/boot/loader/entries/*.conf``). Contents travel base64
+    encoded so that every byte, including a missing final newline, is kept.
+    """
+
+    @staticmethod
+    def default() -> dict:
+        return {}
+
+    def command(self, paths: tuple[str, ...]) -> str:
+        # /proc files report size 0: cat, not stat, decides what they hold
+        return (
+            f'for f in {" ".join(paths)}; do [ -f "$f" ] || continue; '
+            'printf "%s %s %s\\n" "$f" "$(stat -c %a "$f")" "$(base64 -w0 < "$f")"; done'
+        )
+
+    def process(self, output: list[str]) -> dict[str, TextFile]:
+        files = {}
+        for line in output:
+            path, mode, *encoded = line.split(" ")
+            text = base64.b64decode("".join(encoded)).decode()
+            files[path] = TextFile(path, mode, text)
+        return files
+
+
+class NetworkInterfaces(FactBase):
+    """Network interfaces with their PCI identity and driver (sysfs) and addresses (`ip -j`).
+
+    Returns {name: {"mac", "mtu", "addresses", "vendor", "device", "driver", "operstate"}};
+    vendor/device/driver are None for virtual interfaces (no /sys/class/net/IF/device).
+    """
+
+    @staticmethod
+    def default() -> dict:
+        return {}
+
+    def command(self) -> str:
+        return (
+            "ip -j addr show; for d in /sys/class/net/*; do n=${d##*/}; "
+            'printf "%s %s %s %s\\n" "$n" "$(cat $d/device/vendor 2>/dev/null || echo -)" '
+            '"$(cat $d/device/device 2>/dev/null || echo -)" '
+            '"$(basename "$(readlink $d/device/driver 2>/dev/null)" 2>/dev/null || echo -)"; done'
+        )
+
+    def process(self, output: list[str]) -> dict[str, dict]:
+        interfaces: dict[str, dict] = {}
+        for item in json.loads(output[0]):
+            interfaces[item["ifname"]] = {
+                "mac": item.get("address"),
+                "mtu": item.get("mtu"),
+                "operstate": item.get("operstate"),
+                "addresses": [f"{a['local']}/{a['prefixlen']}" for a in item.get("addr_info", [])],
+                "vendor": None,
+                "device": None,
+                "driver": None,
+            }
+        for line in output[1:]:
+            name, vendor, device, driver = (line.split(" ") + ["-"] * 4)[:4]
+            if name in interfaces:
+                interfaces[name].update(
+                    vendor=None if vendor == "-" else vendor,
+                    device=None if device == "-" else device,
+                    driver=None if driver in ("-", "") else driver,
+                )
+        return interfaces
+
+
+class SshSessionInterfaces(FactBase):
+    """Interfaces that carry an established SSH session to this node, ours included.
+
+    For every established connection to the SSH port: the local address, and the interface the
+    route back to the client leaves by. Works without $SSH_CONNECTION, which sudo drops.
+    """
+
+    @staticmethod
+    def default() -> list:
+        return []
+
+    def command(self, port: int = 22) -> str:
+        route = "ip -o route get \"$peer\" | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p'"
+        return (
+            f"ss -Htn state established '( sport = :{int(port)} )' | "
+            "while read -r _ _ local peer _; do peer=${peer%:*}; peer=$(echo $peer | tr -d '[]'); "
+            f'echo "${{local%:*}} $({route})"; done'
+        )
+
+    def process(self, output: list[str]) -> list[dict[str, str]]:
+        sessions = []
+        for line in output:
+            local, _, interface = line.partition(" ")
+            sessions.append({"local": local.strip("[]"), "interface": interface.strip()})
+        return sessions
+
+
+class OsRelease(FactBase):
+    """/etc/os-release as a dict (ID, VERSION_ID, PRETTY_NAME, ...)."""
+
+    @staticmethod
+    def default() -> dict:
+        return {}
+
+    def command(self) -> str:
+        return "cat /etc/os-release"
+
+    def process(self, output: list[str]) -> dict[str, str]:
+        release = {}
+        for line in output:
+            key, sep, value = line.partition("=")
+            if sep and not key.startswith("#"):
+                parts = shlex.split(value) or [""]
+                release[key.strip()] = parts[0]
+        return release
+
+
+class NmActiveConnections(FactBase):
+    """Active NetworkManager connections: {connection name: device}."""
+
+    @staticmethod
+    def default() -> dict:
+        return {}
+
+    def requires_command(self) -> str:
+        return "nmcli"
+
+    def command(self) -> str:
+        return "nmcli -t -f NAME,DEVICE connection show --active"
+
+    def process(self, output: list[str]) -> dict[str, str]:
+        active = {}
+        for line in output:
+            # nmcli -t escapes ':' inside fields as '\:'
+            name, _, device = line.replace("\\:", "\0").rpartition(":")
+            active[name.replace("\0", ":")] = device
+        return active

@@ -1,0 +1,107 @@
+"""Safety checks before any change on a node: pure decisions from facts already read.
+
+A problem stops that node (nothing on it changes); a warning is printed and the run goes on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+INTEL_VENDOR = "0x8086"
+# E810 PCI device ids (field-notes.md): C backplane, C QSFP, C SFP, XXV backplane, QSFP, SFP
+E810_DEVICES = {"0x1591", "0x1592", "0x1593", "0x1599", "0x159a", "0x159b"}
+SUPPORTED_FEDORA = "43"
+
+
+@dataclass
+class Verdict:
+    interface: str | None = None
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def e810_ports(interfaces: dict[str, dict]) -> list[str]:
+    return sorted(
+        name
+        for name, info in interfaces.items()
+        if info["vendor"] == INTEL_VENDOR and info["device"] in E810_DEVICES
+    )
+
+
+def describe(interfaces: dict[str, dict]) -> str:
+    """`name (vendor:device driver)` for every interface but loopback."""
+    found = [
+        f"{name} ({info['vendor'] or 'virtual'}:{info['device'] or '-'} {info['driver'] or '-'})"
+        for name, info in sorted(interfaces.items())
+        if name != "lo"
+    ]
+    return ", ".join(found) or "none"
+
+
+def resolve_interface(
+    interfaces: dict[str, dict], name: str | None, mac: str | None
+) -> tuple[str | None, str | None]:
+    """The data interface's name from the config's selector, or (None, problem)."""
+    if mac is not None:
+        matches = [n for n, info in interfaces.items() if (info["mac"] or "").lower() == mac]
+        if not matches:
+            return None, f"no interface has MAC {mac} (found: {describe(interfaces)})"
+        return matches[0], None
+    if name == "auto":
+        ports = e810_ports(interfaces)
+        if len(ports) != 1:
+            what = "no E810 port" if not ports else f"{len(ports)} E810 ports ({', '.join(ports)})"
+            return None, (
+                f"interface auto: {what}; set nodes[].data.interface "
+                f"(found: {describe(interfaces)})"
+            )
+        return ports[0], None
+    if name not in interfaces:
+        return None, f"interface {name} not found (found: {describe(interfaces)})"
+    return name, None
+
+
+def check_node(
+    data: dict,
+    os_release: dict[str, str],
+    interfaces: dict[str, dict],
+    ssh_sessions: list[dict[str, str]],
+) -> Verdict:
+    """Decide whether the deploy may change this node, and on which data interface."""
+    verdict = Verdict()
+    if os_release.get("ID") != "fedora":
+        pretty = os_release.get("PRETTY_NAME") or "unknown"
+        verdict.problems.append(f"not Fedora ({pretty}); halo-cluster provisions Fedora 43")
+        return verdict
+    if os_release.get("VERSION_ID") != SUPPORTED_FEDORA:
+        verdict.warnings.append(
+            f"Fedora {os_release.get('VERSION_ID')}: only Fedora {SUPPORTED_FEDORA} is verified"
+        )
+    name, problem = resolve_interface(
+        interfaces, data["halo_data_interface"], data["halo_data_mac"]
+    )
+    if problem:
+        if data["halo_interconnect"] == "thunderbolt" and data["halo_data_mac"] is None:
+            # thunderbolt0 appears only once the cable is in and thunderbolt_net is loaded
+            verdict.warnings.append(f"{problem}; the profile activates when it appears")
+            return verdict
+        verdict.problems.append(problem)
+        return verdict
+    if not ssh_sessions:
+        verdict.problems.append(
+            "cannot tell which interface carries the SSH session (`ss` saw none)"
+        )
+        return verdict
+    own = set(interfaces[name]["addresses"])
+    for session in ssh_sessions:
+        carried = session["interface"] == name or any(
+            a.split("/")[0] == session["local"] for a in own
+        )
+        if carried:
+            verdict.problems.append(
+                f"{name} carries the SSH session ({session['local']}); "
+                "reconfiguring it would cut this connection: choose another data interface"
+            )
+            return verdict
+    verdict.interface = name
+    return verdict

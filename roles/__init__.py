@@ -1,0 +1,1 @@
+"""Roles: one @deploy per concern, composed by deploy.py. Each reads only host data and facts."""
