@@ -45,7 +45,7 @@ def data_link(interface: str | None) -> None:
         interconnect=host.data.halo_interconnect,
         connection=host.data.halo_nm_connection,
         uuid=host.data.halo_nm_uuid,
-        interface=None if host.data.halo_data_mac else host.data.halo_data_interface,
+        interface=None if host.data.halo_data_mac else interface or host.data.halo_data_interface,
         mac=host.data.halo_data_mac,
         mtu=host.data.halo_mtu,
         address=host.data.halo_data_address,

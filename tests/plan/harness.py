@@ -1,0 +1,135 @@
+"""Plan the deploy against pyinfra's @fake connector and return what it would do, per node.
+
+Facts come from `fake_responses` built from outputs recorded on real hosts (tests/plan/fixtures,
+copied from shared/reference/recorded). Nothing runs anywhere: operations are prepared and their
+command generators read, so file uploads can be inspected as text.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyinfra
+from pyinfra.api import Config, Inventory, State
+from pyinfra.api.command import FileUploadCommand, StringCommand
+from pyinfra.api.connect import connect_all
+from pyinfra.api.state import StateStage
+from pyinfra.context import ctx_host, ctx_state
+from pyinfra_cli.util import load_deploy_file
+
+from halo_cluster.config import Cluster, inventory_groups
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+@dataclass
+class PlannedOp:
+    name: str
+    commands: list[str] = field(default_factory=list)
+    uploads: dict[str, str] = field(default_factory=dict)  # path -> text
+
+
+@dataclass
+class Plan:
+    ops: dict[str, list[PlannedOp]]  # node name -> operations in order
+    log: str = ""
+
+    def names(self, node: str) -> list[str]:
+        return [op.name for op in self.ops[node]]
+
+    def commands(self, node: str) -> list[str]:
+        return [c for op in self.ops[node] for c in op.commands]
+
+    def uploads(self, node: str) -> dict[str, str]:
+        return {p: t for op in self.ops[node] for p, t in op.uploads.items()}
+
+
+def text_files_output(files: dict[str, str], mode: str = "644") -> list[str]:
+    """What the TextFiles fact prints for these {path: text}."""
+    return [f"{p} {mode} {base64.b64encode(t.encode()).decode()}" for p, t in files.items()]
+
+
+def interfaces_output(interfaces: list[dict]) -> list[str]:
+    """What the NetworkInterfaces fact prints: `ip -j addr` then one sysfs line per interface."""
+    ip_json = [
+        {
+            "ifname": i["name"],
+            "address": i["mac"],
+            "mtu": i.get("mtu", 1500),
+            "operstate": "UP",
+            "addr_info": [
+                {"local": a.split("/")[0], "prefixlen": int(a.split("/")[1])}
+                for a in i.get("addresses", [])
+            ],
+        }
+        for i in interfaces
+    ]
+    sysfs = [
+        f"{i['name']} {i.get('vendor', '-')} {i.get('device', '-')} {i.get('driver', '-')}"
+        for i in interfaces
+    ]
+    return [json.dumps(ip_json), *sysfs]
+
+
+def plan(cluster: Cluster, responses: dict[str, dict]) -> Plan:
+    """Prepare deploy.py for every node of `cluster` on the @fake connector."""
+    groups = inventory_groups(cluster)
+    all_hosts, group_hosts = [], {}
+    for group, hosts in groups.items():
+        entries = [
+            (
+                f"@fake/{name}",
+                dict(data, fake_responses=responses[name], fake_delay=0, fake_delay_jitter=0),
+            )
+            for name, data in hosts
+        ]
+        all_hosts += entries
+        group_hosts[group] = ([name for name, _ in entries], {})
+    inventory = Inventory((all_hosts, {}), **group_hosts)
+    state = State(inventory, Config())
+    # order operations by their line in the deploy files, as the pyinfra CLI does
+    pyinfra.is_cli = True
+    state.current_op_file_number = 0
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        with ctx_state.use(state):
+            state.set_stage(StateStage.Connect)
+            connect_all(state)
+            state.set_stage(StateStage.Prepare)
+            load_deploy_file(state, str(ROOT / "deploy.py"))
+            return Plan(_collect(state))
+    finally:
+        pyinfra.is_cli = False
+        os.chdir(cwd)
+
+
+def _collect(state: State) -> dict[str, list[PlannedOp]]:
+    result: dict[str, list[PlannedOp]] = {}
+    for host in state.inventory:
+        ops = []
+        for op_hash in state.get_op_order():
+            if op_hash not in state.ops[host]:
+                continue
+            meta = state.op_meta[op_hash]
+            op = PlannedOp(name=" | ".join(sorted(meta.names)))
+            with ctx_host.use(host):
+                for command in state.ops[host][op_hash].command_generator():
+                    if isinstance(command, FileUploadCommand):
+                        op.uploads[command.dest] = command.src.getvalue()
+                    elif isinstance(command, StringCommand):
+                        op.commands.append(command.get_raw_value())
+                    else:
+                        op.commands.append(repr(command))
+            ops.append(op)
+        result[host.name.removeprefix("@fake/")] = ops
+    return result

@@ -1,0 +1,324 @@
+"""What the deploy plans on real Fedora 43 hosts, from their recorded outputs (no host needed)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from halo_cluster.config import parse_cluster
+from tests.plan.harness import Plan, fixture, interfaces_output, plan, text_files_output
+
+GRUB = "/etc/default/grub"
+ENTRY_F35 = "/boot/loader/entries/62a337f0-5.16.5-200.fc35.x86_64.conf"
+ENTRY_RHEL = "/boot/loader/entries/45701212-6.12.0-55.40.1.el10_0.x86_64.conf"
+KEYFILE = "/etc/NetworkManager/system-connections/halo-data.nmconnection"
+ROCKY_ARGS = (
+    "crashkernel=1G-4G:192M,4G-64G:256M,64G-:512M resume=/dev/mapper/rl-swap rd.lvm.lv=rl/root"
+    " rd.lvm.lv=rl/swap rhgb quiet"
+)
+SEED_ARGS = "iommu=pt pci=realloc pcie_aspm=off amdgpu.gttsize=126976 ttm.pages_limit=32505856"
+# The E810-CQDA1 port of the recorded Fedora 43 Strix Halo (ethtool -i enp194s0np0), PCI id
+# 8086:1592 as recorded by lspci for the E810-C QSFP.
+E810 = {
+    "name": "enp194s0np0",
+    "mac": "6c:fe:54:00:00:01",
+    "vendor": "0x8086",
+    "device": "0x1592",
+    "driver": "ice",
+}
+MGMT = {
+    "name": "eno1",
+    "mac": "9c:6b:00:00:00:01",
+    "vendor": "0x10ec",
+    "device": "0x8125",
+    "driver": "r8169",
+    "addresses": ["10.0.0.11/24"],
+}
+LOOPBACK = {"name": "lo", "mac": "00:00:00:00:00:00", "addresses": ["127.0.0.1/8"]}
+RPMS = [
+    line.rsplit(".", 1)[0]
+    for line in fixture("uname-and-rpm-kernel-fedora43.txt").splitlines()
+    if line.startswith("kernel")
+]
+
+
+def rpm_lines(names: list[str]) -> list[str]:
+    return [re.sub(r"^(.+)-([^-]+-[^-]+)$", r"\1 \2", nevr) for nevr in names]
+
+
+def cluster(extra: str = "", interconnect: str = "roce", data: str = "{interface: auto}"):
+    import yaml
+
+    text = (
+        f"interconnect: {interconnect}\ncluster_user: vllm\n{extra}"
+        f"nodes:\n  - {{name: halo1, ssh: {{host: 10.0.0.11}}, data: {data}}}\n"
+        f"  - {{name: halo2, ssh: {{host: 10.0.0.12}}, data: {data}}}\n"
+    )
+    return parse_cluster(yaml.safe_load(text))
+
+
+def fresh_node(**over) -> dict:
+    """A fresh Fedora 43 install as recorded: its boot files, rpm list, NIC, os-release."""
+    boot = over.pop(
+        "boot",
+        {
+            GRUB: fixture("etc-default-grub-rocky-cat.txt"),
+            "/proc/cmdline": fixture("proc-cmdline-fedora43.txt"),
+            ENTRY_F35: fixture("bls-entry-fedora35-workstation.conf"),
+            ENTRY_RHEL: fixture("bls-entry-rhel10.conf"),
+        },
+    )
+    responses = {
+        "/etc/default/grub": text_files_output(boot),
+        "system-connections": over.pop("keyfile", []),
+        "ip -j addr show": interfaces_output(over.pop("interfaces", [LOOPBACK, MGMT, E810])),
+        "ss -Htn": over.pop("sessions", ["10.0.0.11 eno1"]),
+        "cat /etc/os-release": over.pop(
+            "os_release", fixture("os-release-fedora43-workstation.txt").splitlines()
+        ),
+        "nmcli -t -f NAME,DEVICE": over.pop("active", ["eno1:eno1"]),
+        "rpm --queryformat": rpm_lines(over.pop("rpms", RPMS)),
+    }
+    assert not over, over
+    return responses
+
+
+def plan_both(c, node=None, **over) -> Plan:
+    return plan(c, {"halo1": node or fresh_node(**over), "halo2": fresh_node()})
+
+
+def test_fresh_node_plan() -> None:
+    result = plan_both(cluster())
+    names = result.names("halo1")
+    assert names[0] == "Packages | Install the RDMA tools, podman and toolbox"
+    dnf = next(c for c in result.commands("halo1") if c.startswith("dnf install"))
+    for package in ("rdma-core", "libibverbs-utils", "perftest", "podman", "toolbox"):
+        assert package in dnf.split()
+    uploads = result.uploads("halo1")
+    assert set(uploads) == {GRUB, ENTRY_F35, ENTRY_RHEL, "/etc/kernel/cmdline", KEYFILE}
+    assert "Data link | Activate halo-data on enp194s0np0" in names
+
+
+def test_grub_defaults_keep_every_other_line() -> None:
+    grub = plan_both(cluster()).uploads("halo1")[GRUB]
+    before = fixture("etc-default-grub-rocky-cat.txt").splitlines()
+    after = grub.splitlines()
+    assert len(after) == len(before)
+    changed = [(b, a) for b, a in zip(before, after, strict=True) if a != b]
+    assert changed == [
+        (
+            'GRUB_CMDLINE_LINUX="crashkernel=1G-4G:192M,4G-64G:256M,64G-:512M resume=/dev/mapper/rl-swap'
+            ' rd.lvm.lv=rl/root rd.lvm.lv=rl/swap rhgb quiet"',
+            'GRUB_CMDLINE_LINUX="crashkernel=1G-4G:192M,4G-64G:256M,64G-:512M resume=/dev/mapper/rl-swap'
+            f' rd.lvm.lv=rl/root rd.lvm.lv=rl/swap rhgb quiet {SEED_ARGS}"',
+        )
+    ]
+
+
+def test_every_boot_entry_gets_the_arguments_and_keeps_tuned_variables() -> None:
+    uploads = plan_both(cluster()).uploads("halo1")
+    rhel = uploads[ENTRY_RHEL].splitlines()
+    before = fixture("bls-entry-rhel10.conf").splitlines()
+    assert [line for line in rhel if not line.startswith("options")] == [
+        line for line in before if not line.startswith("options")
+    ]
+    options = next(line for line in rhel if line.startswith("options "))
+    assert "$tuned_params rhgb quiet " + SEED_ARGS in options
+    assert options.count("iommu=pt") == 1
+    assert uploads[ENTRY_F35].endswith(
+        f"rhgb quiet {SEED_ARGS}\ngrub_users $grub_users\n"
+        "grub_arg --unrestricted\ngrub_class fedora\n"
+    )
+
+
+def test_kernel_cmdline_created_from_the_default_entry() -> None:
+    # no grubenv: GRUB boots the newest version, the el10 6.12 entry
+    created = plan_both(cluster()).uploads("halo1")["/etc/kernel/cmdline"]
+    assert created == (
+        "root=/dev/mapper/rhel-root ro crashkernel=2G-64G:256M,64G-:512M "
+        "resume=UUID=512ad036-a4f3-40cb-ba3e-2133be9b2589 rd.lvm.lv=rhel/root rd.lvm.lv=rhel/swap "
+        f"$tuned_params rhgb quiet {SEED_ARGS}\n"
+    )
+
+
+def test_other_values_replaced_in_place_and_iommu_off_removes_pt() -> None:
+    prerelease = fixture("proc-cmdline-framework-desktop-strix-halo-fedora43-prerelease.txt")
+    options = prerelease.split(" ", 1)[1].strip() + " iommu=pt"
+    grub = f'GRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX="{options}"\nGRUB_ENABLE_BLSCFG=true\n'
+    node = fresh_node(boot={GRUB: grub, "/proc/cmdline": prerelease})
+    result = plan_both(cluster("kernel: {iommu: off, gtt_gib: 96}\n"), node=node)
+    line = result.uploads("halo1")[GRUB].splitlines()[1]
+    assert line == (
+        'GRUB_CMDLINE_LINUX="root=UUID=7138d111-30d8-4fe0-af64-0d8cf3b01c3c ro'
+        " rootflags=subvol=root rhgb quiet amdgpu.gttsize=98304 amdttm.pages_limit=27648000 amdttm.page_pool_size"
+        ' =27648000 amd_iommu=off pci=realloc pcie_aspm=off ttm.pages_limit=25165824"'
+    )
+
+
+def test_converged_node_plans_nothing() -> None:
+    first = plan_both(cluster())
+    uploads = first.uploads("halo1")
+    boot = {path: text for path, text in uploads.items() if path != KEYFILE}
+    boot["/proc/cmdline"] = "BOOT_IMAGE=(hd0,gpt2)/vmlinuz " + uploads["/etc/kernel/cmdline"]
+    node = fresh_node(
+        boot=boot,
+        keyfile=text_files_output({KEYFILE: uploads[KEYFILE]}, mode="600"),
+        rpms=RPMS
+        + [
+            f"{p}-1.0-1.fc43"
+            for p in (
+                "rdma-core",
+                "libibverbs-utils",
+                "perftest",
+                "ethtool",
+                "iproute",
+                "podman",
+                "toolbox",
+            )
+        ],
+        active=["eno1:eno1", "halo-data:enp194s0np0"],
+    )
+    again = plan_both(cluster(), node=node)
+    assert again.commands("halo1") == []
+    assert again.uploads("halo1") == {}
+
+
+def test_keyfile_with_wrong_mode_is_rewritten_and_reactivated() -> None:
+    first = plan_both(cluster()).uploads("halo1")[KEYFILE]
+    node = fresh_node(
+        keyfile=text_files_output({KEYFILE: first}, mode="644"), active=["halo-data:enp194s0np0"]
+    )
+    result = plan_both(cluster(), node=node)
+    assert KEYFILE in result.uploads("halo1")
+    assert (
+        "chown root:root /etc/NetworkManager/system-connections/halo-data.nmconnection && "
+        "chmod 600 /etc/NetworkManager/system-connections/halo-data.nmconnection"
+        in result.commands("halo1")
+    )
+
+
+def test_roce_keyfile() -> None:
+    keyfile = plan_both(cluster()).uploads("halo1")[KEYFILE]
+    assert "interface-name=enp194s0np0\n" in keyfile
+    for line in (
+        "type=ethernet",
+        "autoconnect=true",
+        "zone=trusted",
+        "mtu=9000",
+        "method=manual",
+        "address1=192.168.100.1/30",
+        "never-default=true",
+        "pause-rx=true",
+        "pause-tx=true",
+        "method=disabled",
+    ):
+        assert f"\n{line}\n" in keyfile
+    assert "mac-address" not in keyfile
+
+
+def test_keyfile_bound_by_mac() -> None:
+    c = cluster(data='{mac: "6c:fe:54:00:00:01"}')
+    result = plan_both(c, node=fresh_node())
+    keyfile = result.uploads("halo1")[KEYFILE]
+    assert "mac-address=6c:fe:54:00:00:01\n" in keyfile
+    assert "interface-name" not in keyfile
+    assert "Data link | Activate halo-data on enp194s0np0" in result.names("halo1")
+
+
+def test_thunderbolt_plan() -> None:
+    tb = {
+        "name": "thunderbolt0",
+        "mac": "02:a1:59:56:2c:c2",
+        "vendor": "-",
+        "device": "-",
+        "driver": "thunderbolt-net",
+        "addresses": ["169.254.205.206/16"],
+    }
+    node = fresh_node(interfaces=[LOOPBACK, MGMT, tb])
+    result = plan(cluster(interconnect="thunderbolt", data="{}"), {"halo1": node, "halo2": node})
+    uploads = result.uploads("halo1")
+    assert uploads["/etc/modules-load.d/thunderbolt-net.conf"].splitlines()[-1] == "thunderbolt_net"
+    assert "interface-name=thunderbolt0\n" in uploads[KEYFILE]
+    assert "address1=192.168.2.1/30\n" in uploads[KEYFILE]
+    assert "[ethtool]" not in uploads[KEYFILE]
+
+
+def test_thunderbolt_missing_interface_writes_files_without_activation() -> None:
+    node = fresh_node(interfaces=[LOOPBACK, MGMT])
+    result = plan(cluster(interconnect="thunderbolt", data="{}"), {"halo1": node, "halo2": node})
+    assert KEYFILE in result.uploads("halo1")
+    assert not any(name.startswith("Data link | Activate") for name in result.names("halo1"))
+
+
+def refusal(result: Plan, node: str = "halo1") -> str:
+    assert result.names(node) == ["Safety checks"], result.names(node)
+    (command,) = result.commands(node)
+    return command
+
+
+def test_refuses_the_interface_that_carries_ssh() -> None:
+    c = cluster(data="{interface: eno1}")
+    command = refusal(plan_both(c))
+    assert "eno1 carries the SSH session (10.0.0.11)" in command
+    assert command.endswith("exit 1")
+
+
+def test_refuses_when_route_back_to_the_operator_leaves_by_the_data_interface() -> None:
+    command = refusal(plan_both(cluster(), sessions=["10.0.0.11 enp194s0np0"]))
+    assert "enp194s0np0 carries the SSH session" in command
+
+
+def test_auto_without_e810_lists_what_was_found() -> None:
+    command = refusal(plan_both(cluster(), interfaces=[LOOPBACK, MGMT]))
+    assert "interface auto: no E810 port" in command
+    assert "eno1 (0x10ec:0x8125 r8169)" in command
+
+
+def test_auto_with_two_e810_ports_is_ambiguous() -> None:
+    second = dict(E810, name="enp194s0f1np1", mac="6c:fe:54:00:00:02")
+    command = refusal(plan_both(cluster(), interfaces=[LOOPBACK, MGMT, E810, second]))
+    assert "2 E810 ports (enp194s0f1np1, enp194s0np0)" in command
+
+
+def test_missing_named_interface_is_refused() -> None:
+    command = refusal(plan_both(cluster(data="{interface: enp1s0f0np0}")))
+    assert "interface enp1s0f0np0 not found" in command
+
+
+def test_not_fedora_is_refused() -> None:
+    debian = ['PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"', "ID=debian", 'VERSION_ID="12"']
+    command = refusal(plan_both(cluster(), os_release=debian))
+    assert "not Fedora (Debian GNU/Linux 12 (bookworm))" in command
+
+
+def test_other_fedora_release_is_a_warning_only() -> None:
+    f42 = fixture("os-release-fedora43-workstation.txt").replace("VERSION_ID=43", "VERSION_ID=42")
+    result = plan_both(cluster(), os_release=f42.splitlines())
+    assert result.names("halo1")[0].startswith("Packages")
+
+
+@pytest.mark.parametrize("policy", ["never", "if-needed"])
+def test_reboot_policy(policy: str) -> None:
+    result = plan_both(cluster(f"reboot: {policy}\n"))
+    for node, role in (("halo1", "head"), ("halo2", "worker")):
+        reboots = [n for n in result.names(node) if n.startswith("Reboot | Reboot")]
+        assert reboots == (
+            [f"Reboot | Reboot {role} for kernel arguments"] if policy == "if-needed" else []
+        )
+
+
+def test_workers_reboot_before_the_head() -> None:
+    result = plan_both(cluster("reboot: if-needed\n"))
+    order = [op.name for op in result.ops["halo2"]] + [op.name for op in result.ops["halo1"]]
+    assert order.index("Reboot | Reboot worker for kernel arguments") < order.index(
+        "Reboot | Reboot head for kernel arguments"
+    )
+    assert result.names("halo1")[-1] == "Reboot | Confirm the kernel arguments are active"
+
+
+def test_active_arguments_need_no_reboot() -> None:
+    running = f"BOOT_IMAGE=(hd0,gpt2)/vmlinuz-6.18.7 ro {SEED_ARGS}"
+    boot = {GRUB: fixture("etc-default-grub-rocky-cat.txt"), "/proc/cmdline": running}
+    result = plan_both(cluster("reboot: if-needed\n"), node=fresh_node(boot=boot))
+    assert not [n for n in result.names("halo1") if "Reboot" in n]

@@ -1,0 +1,75 @@
+"""Fact parsers against outputs of the shapes recorded on real hosts."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+from halo_cluster.facts import (
+    NetworkInterfaces,
+    NmActiveConnections,
+    OsRelease,
+    SshSessionInterfaces,
+    TextFiles,
+)
+from tests.plan.harness import fixture
+
+
+def test_os_release_of_fedora_43() -> None:
+    release = OsRelease().process(fixture("os-release-fedora43-workstation.txt").splitlines())
+    assert release["ID"] == "fedora"
+    assert release["VERSION_ID"] == "43"
+    assert release["PRETTY_NAME"] == "Fedora Linux 43 (Workstation Edition)"
+    assert release["VERSION_CODENAME"] == ""
+
+
+def test_text_files_keep_every_byte() -> None:
+    text = fixture("bls-entry-rhel10.conf") + "no final newline"
+    line = f"/boot/loader/entries/x.conf 644 {base64.b64encode(text.encode()).decode()}"
+    empty = "/etc/kernel/cmdline 600 "
+    files = TextFiles().process([line, empty])
+    assert files["/boot/loader/entries/x.conf"].text == text
+    assert files["/etc/kernel/cmdline"].text == ""
+    assert files["/etc/kernel/cmdline"].mode == "600"
+
+
+def test_network_interfaces_join_ip_json_and_sysfs() -> None:
+    ip_json = json.dumps(
+        [
+            {
+                "ifname": "enp194s0np0",
+                "address": "6c:fe:54:00:00:01",
+                "mtu": 9000,
+                "operstate": "UP",
+                "addr_info": [{"local": "192.168.100.1", "prefixlen": 30}],
+            },
+            {"ifname": "thunderbolt0", "address": "02:a1:59:56:2c:c2", "mtu": 1500},
+        ]
+    )
+    found = NetworkInterfaces().process(
+        [ip_json, "enp194s0np0 0x8086 0x1592 ice", "thunderbolt0 - - thunderbolt-net"]
+    )
+    assert found["enp194s0np0"]["vendor"] == "0x8086"
+    assert found["enp194s0np0"]["device"] == "0x1592"
+    assert found["enp194s0np0"]["driver"] == "ice"
+    assert found["enp194s0np0"]["addresses"] == ["192.168.100.1/30"]
+    assert found["thunderbolt0"]["vendor"] is None
+    assert found["thunderbolt0"]["driver"] == "thunderbolt-net"
+
+
+def test_ssh_sessions() -> None:
+    assert SshSessionInterfaces().process(["10.0.0.11 eno1", "[fe80::1] enp3s0"]) == [
+        {"local": "10.0.0.11", "interface": "eno1"},
+        {"local": "fe80::1", "interface": "enp3s0"},
+    ]
+
+
+def test_nm_active_connections_from_recorded_names() -> None:
+    # names and devices of nmcli-connection-show-strix-halo-fedora43-pc1.txt, in -t form
+    header, *rows = fixture("nmcli-connection-show-strix-halo-fedora43-pc1.txt").splitlines()
+    uuid, device = header.index("UUID"), header.index("DEVICE")
+    terse = [f"{row[:uuid].strip()}:{row[device:].strip()}" for row in rows]
+    active = NmActiveConnections().process([*terse, "a\\:b:eth9"])
+    assert active["Kabelgebundene Verbindung 1"] == "eno1"
+    assert active["thunderbolt0"] == "thunderbolt0"
+    assert active["a:b"] == "eth9"
