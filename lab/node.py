@@ -157,11 +157,12 @@ def nspawn_argv(dirs: NodeDirs, name: str, repo: Path) -> list[str]:
 
 
 def is_running(dirs: NodeDirs) -> bool:
+    """The node's supervisor is alive (a killed one may linger as a zombie nobody reaps)."""
     try:
-        os.kill(int(dirs.supervisor_pid.read_text()), 0)
+        stat = Path(f"/proc/{int(dirs.supervisor_pid.read_text())}/stat").read_text()
     except (OSError, ValueError):
         return False
-    return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def stop(dirs: NodeDirs, name: str, timeout: float = 20.0) -> None:

@@ -1,0 +1,293 @@
+"""Lab command line, run as `python -m lab up|down|status|reboot|install-kernel|ssh` (see docs/lab.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from lab import network, node, rootfs, sh
+from lab.sh import LabError
+
+PROJECT = Path(__file__).resolve().parents[1]
+LAB_DIR = Path(os.environ.get("HALO_LAB_DIR", PROJECT / ".lab"))
+STATE = LAB_DIR / "state.json"
+KEY = LAB_DIR / "ssh" / "id_ed25519"
+KNOWN_HOSTS = LAB_DIR / "ssh" / "known_hosts"
+CONFIG = LAB_DIR / "cluster.yml"
+HOST_TOOLS = {  # command -> Debian package
+    "systemd-nspawn": "systemd-container",
+    "mmdebstrap": "mmdebstrap",
+    "rpmbuild": "rpm",
+    "createrepo_c": "createrepo-c",
+    "ip": "iproute2",
+    "ssh": "openssh-client",
+    "mountpoint": "util-linux",
+}
+BOOT_TIMEOUT = 90.0
+
+
+def node_dirs(name: str) -> node.NodeDirs:
+    return node.NodeDirs(LAB_DIR / "nodes" / name)
+
+
+def load_state() -> dict:
+    try:
+        return json.loads(STATE.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def ensure_host() -> None:
+    if platform.system() != "Linux":
+        raise LabError("the lab needs Linux (systemd-nspawn, network namespaces, overlayfs)")
+    if os.geteuid() != 0:
+        raise LabError("the lab needs root: run `sudo make lab-up`")
+    missing = sorted({pkg for cmd, pkg in HOST_TOOLS.items() if not shutil.which(cmd)})
+    if missing:
+        print(f"lab: installing host packages: {' '.join(missing)}", flush=True)
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        for argv in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", *missing]):
+            if subprocess.run(argv, env=env, capture_output=True).returncode != 0:
+                raise LabError(f"`{' '.join(argv)}` failed; install {' '.join(missing)} by hand")
+
+
+def ssh_argv(address: str, user: str = "root") -> list[str]:
+    return [
+        "ssh",
+        "-i",
+        str(KEY),
+        "-o",
+        f"UserKnownHostsFile={KNOWN_HOSTS}",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "ConnectTimeout=2",
+        "-o",
+        "LogLevel=ERROR",
+        f"{user}@{address}",
+    ]
+
+
+def node_address(state: dict, name: str) -> str:
+    return network.mgmt_addresses(state["nodes"].index(name) + 1)[1]
+
+
+def wait_booted(state: dict, name: str, timeout: float = BOOT_TIMEOUT) -> float:
+    """Wait until the node's systemd reports a finished boot; return the seconds waited."""
+    start = time.monotonic()
+    argv = [*ssh_argv(node_address(state, name)), "systemctl", "is-system-running", "--wait"]
+    while time.monotonic() - start < timeout:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        if result.stdout.strip() in ("running", "degraded"):
+            return time.monotonic() - start
+        if not node.is_running(node_dirs(name)):
+            raise LabError(f"{name}: systemd-nspawn exited; see {node_dirs(name).root}/console.log")
+        time.sleep(0.2)
+    raise LabError(
+        f"{name}: not booted after {timeout:.0f} s; see {node_dirs(name).root}/console.log"
+    )
+
+
+def up(count: int, link: str) -> None:
+    ensure_host()
+    state = load_state()
+    wanted = [f"node{i}" for i in range(1, count + 1)]
+    if state.get("nodes") == wanted and state.get("link") == link and all_running(state):
+        print(f"lab: {count} nodes already up ({link})")
+        return
+    down(quiet=True)
+    lower, repo = rootfs.ensure_rootfs(), rootfs.ensure_repo()
+    KEY.parent.mkdir(parents=True, exist_ok=True)
+    if not KEY.exists():
+        sh.run(
+            "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "halo-cluster-lab", "-f", str(KEY)
+        )
+    state = {"nodes": wanted, "link": link}
+    network.create(wanted, link)
+    known_hosts = []
+    for name in wanted:
+        dirs = node_dirs(name)
+        host_key = node.prepare(
+            dirs, name, lower, KEY.with_suffix(".pub").read_text(), rootfs.LAB_USER
+        )
+        known_hosts.append(f"{node_address(state, name)} {host_key}\n")
+    KNOWN_HOSTS.write_text("".join(known_hosts))
+    STATE.write_text(json.dumps(state))
+    started = time.monotonic()
+    for name in wanted:
+        node.start(node_dirs(name), name, repo)
+    for name in wanted:
+        wait_booted(state, name)
+    print(f"lab: {count} nodes up ({link}) in {time.monotonic() - started:.1f} s")
+    write_cluster_config(state)
+    print(f"lab: wrote {CONFIG.relative_to(PROJECT) if CONFIG.is_relative_to(PROJECT) else CONFIG}")
+
+
+def all_running(state: dict) -> bool:
+    return all(node.is_running(node_dirs(n)) for n in state.get("nodes", []))
+
+
+def write_cluster_config(state: dict) -> None:
+    link = state["link"]
+    nodes = state["nodes"]
+    subnet = {"roce": "192.168.100.0", "thunderbolt": "192.168.2.0"}[link]
+    prefix = 30 if len(nodes) <= 2 else 29 if len(nodes) <= 6 else 24
+    lines = [
+        "# Written by `make lab-up`: the built-in lab's nodes (see docs/lab.md).",
+        f"interconnect: {link}",
+        f"subnet: {subnet}/{prefix}",
+        f"cluster_user: {rootfs.LAB_USER}",
+        "ssh: {user: root, key: ssh/id_ed25519, known_hosts: ssh/known_hosts}",
+        "nodes:",
+    ]
+    for name in nodes:
+        lines += [
+            f"  - name: {name}",
+            f"    ssh: {{host: {node_address(state, name)}}}",
+            f"    data: {{interface: {network.DATA_INTERFACE[link]}}}",
+        ]
+    CONFIG.write_text("\n".join(lines) + "\n")
+
+
+def down(quiet: bool = False) -> None:
+    """Remove every node, namespace, mount, cgroup folder and process of the lab; idempotent."""
+    if os.geteuid() != 0:
+        raise LabError("the lab needs root: run `sudo make lab-down`")
+    names = set(load_state().get("nodes", []))
+    names |= (
+        {p.name for p in (LAB_DIR / "nodes").glob("*")} if (LAB_DIR / "nodes").exists() else set()
+    )
+    names |= {g.name.removeprefix(node.CGROUP_PREFIX) for g in node.lab_cgroups()}
+    names |= {ns.removeprefix(network.NETNS_PREFIX) for ns in network.lab_namespaces()}
+    names.discard(network.SWITCH.removeprefix(network.NETNS_PREFIX))
+    for name in sorted(names):
+        node.stop(node_dirs(name), name)
+    network.destroy()
+    if (LAB_DIR / "nodes").exists():
+        for dirs in (LAB_DIR / "nodes").iterdir():
+            node.remove(node.NodeDirs(dirs))
+    for path in (STATE, CONFIG, KNOWN_HOSTS):
+        path.unlink(missing_ok=True)
+    if sh.ok("mountpoint", "-q", str(node.NSPAWN_RUNTIME)):
+        sh.run("umount", str(node.NSPAWN_RUNTIME), check=False)
+    if not quiet:
+        print(f"lab: down ({len(names)} nodes removed)" if names else "lab: down (nothing was up)")
+
+
+def status() -> int:
+    state = load_state()
+    if not state:
+        print("lab: not up")
+        return 0
+    print(f"lab: {len(state['nodes'])} nodes, link {state['link']}, config {CONFIG}")
+    for name in state["nodes"]:
+        dirs = node_dirs(name)
+        address = node_address(state, name)
+        if not node.is_running(dirs):
+            print(f"  {name:8} {address:12} stopped")
+            continue
+        probe = subprocess.run(
+            [*ssh_argv(address), "systemctl is-system-running; cat /proc/cmdline"],
+            capture_output=True,
+            text=True,
+        )
+        lines = probe.stdout.splitlines() or ["unreachable"]
+        print(f"  {name:8} {address:12} {lines[0]:10} boots={dirs.boots()}")
+        if len(lines) > 1:
+            print(f"           cmdline: {lines[1]}")
+    return 0
+
+
+def reboot(name: str) -> None:
+    state = load_state()
+    if name not in state.get("nodes", []):
+        raise LabError(f"no lab node named {name!r} (nodes: {', '.join(state.get('nodes', []))})")
+    dirs = node_dirs(name)
+    before = dirs.boots()
+    subprocess.run(
+        [*ssh_argv(node_address(state, name)), "systemctl", "reboot"], capture_output=True
+    )
+    deadline = time.monotonic() + BOOT_TIMEOUT
+    while dirs.boots() == before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    seconds = wait_booted(state, name)
+    print(f"lab: {name} rebooted ({seconds:.1f} s)")
+
+
+INSTALL_KERNEL = r"""
+set -eu
+version=$1
+# What kernel-install's 20-grub.install does: options from /etc/kernel/cmdline, else /proc/cmdline
+if [ -s /etc/kernel/cmdline ]; then
+    options=$(cat /etc/kernel/cmdline)
+else
+    options=$(tr ' ' '\n' < /proc/cmdline | grep -v -e '^BOOT_IMAGE=' -e '^initrd=' | xargs)
+fi
+id=$(ls /boot/loader/entries | head -n 1 | sed 's/-[0-9].*//')
+cat > "/boot/loader/entries/$id-$version.conf" <<EOF
+title Fedora Linux ($version) 43 (Workstation Edition)
+version $version
+linux /vmlinuz-$version
+initrd /initramfs-$version.img
+options $options
+grub_users \$grub_users
+grub_arg --unrestricted
+grub_class fedora
+EOF
+echo "lab stand-in: not a kernel" > "/boot/vmlinuz-$version"
+mkdir -p /boot/grub2
+printf 'saved_entry=%s\n' "$id-$version" > /boot/grub2/grubenv
+echo "$id-$version"
+"""
+
+
+def install_kernel(name: str, version: str) -> None:
+    """Add a newer boot entry as kernel-install would and make it the default."""
+    state = load_state()
+    argv = [*ssh_argv(node_address(state, name)), "sh", "-s", "--", version]
+    result = subprocess.run(argv, input=INSTALL_KERNEL, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise LabError(f"{name}: install-kernel failed: {result.stderr.strip()}")
+    print(f"lab: {name}: installed kernel {version} (default entry {result.stdout.strip()})")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lab", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_up = sub.add_parser("up", help="start the lab nodes and write .lab/cluster.yml")
+    p_up.add_argument("--nodes", type=int, default=2)
+    p_up.add_argument("--link", choices=("roce", "thunderbolt"), default="roce")
+    sub.add_parser("down", help="remove everything the lab created")
+    sub.add_parser("status", help="show each node and its state")
+    p_reboot = sub.add_parser("reboot", help="reboot one node")
+    p_reboot.add_argument("node")
+    p_kernel = sub.add_parser("install-kernel", help="add a newer default boot entry")
+    p_kernel.add_argument("node")
+    p_kernel.add_argument("--version", default="6.18.7-200.fc43.x86_64")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "up":
+            if not 2 <= args.nodes <= 8:
+                raise LabError(f"--nodes {args.nodes}: the lab runs 2 to 8 nodes")
+            up(args.nodes, args.link)
+        elif args.command == "down":
+            down()
+        elif args.command == "status":
+            return status()
+        elif args.command == "reboot":
+            reboot(args.node)
+        elif args.command == "install-kernel":
+            install_kernel(args.node, args.version)
+    except LabError as error:
+        print(f"lab: {error}", file=sys.stderr)
+        return 1
+    return 0
