@@ -1,4 +1,4 @@
-"""Lab command line, run as `python -m lab up|down|status|reboot|install-kernel|ssh` (see docs/lab.md)."""
+"""Lab command line: `python -m lab up|down|status|reboot|install-kernel` (docs/lab.md)."""
 
 from __future__ import annotations
 
