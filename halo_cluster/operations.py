@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import difflib
 import shlex
+import time
 from io import StringIO
 
 from pyinfra import host, logger, state
-from pyinfra.api import FileUploadCommand, operation
+from pyinfra.api import FileUploadCommand, FunctionCommand, OperationError, operation
 
+BOOT_MARKER = "/run/halo-cluster/booted-before"
 RESTORE_SELINUX_LABEL = "if command -v restorecon >/dev/null; then restorecon {path}; fi"
 
 
@@ -40,7 +42,7 @@ def text_file(path: str, text: str, current: str | None, mode: str = "644"):
         verb = "create" if current is None else "modify"
         host.log(f"Will {verb} {path}", logger.info)
         for line in difflib.unified_diff(
-            (current or "").splitlines(), text.splitlines(), lineterm="", n=1
+            (current or "").splitlines(), text.splitlines(), path, path, lineterm="", n=1
         ):
             logger.info("  %s", line)
     quoted = shlex.quote(path)
@@ -101,3 +103,44 @@ def assert_kernel_args_active(args: list[str]):
         '|| missing="$missing $a"; done; '
         '[ -z "$missing" ] || { echo "still not active after reboot:$missing" >&2; exit 1; }'
     )
+
+
+@operation(is_idempotent=False)
+def reboot_and_wait(timeout: int = 600, interval: float = 2.0):
+    """
+    Reboot the node and wait until it is back and has finished booting.
+
+    + timeout: seconds to wait for the node to come back
+    + interval: seconds between reconnection attempts
+
+    A marker in /run (a tmpfs, empty after every boot) tells the new boot from the old one;
+    uptime cannot, since containers report the host's.
+
+    **Example:**
+
+    .. code:: python
+
+        reboot_and_wait(name="Reboot for kernel arguments", timeout=900)
+    """
+    yield f"mkdir -p {BOOT_MARKER.rsplit('/', 1)[0]} && touch {BOOT_MARKER}"
+    yield "( sleep 1 && systemctl reboot ) </dev/null >/dev/null 2>&1 &"
+    yield FunctionCommand(_wait_for_new_boot, (timeout, interval), {})
+
+
+def _wait_for_new_boot(state, host, timeout: int, interval: float) -> bool:
+    new_boot = f"test ! -e {BOOT_MARKER}"
+    time.sleep(interval)
+    host.disconnect()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        host.connect(show_errors=False)
+        if host.connected:
+            # is-system-running exits non-zero for "degraded": only the marker decides
+            waited, _ = host.run_shell_command(
+                f"{new_boot} && {{ systemctl is-system-running --wait >/dev/null; {new_boot}; }}"
+            )
+            if waited:
+                return True
+            host.disconnect()
+        time.sleep(interval)
+    raise OperationError(f"{host.name} did not come back within {timeout} s of the reboot")

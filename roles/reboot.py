@@ -3,9 +3,8 @@
 
 from pyinfra import host, logger
 from pyinfra.api import deploy
-from pyinfra.operations import server
 
-from halo_cluster.operations import assert_kernel_args_active
+from halo_cluster.operations import assert_kernel_args_active, reboot_and_wait
 from roles.kernel import inactive_args
 
 DEFAULTS = {"halo_reboot": "never", "halo_role": "worker", "halo_reboot_timeout": 600}
@@ -23,14 +22,14 @@ def reboot_if_needed() -> None:
     logger.warning(f"{host.print_prefix}{message}: rebooting (reboot: if-needed)")
     # Two call sites make two operations, so every worker reboots (one at a time) before the head.
     if host.data.halo_role == "worker":
-        server.reboot(
+        reboot_and_wait(
             name="Reboot worker for kernel arguments",
             _serial=True,
-            reboot_timeout=host.data.halo_reboot_timeout,
+            timeout=host.data.halo_reboot_timeout,
         )
     if host.data.halo_role == "head":
-        server.reboot(
-            name="Reboot head for kernel arguments", reboot_timeout=host.data.halo_reboot_timeout
+        reboot_and_wait(
+            name="Reboot head for kernel arguments", timeout=host.data.halo_reboot_timeout
         )
     assert_kernel_args_active(
         name="Confirm the kernel arguments are active", args=host.data.halo_kernel_args

@@ -55,8 +55,11 @@ class Lab:
 
     def deploy(self, *args: str, config: Path | None = None) -> subprocess.CompletedProcess:
         env = dict(os.environ, CLUSTER_CONFIG=str(config or cli.CONFIG))
+        # -y skips change detection, which is all a dry run does
+        confirm = [] if "--dry" in args else ["-y"]
         return subprocess.run(
-            [PYINFRA, "-y", *args, "inventory.py", "deploy.py"],
+            [PYINFRA, *confirm, *args, "inventory.py", "deploy.py"],
+            stdin=subprocess.DEVNULL,
             cwd=ROOT,
             env=env,
             capture_output=True,
