@@ -40,7 +40,7 @@ lab-reboot: venv
 	$(PY) -m lab reboot $(NODE)
 
 demo: lab-up
-	CLUSTER_CONFIG=$(LAB_CONFIG) $(VENV)/bin/pyinfra -y inventory.py deploy.py
+	CLUSTER_CONFIG=$(LAB_CONFIG) $(VENV)/bin/pyinfra -y --data halo_reboot=if-needed inventory.py deploy.py
 	$(PY) -m lab status
 
 deploy: venv
