@@ -157,3 +157,105 @@ class NmActiveConnections(FactBase):
             name, _, device = line.replace("\\:", "\0").rpartition(":")
             active[name.replace("\0", ":")] = device
         return active
+
+
+class Hardware(FactBase):
+    """What the preflight checks read: virtualization, CPU, iGPU carve-out, the data port's
+    driver, firmware and RDMA device, thunderbolt link speeds, /dev/infiniband.
+
+    Returns {"virt", "cpu", "vram": [bytes], "ethtool": {key: value}, "rdma": [devices],
+    "thunderbolt": [(rx_speed, rx_lanes)], "modules": [loaded of ice, irdma, thunderbolt_net],
+    "infiniband": bool}.
+    """
+
+    @staticmethod
+    def default() -> dict:
+        return {
+            "virt": "none",
+            "cpu": "",
+            "vram": [],
+            "ethtool": {},
+            "rdma": [],
+            "thunderbolt": [],
+            "modules": [],
+            "infiniband": False,
+        }
+
+    def command(self, interface: str | None) -> str:
+        port = shlex.quote(interface or "none")
+        return (
+            'echo "virt $(systemd-detect-virt --container 2>/dev/null || echo none)"; '
+            "echo \"cpu $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2-)\"; "
+            "for f in /sys/class/drm/card*/device/mem_info_vram_total; do "
+            '[ -f "$f" ] && echo "vram $(cat "$f")"; done; '
+            f"ethtool -i {port} 2>/dev/null | sed 's/^/ethtool /'; "
+            f"ls /sys/class/net/{port}/device/infiniband 2>/dev/null | sed 's/^/rdma /'; "
+            'for d in /sys/bus/thunderbolt/devices/*; do [ -f "$d/rx_speed" ] && '
+            'echo "tb $(cat "$d/rx_speed" | tr -d " ") $(cat "$d/rx_lanes" 2>/dev/null)"; done; '
+            'for m in ice irdma thunderbolt_net; do [ -d /sys/module/$m ] && echo "module $m"; '
+            "done; [ -e /dev/infiniband ] && echo infiniband; true"
+        )
+
+    def process(self, output: list[str]) -> dict:
+        found = self.default()
+        for line in output:
+            kind, _, rest = line.partition(" ")
+            if kind in ("virt", "cpu"):
+                found[kind] = rest.strip()
+            elif kind == "vram":
+                found["vram"].append(int(rest))
+            elif kind == "ethtool":
+                key, _, value = rest.partition(":")
+                found["ethtool"][key.strip()] = value.strip()
+            elif kind == "rdma":
+                found["rdma"].append(rest.strip())
+            elif kind == "tb":
+                speed, _, lanes = rest.partition(" ")
+                found["thunderbolt"].append((speed, lanes.strip()))
+            elif kind == "module":
+                found["modules"].append(rest.strip())
+            elif kind == "infiniband":
+                found["infiniband"] = True
+        return found
+
+
+IMAGE_ID = "podman image inspect --format '{{.Id}}' "
+CONTAINER_IMAGE = "podman container inspect --format '{{.Image}}' "
+
+
+def as_user(user: str, command: str) -> str:
+    """Run `command` as `user` in its systemd user session (rootless podman and toolbox need
+    XDG_RUNTIME_DIR and the session bus; runuser alone leaves them unset)."""
+    uid = f"$(id -u {shlex.quote(user)})"
+    return (
+        f"runuser -u {shlex.quote(user)} -- env -C / XDG_RUNTIME_DIR=/run/user/{uid} "
+        f"DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/{uid}/bus {command}"
+    )
+
+
+class UserContainers(FactBase):
+    """The cluster user's image and toolbox: {"image": id or None, "toolbox_image": id or None,
+    "toolbox_state": recorded "image-id options" line or None}."""
+
+    @staticmethod
+    def default() -> dict:
+        return {"image": None, "toolbox_image": None, "toolbox_state": None}
+
+    def command(self, user: str, image: str, toolbox: str, state_file: str) -> str:
+        image_id = as_user(user, IMAGE_ID + shlex.quote(image))
+        toolbox_image = as_user(user, CONTAINER_IMAGE + shlex.quote(toolbox))
+        return (
+            f"id -u {shlex.quote(user)} >/dev/null 2>&1 || exit 0; "
+            f'echo "image $({image_id} 2>/dev/null)"; '
+            f'echo "toolbox $({toolbox_image} 2>/dev/null)"; '
+            f'echo "state $(cat ~{user}/{state_file} 2>/dev/null)"'
+        )
+
+    def process(self, output: list[str]) -> dict:
+        found = self.default()
+        keys = {"image": "image", "toolbox": "toolbox_image", "state": "toolbox_state"}
+        for line in output:
+            kind, _, value = line.partition(" ")
+            if kind in keys and value.strip():
+                found[keys[kind]] = value.strip()
+        return found

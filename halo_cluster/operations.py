@@ -10,12 +10,15 @@ from io import StringIO
 from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, FunctionCommand, OperationError, operation
 
+from halo_cluster import toolbox as toolbox_files
+from halo_cluster.facts import CONTAINER_IMAGE, IMAGE_ID, as_user
+
 BOOT_MARKER = "/run/halo-cluster/booted-before"
-RESTORE_SELINUX_LABEL = "if command -v restorecon >/dev/null; then restorecon {path}; fi"
+RESTORE_SELINUX_LABEL = "if command -v restorecon >/dev/null; then restorecon -R {path}; fi"
 
 
 @operation()
-def text_file(path: str, text: str, current: str | None, mode: str = "644"):
+def text_file(path: str, text: str, current: str | None, mode: str = "644", owner: str = "root"):
     """
     Make a root-owned text file hold exactly ``text``, atomically.
 
@@ -23,6 +26,7 @@ def text_file(path: str, text: str, current: str | None, mode: str = "644"):
     + text: wanted contents
     + current: contents read by a fact earlier in the run (None: the file is missing)
     + mode: octal permissions
+    + owner: owning user (its primary group too)
 
     The upload goes to a temporary file renamed into place, so an interrupted run never leaves a
     half-written file; the SELinux label is restored (a file moved from /tmp keeps tmp_t, which
@@ -46,8 +50,10 @@ def text_file(path: str, text: str, current: str | None, mode: str = "644"):
         ):
             logger.info("  %s", line)
     quoted = shlex.quote(path)
+    if current is None:
+        yield f"mkdir -p {shlex.quote(path.rsplit('/', 1)[0] or '/')}"
     yield FileUploadCommand(StringIO(text), path, remote_temp_filename=host.get_temp_filename(path))
-    yield f"chown root:root {quoted} && chmod {mode} {quoted}"
+    yield f"chown {shlex.quote(owner)}: {quoted} && chmod {mode} {quoted}"
     yield RESTORE_SELINUX_LABEL.format(path=quoted)
 
 
@@ -144,3 +150,125 @@ def _wait_for_new_boot(state, host, timeout: int, interval: float) -> bool:
             host.disconnect()
         time.sleep(interval)
     raise OperationError(f"{host.name} did not come back within {timeout} s of the reboot")
+
+
+@operation(is_idempotent=False)
+def pull_image(user: str, image: str):
+    """
+    Pull a container image into a user's rootless storage (as upstream does).
+
+    + user: the cluster user
+    + image: image name, tag or ``name@sha256:...`` digest
+
+    **Example:**
+
+    .. code:: python
+
+        pull_image(name="Pull the vLLM image", user="vllm",
+                   image="docker.io/kyuz0/vllm-therock-gfx1151:latest")
+    """
+    yield as_user(user, f"podman pull --quiet {shlex.quote(image)} >/dev/null")
+
+
+@operation(is_idempotent=False)
+def toolbox_container(user: str, toolbox: str, image: str, options: list[str]):
+    """
+    Create the user's toolbox from ``image``, or recreate it when the image or the options
+    changed since it was made (recorded in the user's ~/.local/state/halo-cluster); then remove
+    the image it was made from before, if that one is no longer the current one.
+
+    + user: the cluster user
+    + toolbox: container name
+    + image: the image to make it from
+    + options: podman options for ``toolbox create NAME --image IMAGE -- OPTIONS``
+
+    **Example:**
+
+    .. code:: python
+
+        toolbox_container(name="Toolbox", user="vllm", toolbox="vllm-therock-gfx1151",
+                          image="docker.io/kyuz0/vllm-therock-gfx1151:latest",
+                          options=["--device", "/dev/dri"])
+    """
+    q = shlex.quote
+    record = f"~{user}/{toolbox_files.state_file(toolbox)}"
+    create = f"toolbox create --assumeyes --image {q(image)} {q(toolbox)} -- "
+    create += " ".join(q(o) for o in options)
+    yield "\n".join(
+        (
+            "set -e",
+            f"new=$({as_user(user, IMAGE_ID + q(image))})",
+            f"old=$({as_user(user, CONTAINER_IMAGE + q(toolbox))} 2>/dev/null || true)",
+            f'want="$new {" ".join(options)}"',
+            f"have=$(cat {record} 2>/dev/null || true)",
+            'if [ "$old" != "$new" ] || [ "$have" != "$want" ]; then',
+            f'  [ -z "$old" ] || {as_user(user, f"toolbox rm --force {q(toolbox)}")} >/dev/null',
+            f"  {as_user(user, create)} >/dev/null",
+            f"  {as_user(user, f'mkdir -p ~{user}/{toolbox_files.STATE_DIR}')}",
+            f'  printf "%s\\n" "$want" > {record} && chown {q(user)}: {record}',
+            '  if [ -n "$old" ] && [ "$old" != "$new" ]; then',
+            f"    {as_user(user, 'podman rmi $old')} >/dev/null 2>&1 || true",
+            "  fi",
+            "fi",
+        )
+    )
+
+
+@operation(is_idempotent=False)
+def user_ssh_key(user: str):
+    """
+    Give a user an ed25519 key pair, made on the node: the private key never leaves it.
+
+    + user: the user
+
+    **Example:**
+
+    .. code:: python
+
+        user_ssh_key(name="SSH key of the cluster user", user="vllm")
+    """
+    keygen = "ssh-keygen -q -t ed25519 -N '' -C halo-cluster -f ~/.ssh/id_ed25519"
+    script = f"test -f ~/.ssh/id_ed25519 || {{ mkdir -p -m 700 ~/.ssh && {keygen}; }}"
+    yield as_user(user, f"sh -c {shlex.quote(script)}")
+
+
+@operation(is_idempotent=False)
+def authorize_key(user: str, key: str | None, from_host: str):
+    """
+    Add a public key to a user's authorized_keys, keeping every other line.
+
+    + user: the user whose authorized_keys get the key
+    + key: the public key line; None reads ``~USER/.ssh/id_ed25519.pub`` from ``from_host`` when
+      the operation runs (the key is made earlier in the same run)
+    + from_host: inventory name of the host the key belongs to
+
+    **Example:**
+
+    .. code:: python
+
+        authorize_key(name="Head may log in", user="vllm", key=None, from_host="halo1")
+    """
+    if key:
+        yield _authorize_script(user, key)
+    else:
+        yield FunctionCommand(_authorize_from, (user, from_host), {})
+
+
+def _authorize_from(state, host, user: str, from_host: str) -> bool:
+    source = next(h for h in state.inventory if h.data.get("halo_node") == from_host)
+    read, output = source.run_shell_command(f"cat ~{user}/.ssh/id_ed25519.pub")
+    if not read or not output.stdout.strip():
+        raise OperationError(f"cannot read {from_host}'s public key of {user}")
+    written, _ = host.run_shell_command(_authorize_script(user, output.stdout.strip()))
+    return written
+
+
+def _authorize_script(user: str, key: str) -> str:
+    keys = f"~{user}/.ssh/authorized_keys"
+    q = shlex.quote
+    return (
+        f"install -d -m 700 -o {q(user)} -g $(id -gn {q(user)}) ~{user}/.ssh && "
+        f"{{ grep -qxF {q(key)} {keys} 2>/dev/null || echo {q(key)} >> {keys}; }} && "
+        f"chown {q(user)}: {keys} && chmod 600 {keys} && "
+        f"{RESTORE_SELINUX_LABEL.format(path=f'~{user}/.ssh')}"
+    )

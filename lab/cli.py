@@ -31,6 +31,7 @@ HOST_TOOLS = {  # command -> Debian package
     "mountpoint": "util-linux",
 }
 BOOT_TIMEOUT = 90.0
+SEED_NAME = "127.0.0.1:5000/kyuz0/vllm-therock-gfx1151:latest"
 
 
 def node_dirs(name: str) -> node.NodeDirs:
@@ -105,7 +106,10 @@ def up(count: int, link: str) -> None:
         print(f"lab: {count} nodes already up ({link})")
         return
     down(quiet=True)
-    lower, repo = rootfs.ensure_rootfs(), rootfs.ensure_repo()
+    lower = rootfs.ensure_rootfs()
+    shared = node.Shared(
+        rootfs.ensure_repo(), rootfs.ensure_image(), rootfs.registry_storage(lower)
+    )
     KEY.parent.mkdir(parents=True, exist_ok=True)
     if not KEY.exists():
         sh.run(
@@ -124,12 +128,34 @@ def up(count: int, link: str) -> None:
     STATE.write_text(json.dumps(state))
     started = time.monotonic()
     for name in wanted:
-        node.start(node_dirs(name), name, repo)
+        node.start(node_dirs(name), name, shared)
     for name in wanted:
         wait_booted(state, name)
+    seed_registry(state, shared)
     print(f"lab: {count} nodes up ({link}) in {time.monotonic() - started:.1f} s")
     write_cluster_config(state)
     print(f"lab: wrote {CONFIG.relative_to(PROJECT) if CONFIG.is_relative_to(PROJECT) else CONFIG}")
+
+
+SEED = f"""
+set -eu
+podman import --quiet --change 'CMD ["/bin/bash"]' \\
+    /srv/halo-lab-image/image.tar {SEED_NAME} >/dev/null
+podman push --quiet --tls-verify=false {SEED_NAME} >/dev/null
+podman rmi --force {SEED_NAME} >/dev/null
+"""
+
+
+def seed_registry(state: dict, shared: node.Shared) -> None:
+    """Push the seed image into the shared registry storage once (from the first node)."""
+    marker = shared.registry / ".seeded"
+    if marker.exists():
+        return
+    argv = [*ssh_argv(node_address(state, state["nodes"][0])), "sh", "-s"]
+    result = subprocess.run(argv, input=SEED, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise LabError(f"seeding the lab registry failed: {result.stderr.strip()}")
+    marker.touch()
 
 
 def all_running(state: dict) -> bool:

@@ -117,7 +117,19 @@ def _prepare_home(dirs: NodeDirs, merged: Path, user: str) -> None:
             home.chmod(0o700)
 
 
-def start(dirs: NodeDirs, name: str, repo: Path) -> None:
+@dataclass(frozen=True)
+class Shared:
+    """Host folders every node sees: package repository, seed image, registry storage."""
+
+    repo: Path
+    image: Path
+    registry: Path
+
+    def argv(self) -> list[str]:
+        return [str(self.repo), str(self.image), str(self.registry)]
+
+
+def start(dirs: NodeDirs, name: str, shared: Shared) -> None:
     dirs.stop_file.unlink(missing_ok=True)
     NSPAWN_RUNTIME.mkdir(parents=True, exist_ok=True)
     # /run is on disk here; nspawn refuses to clean its propagate folders off a disk file system.
@@ -125,7 +137,7 @@ def start(dirs: NodeDirs, name: str, repo: Path) -> None:
         sh.run("mount", "-t", "tmpfs", "halolab", str(NSPAWN_RUNTIME))
     log = (dirs.root / "console.log").open("ab")
     process = subprocess.Popen(
-        [sys.executable, "-m", "lab.supervisor", str(dirs.root), name, str(repo)],
+        [sys.executable, "-m", "lab.supervisor", str(dirs.root), name, *shared.argv()],
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=log,
@@ -135,7 +147,7 @@ def start(dirs: NodeDirs, name: str, repo: Path) -> None:
     dirs.supervisor_pid.write_text(str(process.pid))
 
 
-def nspawn_argv(dirs: NodeDirs, name: str, repo: Path) -> list[str]:
+def nspawn_argv(dirs: NodeDirs, name: str, shared: Shared) -> list[str]:
     return [
         "systemd-nspawn",
         "--quiet",
@@ -151,7 +163,9 @@ def nspawn_argv(dirs: NodeDirs, name: str, repo: Path) -> list[str]:
         "--system-call-filter=add_key keyctl request_key bpf",
         f"--bind={dirs.root / 'containers'}:/var/lib/containers",
         f"--bind={dirs.root / 'home'}:/home",
-        f"--bind-ro={repo}:/srv/halo-lab-repo",
+        f"--bind-ro={shared.repo}:/srv/halo-lab-repo",
+        f"--bind-ro={shared.image}:/srv/halo-lab-image",
+        f"--bind={shared.registry}:/var/lib/docker-registry",
         "--console=pipe",
     ]
 

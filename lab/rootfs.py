@@ -7,6 +7,7 @@ recipe rebuilds it. Nodes mount it read-only as the lower layer of their overlay
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -24,8 +25,11 @@ PACKAGES = (
     "network-manager iproute2 iputils-ping ethtool python3 dnf rpm "
     # rootless podman and toolbox for the cluster user
     "podman crun nftables uidmap passt catatonit podman-toolbox libpam-systemd "
-    "dbus-user-session systemd-container libcap2-bin"
+    "dbus-user-session systemd-container libcap2-bin "
+    # the lab's image registry
+    "docker-registry"
 ).split()
+IMAGE_PACKAGES = ("sudo", "libcap2-bin", "passwd", "bash")
 # Fedora 43 kernels the seed guide verified; the second is the default boot entry.
 KERNELS = ("6.18.5-200.fc43.x86_64", "6.18.6-200.fc43.x86_64")
 MACHINE_ID = "5e0d1c3b2a4f48e6b7c8d9e0f1a2b3c4"
@@ -157,6 +161,40 @@ def bls_entry(version: str, options: str) -> str:
         "grub_arg --unrestricted\n"
         "grub_class fedora\n"
     )
+
+
+def ensure_image() -> Path:
+    """A folder with image.tar: a small Debian root that toolbox accepts (sudo, capsh, useradd).
+
+    The lab seeds its registry with it under the upstream image's name (see lab.cli.seed).
+    """
+    folder = CACHE / f"image-{recipe_hash()}"
+    if not (folder / "image.tar").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        partial = folder / "image.tar.partial"
+        sh.run(
+            "mmdebstrap",
+            "--quiet",
+            "--variant=minbase",
+            f"--include={','.join(IMAGE_PACKAGES)}",
+            "--format=tar",
+            SUITE,
+            str(partial),
+            apt_mirror(),
+        )
+        partial.rename(folder / "image.tar")
+    return folder
+
+
+def registry_storage(root: Path) -> Path:
+    """The registry's storage, shared by every node, owned by the node's docker-registry user."""
+    storage = CACHE / f"registry-{recipe_hash()}"
+    storage.mkdir(parents=True, exist_ok=True)
+    for line in (root / "etc/passwd").read_text().splitlines():
+        fields = line.split(":")
+        if fields[0] == "docker-registry":
+            os.chown(storage, int(fields[2]), int(fields[3]))
+    return storage
 
 
 def ensure_repo() -> Path:

@@ -1,0 +1,146 @@
+"""Preflight: is this the hardware the guide assumes? Pure decisions from the Hardware fact.
+
+Each check is OK, WARN, FAIL or NOT VERIFIED. Where the hardware cannot be seen (a container such
+as a lab node) a check reads NOT VERIFIED, never OK. Preflight reports; it does not stop the deploy.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from halo_cluster.safety import E810_DEVICES, INTEL_VENDOR
+
+OK, WARN, FAIL, NOT_VERIFIED = "OK", "WARN", "FAIL", "NOT VERIFIED"
+MIN_E810_FIRMWARE = (4, 91)  # field-notes.md: E810 firmware >= 4.91 recommended
+CARVE_OUT_MINIMUM = 512 * 1024**2
+# One Strix Halo at the 512 MB BIOS minimum reports 4 GiB (field-notes.md): up to this, only a hint.
+CARVE_OUT_REPORTED_AT_MINIMUM = 4 * 1024**3
+BIOS_SETTING = "set the BIOS iGPU memory allocation (UMA frame buffer size) to its minimum, 512 MB"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str
+    detail: str
+
+    def line(self) -> str:
+        return f"{self.name}: {self.status} ({self.detail})"
+
+
+def run(hw: dict, interconnect: str, interface: str | None, interfaces: dict) -> list[Check]:
+    hidden = hw.get("virt", "none") not in ("none", "")
+    why_hidden = f"{hw.get('virt')} container: the hardware is not visible"
+    checks = [cpu(hw, hidden, why_hidden), carve_out(hw, hidden, why_hidden)]
+    if interconnect == "roce":
+        port = interfaces.get(interface or "", {})
+        checks += [
+            e810(port, interface, hidden, why_hidden),
+            firmware(hw.get("ethtool", {}), interface, hidden, why_hidden),
+            rdma_device(hw.get("rdma", []), interface, hidden, why_hidden),
+        ]
+    else:
+        checks.append(thunderbolt(hw.get("thunderbolt", []), hidden, why_hidden))
+    return checks
+
+
+def cpu(hw: dict, hidden: bool, why: str) -> Check:
+    model = hw.get("cpu", "")
+    if "RYZEN AI MAX" in model.upper():
+        return Check("CPU", OK, f"{model}: Strix Halo")
+    if hidden:
+        return Check("CPU", NOT_VERIFIED, why)
+    return Check(
+        "CPU",
+        WARN,
+        f"{model or 'unknown'} is not a Strix Halo (Ryzen AI MAX); the "
+        "kernel arguments are tuned for its 128 GB unified memory",
+    )
+
+
+def carve_out(hw: dict, hidden: bool, why: str) -> Check:
+    sizes = hw.get("vram", [])
+    if not sizes:
+        if hidden:
+            return Check("iGPU carve-out", NOT_VERIFIED, why)
+        return Check("iGPU carve-out", WARN, "no mem_info_vram_total: is amdgpu loaded?")
+    size = max(sizes)
+    text = f"mem_info_vram_total {size // 1024**2} MiB"
+    if size <= CARVE_OUT_MINIMUM:
+        return Check("iGPU carve-out", OK, f"{text}, at most 512 MiB")
+    if size <= CARVE_OUT_REPORTED_AT_MINIMUM:
+        return Check(
+            "iGPU carve-out",
+            WARN,
+            f"{text}; some boards report 4 GiB at the 512 MB minimum: make sure you {BIOS_SETTING}",
+        )
+    return Check("iGPU carve-out", WARN, f"{text} takes memory from GTT: {BIOS_SETTING}")
+
+
+def e810(port: dict, interface: str | None, hidden: bool, why: str) -> Check:
+    if port.get("vendor") == INTEL_VENDOR and port.get("device") in E810_DEVICES:
+        if port.get("driver") == "ice":
+            return Check("E810", OK, f"{interface} {port['vendor']}:{port['device']} on ice")
+        return Check("E810", FAIL, f"{interface} is bound to {port.get('driver')}, not ice")
+    if hidden:
+        return Check("E810", NOT_VERIFIED, why)
+    ident = f"{port.get('vendor') or 'virtual'}:{port.get('device') or '-'}"
+    return Check("E810", FAIL, f"{interface or 'no data interface'} ({ident}) is not an E810")
+
+
+def parse_firmware(text: str) -> tuple[int, ...] | None:
+    match = re.match(r"(\d+)\.(\d+)", text)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def firmware(ethtool: dict, interface: str | None, hidden: bool, why: str) -> Check:
+    version = parse_firmware(ethtool.get("firmware-version", ""))
+    if version is None:
+        if hidden or ethtool.get("driver") != "ice":
+            return Check(
+                "E810 firmware",
+                NOT_VERIFIED,
+                why if hidden else f"no ice firmware version on {interface}",
+            )
+        return Check("E810 firmware", WARN, f"cannot read the firmware version of {interface}")
+    text = f"{interface} firmware {ethtool['firmware-version']}"
+    if version >= MIN_E810_FIRMWARE:
+        return Check("E810 firmware", OK, text)
+    return Check("E810 firmware", WARN, f"{text} is older than 4.91: update the NVM")
+
+
+def rdma_device(devices: list[str], interface: str | None, hidden: bool, why: str) -> Check:
+    if devices:
+        return Check("RDMA device", OK, f"{interface} -> {', '.join(devices)}")
+    if hidden:
+        return Check("RDMA device", NOT_VERIFIED, why)
+    return Check(
+        "RDMA device",
+        FAIL,
+        f"nothing in /sys/class/net/{interface}/device/infiniband: "
+        "is irdma loaded (modprobe irdma)?",
+    )
+
+
+def thunderbolt(links: list[tuple[str, str]], hidden: bool, why: str) -> Check:
+    if not links:
+        if hidden:
+            return Check("Thunderbolt link", NOT_VERIFIED, why)
+        return Check(
+            "Thunderbolt link", WARN, "no thunderbolt device with a link speed: is the cable in?"
+        )
+    speeds = []
+    for speed, lanes in links:
+        match = re.match(r"([\d.]+)Gb/s", speed)
+        per_lane = float(match.group(1)) if match else 0.0
+        speeds.append((per_lane, int(lanes or 1)))
+    per_lane, lanes = max(speeds)
+    text = f"{per_lane:g} Gb/s x {lanes} lanes"
+    if per_lane >= 20:
+        return Check("Thunderbolt link", OK, text)
+    return Check(
+        "Thunderbolt link",
+        WARN,
+        f"{text}: the link came up below 20 Gb/s per lane; reseat or replace the cable",
+    )

@@ -1,0 +1,46 @@
+"""The gfx1151 vLLM image and its toolbox, rootless for the cluster user, as upstream does it."""
+
+from pyinfra import host
+from pyinfra.api import deploy
+
+from halo_cluster import toolbox as toolbox_files
+from halo_cluster.facts import UserContainers
+from halo_cluster.operations import pull_image, toolbox_container
+from halo_cluster.schema import DEFAULT_IMAGE, DEFAULT_TOOLBOX
+
+DEFAULTS = {
+    "halo_cluster_user": "vllm",
+    "halo_image": DEFAULT_IMAGE,
+    "halo_image_update": False,
+    "halo_toolbox": DEFAULT_TOOLBOX,
+}
+
+
+@deploy("Image and toolbox", data_defaults=DEFAULTS)
+def image_and_toolbox(has_infiniband: bool) -> None:
+    user, image, name = host.data.halo_cluster_user, host.data.halo_image, host.data.halo_toolbox
+    update = host.data.halo_image_update
+    found = host.get_fact(
+        UserContainers,
+        user=user,
+        image=image,
+        toolbox=name,
+        state_file=toolbox_files.state_file(name),
+    )
+    if found["image"] is None or update:
+        pull_image(name=f"Pull {image} as {user}", user=user, image=image)
+
+    options = toolbox_files.options(has_infiniband)
+    current = (
+        found["image"] is not None
+        and found["toolbox_image"] == found["image"]
+        and found["toolbox_state"] == toolbox_files.record(found["image"], options)
+    )
+    if update or not current:
+        toolbox_container(
+            name=f"Toolbox {name} from {image}",
+            user=user,
+            toolbox=name,
+            image=image,
+            options=options,
+        )

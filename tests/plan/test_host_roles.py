@@ -1,0 +1,195 @@
+"""RDMA host settings, the cluster user, image and toolbox, launcher defaults and head-to-worker
+SSH, planned on recorded real outputs."""
+
+from __future__ import annotations
+
+from halo_cluster import toolbox
+from tests.plan.harness import plan, text_files_output
+from tests.plan.test_core_roles import cluster, fresh_node, strix_halo_hardware
+
+GROUPS = ["root:x:0:", "video:x:39:", "render:x:105:", "rdma:x:106:", "wheel:x:10:"]
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHxWorkerHostKeyRecordedForThePlanTest"
+HEAD_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHeadUserKeyForThePlanTest halo-cluster"
+IMAGE_ID = "0d2ad943cb929ab12d29ea11c9618c3c2edca5ebba9a9c9ec62d1bda36e496ca"
+OLD_ID = "5f1e0e1a0d9c8b7a6f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0918"
+
+
+def node(interconnect: str = "roce", **facts) -> dict:
+    """A fresh node plus the facts of the host roles (specific matchers first)."""
+    extra = {
+        "podman image inspect": facts.pop("containers", []),
+        "ssh_host_ed25519_key.pub": text_files_output(
+            {"/etc/ssh/ssh_host_ed25519_key.pub": f"{HOST_KEY} root@worker\n"}
+        ),
+        "id_ed25519.pub": facts.pop("user_key", []),
+        "authorized_keys": facts.pop("authorized", []),
+        "cat /etc/group": GROUPS,
+    }
+    hardware = facts.pop("hardware", strix_halo_hardware())
+    return {**extra, **fresh_node(hardware=hardware, **facts)}
+
+
+def plan_pair(extra: str = "", interconnect: str = "roce", head=None, worker=None):
+    data = "{interface: auto}" if interconnect == "roce" else "{}"
+    tb = {"name": "thunderbolt0", "mac": "02:a1:59:56:2c:c2", "driver": "thunderbolt-net"}
+    interfaces = (
+        {}
+        if interconnect == "roce"
+        else {
+            "interfaces": [
+                {"name": "lo", "mac": "00:00:00:00:00:00"},
+                {"name": "eno1", "mac": "9c:6b:00:00:00:01", "addresses": ["10.0.0.11/24"]},
+                tb,
+            ]
+        }
+    )
+    return plan(
+        cluster(extra, interconnect=interconnect, data=data),
+        {"halo1": head or node(**interfaces), "halo2": worker or node(**interfaces)},
+    )
+
+
+def op_names(result, host: str) -> list[str]:
+    return result.names(host)
+
+
+def test_roce_host_settings() -> None:
+    uploads = plan_pair().uploads("halo1")
+    assert uploads["/etc/modules-load.d/halo-rdma.conf"].splitlines()[-2:] == ["ice", "irdma"]
+    limits = uploads["/etc/security/limits.d/90-halo-memlock.conf"].splitlines()
+    assert limits[-2:] == ["vllm soft memlock unlimited", "vllm hard memlock unlimited"]
+    for scope in ("system", "user"):
+        dropin = uploads[f"/etc/systemd/{scope}.conf.d/90-halo-memlock-default.conf"]
+        assert "[Manager]\nDefaultLimitMEMLOCK=infinity\n" in dropin
+
+
+def test_drivers_loaded_now_only_when_the_e810_is_there_and_they_are_not() -> None:
+    loaded = plan_pair()
+    assert "RDMA host settings | Load the E810 drivers now" not in op_names(loaded, "halo1")
+    unloaded = [line for line in strix_halo_hardware() if not line.startswith("module")]
+    result = plan_pair(head=node(hardware=unloaded))
+    assert "RDMA host settings | Load the E810 drivers now" in op_names(result, "halo1")
+    assert "modprobe ice && modprobe irdma" in result.commands("halo1")
+
+
+def test_thunderbolt_gets_no_rdma_pieces() -> None:
+    result = plan_pair(interconnect="thunderbolt")
+    uploads = result.uploads("halo1")
+    assert not [p for p in uploads if "memlock" in p or "halo-rdma" in p]
+    user_op = next(c for c in result.commands("halo1") if c.startswith("useradd"))
+    assert "render,video" in user_op and "rdma" not in user_op
+
+
+def test_cluster_user_created_in_device_groups_and_lingering() -> None:
+    result = plan_pair()
+    useradd = next(c for c in result.commands("halo1") if c.startswith("useradd"))
+    assert "-G render,video,rdma" in useradd and useradd.endswith("vllm")
+    assert any(c.startswith("loginctl enable-linger vllm") for c in result.commands("halo1"))
+
+
+def toolbox_script(result, host: str = "halo1") -> str | None:
+    return next((c for c in result.commands(host) if "toolbox create" in c), None)
+
+
+def test_image_pulled_as_the_user_when_missing() -> None:
+    result = plan_pair()
+    pull = next(c for c in result.commands("halo1") if "podman pull" in c)
+    assert "runuser -u vllm --" in pull
+    assert "podman pull --quiet docker.io/kyuz0/vllm-therock-gfx1151:latest" in pull
+
+
+def test_toolbox_options_follow_dev_infiniband() -> None:
+    with_ib = toolbox_script(plan_pair())
+    assert (
+        "-- --device /dev/dri --device /dev/kfd --group-add keep-groups --security-opt "
+        "seccomp=unconfined --device /dev/infiniband --ulimit memlock=-1"
+    ) in with_ib
+    no_ib = [line for line in strix_halo_hardware() if line != "infiniband"]
+    without = toolbox_script(plan_pair(head=node(hardware=no_ib)))
+    assert "seccomp=unconfined" in without and "/dev/infiniband" not in without
+    assert "memlock" not in without
+
+
+def containers(image: str | None, made_from: str | None, options: list[str]) -> list[str]:
+    state = toolbox.record(made_from, options) if made_from else ""
+    return [f"image {image or ''}", f"toolbox {made_from or ''}", f"state {state}"]
+
+
+def test_present_image_and_current_toolbox_are_kept() -> None:
+    options = toolbox.options(True)
+    result = plan_pair(head=node(containers=containers(IMAGE_ID, IMAGE_ID, options)))
+    assert not any("podman pull" in c for c in result.commands("halo1"))
+    assert toolbox_script(result) is None
+
+
+def test_toolbox_recreated_when_its_image_or_options_changed() -> None:
+    options = toolbox.options(True)
+    old_image = plan_pair(head=node(containers=containers(IMAGE_ID, OLD_ID, options)))
+    script = toolbox_script(old_image)
+    assert "toolbox rm --force vllm-therock-gfx1151" in script
+    assert "podman rmi $old" in script
+    other_options = plan_pair(head=node(containers=containers(IMAGE_ID, IMAGE_ID, options[:4])))
+    assert toolbox_script(other_options) is not None
+
+
+def test_image_update_pulls_again() -> None:
+    options = toolbox.options(True)
+    result = plan_pair(
+        "image_update: true\n", head=node(containers=containers(IMAGE_ID, IMAGE_ID, options))
+    )
+    assert any("podman pull" in c for c in result.commands("halo1"))
+
+
+def test_digest_pin_is_pulled_by_digest() -> None:
+    pinned = f"docker.io/kyuz0/vllm-therock-gfx1151@sha256:{IMAGE_ID}"
+    result = plan_pair(f"image: {pinned}\n")
+    assert any(f"podman pull --quiet {pinned}" in c for c in result.commands("halo1"))
+
+
+def test_launcher_environment_roce() -> None:
+    env = plan_pair().uploads("halo2")["/etc/halo-cluster/cluster.env"]
+    for line in (
+        "VLLM_HEAD_IP=192.168.100.1",
+        "VLLM_WORKER_IP=192.168.100.2",
+        "VLLM_REMOTE_TOOLBOX=vllm-therock-gfx1151",
+        "VLLM_HOST_IP=192.168.100.2",
+        "NCCL_SOCKET_IFNAME=enp194s0np0",
+        "GLOO_SOCKET_IFNAME=enp194s0np0",
+        "NCCL_IB_GID_INDEX=1",
+        "NCCL_IB_HCA==irdma1:1",
+    ):
+        assert f"\n{line}\n" in env, line
+    assert "NCCL_IB_DISABLE" not in env
+
+
+def test_launcher_environment_thunderbolt() -> None:
+    env = plan_pair(interconnect="thunderbolt").uploads("halo1")["/etc/halo-cluster/cluster.env"]
+    assert "\nNCCL_IB_DISABLE=1\n" in env
+    assert "\nNCCL_SOCKET_IFNAME=thunderbolt0\n" in env
+    assert "NCCL_IB_GID_INDEX" not in env
+
+
+def test_head_key_made_on_the_head_and_worker_host_keys_pinned() -> None:
+    result = plan_pair()
+    head_ops = op_names(result, "halo1")
+    assert "Launcher | SSH key of vllm (made here, never copied)" in head_ops
+    keygen = next(c for c in result.commands("halo1") if "ssh-keygen" in c)
+    assert "runuser -u vllm" in keygen
+    known = result.uploads("halo1")["/home/vllm/.ssh/known_hosts"]
+    assert f"\n192.168.100.2 {HOST_KEY}\n" in known
+    assert "ssh-keygen" not in " ".join(result.commands("halo2"))
+
+
+def test_worker_authorizes_the_head_key_read_at_run_time_on_a_fresh_cluster() -> None:
+    result = plan_pair()
+    assert result.commands("halo2")[-1].startswith("FunctionCommand(_authorize_from")
+
+
+def test_worker_authorizes_a_known_head_key_once() -> None:
+    head_key = text_files_output({"/home/vllm/.ssh/id_ed25519.pub": HEAD_KEY + "\n"})
+    fresh = plan_pair(head=node(user_key=head_key))
+    command = next(c for c in fresh.commands("halo2") if "authorized_keys" in c)
+    assert HEAD_KEY in command and "grep -qxF" in command
+    authorized = text_files_output({"/home/vllm/.ssh/authorized_keys": f"other\n{HEAD_KEY}\n"})
+    done = plan_pair(head=node(user_key=head_key), worker=node(authorized=authorized))
+    assert not any("authorized_keys" in c for c in done.commands("halo2"))
