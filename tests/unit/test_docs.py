@@ -7,14 +7,23 @@ from pathlib import Path
 
 import pytest
 
-from roles import kernel, network, packages, reboot
+from roles import container, kernel, launcher, network, packages, rdma, reboot, user
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(
     ("module", "page"),
-    [(packages, "packages"), (kernel, "kernel"), (network, "network"), (reboot, "reboot")],
+    [
+        (packages, "packages"),
+        (kernel, "kernel"),
+        (network, "network"),
+        (user, "user"),
+        (rdma, "rdma"),
+        (container, "container"),
+        (launcher, "launcher"),
+        (reboot, "reboot"),
+    ],
 )
 def test_every_role_variable_is_documented(module, page: str) -> None:
     doc = (ROOT / "docs" / "roles" / f"{page}.md").read_text()
