@@ -42,6 +42,11 @@ lab-reboot: venv
 demo: lab-up
 	CLUSTER_CONFIG=$(LAB_CONFIG) $(VENV)/bin/pyinfra -y --data halo_reboot=if-needed inventory.py deploy.py
 	$(PY) -m lab status
+	$(MAKE) --no-print-directory verify CLUSTER_CONFIG=$(LAB_CONFIG)
+
+verify: venv
+	CLUSTER_CONFIG=$(CLUSTER_CONFIG) $(PY) -m pytest tests/infra -q -p no:cacheprovider \
+		--junitxml=reports/verify.xml
 
 deploy: venv
 	CLUSTER_CONFIG=$(CLUSTER_CONFIG) $(VENV)/bin/pyinfra inventory.py deploy.py

@@ -66,6 +66,8 @@ class Cluster:
     toolbox: str
     kernel_args: tuple[str, ...]
     kernel_args_remove: tuple[str, ...]
+    max_latency_us: int = 10
+    min_bandwidth_gbps: int = 40
     nodes: tuple[Node, ...] = field(default_factory=tuple)
 
     @property
@@ -239,6 +241,9 @@ def _derive(doc: dict, checker: _Checker, base_dir: Path) -> Cluster:
     if not low <= mtu <= high:
         checker.error("mtu", f"{mtu} is outside {low}-{high}, the range {interconnect} allows")
     wanted, remove = _derive_kernel_args(doc, checker)
+    for key in ("verify.max_latency_us", "verify.min_bandwidth_gbps"):
+        if _get(doc, key) <= 0:
+            checker.error(key, f"{_get(doc, key)} is not a positive number")
     nodes = _derive_nodes(doc, interconnect, subnet, checker, base_dir) if subnet else ()
     return Cluster(
         source=checker.label,
@@ -252,6 +257,8 @@ def _derive(doc: dict, checker: _Checker, base_dir: Path) -> Cluster:
         toolbox=_get(doc, "toolbox"),
         kernel_args=wanted,
         kernel_args_remove=remove,
+        max_latency_us=_get(doc, "verify.max_latency_us"),
+        min_bandwidth_gbps=_get(doc, "verify.min_bandwidth_gbps"),
         nodes=nodes,
     )
 

@@ -110,6 +110,21 @@ SCHEMA: tuple[Field, ...] = (
         [],
         "Arguments to remove: `key` removes every value of that key, `key=value` only that one.",
     ),
+    Field("verify", "mapping", {}, "Thresholds of `make verify` (see `verify.*`)."),
+    Field(
+        "verify.max_latency_us",
+        "integer",
+        10,
+        "Highest acceptable `ib_write_lat` typical latency between head and worker, in µs "
+        "(reported on this hardware: 5.23).",
+    ),
+    Field(
+        "verify.min_bandwidth_gbps",
+        "integer",
+        40,
+        "Lowest acceptable `ib_write_bw` average bandwidth, in Gb/s (reported: 50.6 behind the "
+        "x4 riser).",
+    ),
     Field(
         "ssh",
         "mapping",

@@ -3,7 +3,7 @@
 from pyinfra import host
 from pyinfra.api import deploy
 
-from halo_cluster.facts import NmActiveConnections, TextFiles
+from halo_cluster.facts import NetworkInterfaces, NmActiveConnections, TextFiles
 from halo_cluster.operations import activate_connection, text_file
 from halo_cluster.render import render
 
@@ -61,10 +61,18 @@ def data_link(interface: str | None) -> None:
         mode="600",
     )
 
-    active = host.get_fact(NmActiveConnections)
-    connection = host.data.halo_nm_connection
-    if interface and (present != wanted or active.get(connection) != interface):
+    if interface and (present != wanted or not _live(interface)):
+        connection = host.data.halo_nm_connection
         activate_connection(name=f"Activate {connection} on {interface}", connection=connection)
+
+
+def _live(interface: str) -> bool:
+    """The profile is up on the interface with the configured MTU and address (someone may have
+    changed them by hand, behind NetworkManager's back)."""
+    active = host.get_fact(NmActiveConnections).get(host.data.halo_nm_connection) == interface
+    link = host.get_fact(NetworkInterfaces).get(interface, {})
+    address = f"{host.data.halo_data_address}/{host.data.halo_data_prefix}"
+    return active and link.get("mtu") == host.data.halo_mtu and address in link.get("addresses", [])
 
 
 def _text(files: dict, path: str) -> str | None:

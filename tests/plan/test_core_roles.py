@@ -175,33 +175,47 @@ def test_other_values_replaced_in_place_and_iommu_off_removes_pt() -> None:
     )
 
 
-def test_converged_node_plans_nothing() -> None:
-    first = plan_both(cluster())
-    uploads = first.uploads("halo1")
-    boot = {path: text for path, text in uploads.items() if path != KEYFILE}
+OUR_PACKAGES = (
+    "rdma-core",
+    "libibverbs-utils",
+    "perftest",
+    "ethtool",
+    "iproute",
+    "podman",
+    "toolbox",
+)
+
+
+def converged_node(mtu: int = 9000) -> dict:
+    """halo1 as the first run leaves it: files in place, packages in, link up."""
+    uploads = plan_both(cluster()).uploads("halo1")
+    boot = {
+        path: text
+        for path, text in uploads.items()
+        if path.startswith(("/etc/default", "/boot", "/etc/kernel"))
+    }
     boot["/proc/cmdline"] = "BOOT_IMAGE=(hd0,gpt2)/vmlinuz " + uploads["/etc/kernel/cmdline"]
-    node = fresh_node(
+    link = dict(E810, mtu=mtu, addresses=["192.168.100.1/30"])
+    return fresh_node(
         boot=boot,
         keyfile=text_files_output({KEYFILE: uploads[KEYFILE]}, mode="600"),
-        rpms=RPMS
-        + [
-            f"{p}-1.0-1.fc43"
-            for p in (
-                "rdma-core",
-                "libibverbs-utils",
-                "perftest",
-                "ethtool",
-                "iproute",
-                "podman",
-                "toolbox",
-            )
-        ],
+        rpms=RPMS + [f"{p}-1.0-1.fc43" for p in OUR_PACKAGES],
         active=["eno1:eno1", "halo-data:enp194s0np0"],
+        interfaces=[LOOPBACK, MGMT, link],
     )
-    again = plan_both(cluster(), node=node)
+
+
+def test_converged_node_plans_nothing() -> None:
+    again = plan_both(cluster(), node=converged_node())
     core = [op for op in again.ops["halo1"] if op.name.split(" | ")[0] in CORE_ROLES]
     assert [op.commands for op in core] == [[]] * len(core)
     assert [op.uploads for op in core] == [{}] * len(core)
+
+
+def test_mtu_changed_behind_network_manager_is_reapplied() -> None:
+    again = plan_both(cluster(), node=converged_node(mtu=1500))
+    assert "Data link | Activate halo-data on enp194s0np0" in again.names("halo1")
+    assert KEYFILE not in again.uploads("halo1")
 
 
 def test_keyfile_with_wrong_mode_is_rewritten_and_reactivated() -> None:

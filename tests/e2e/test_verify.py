@@ -1,0 +1,101 @@
+"""`make verify` against the lab: passes what the lab supports, shows hardware as NOT VERIFIED,
+and fails with a clear message for a node broken on purpose."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from lab import cli
+from tests.e2e.conftest import ROOT, Lab
+
+
+def verify() -> subprocess.CompletedProcess:
+    env = dict(os.environ, CLUSTER_CONFIG=str(cli.CONFIG))
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests/infra",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--junitxml",
+            str(ROOT / "reports" / "verify-lab.xml"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def summary(result: subprocess.CompletedProcess) -> dict[tuple[str, str], str]:
+    rows = {}
+    table = result.stdout.split("halo-cluster verification of", 1)[1].split("\nverification:")[0]
+    for line in table.splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 3:
+            status = "NOT VERIFIED" if parts[2] == "NOT" else parts[2]
+            rows[(parts[0], parts[1])] = status
+    return rows
+
+
+@pytest.fixture(scope="module")
+def lab() -> Lab:
+    lab = Lab(2, "roce").fresh()
+    result = lab.deploy(config=lab.config("reboot: if-needed\n"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return lab
+
+
+def test_converged_lab_passes_with_hardware_not_verified(lab: Lab) -> None:
+    result = verify()
+    assert result.returncode == 0, result.stdout[-4000:]
+    rows = summary(result)
+    for node in lab.nodes:
+        for check in (
+            "packages_installed",
+            "kernel_arguments_active",
+            "data_link_profile",
+            "toolbox_present_with_expected_options",
+            "inside_the_toolbox",
+        ):
+            assert rows[(node, check)] == "passed", (node, check)
+        for check in (
+            "rdma_link_active",
+            "ibv_port_active",
+            "roce_v2_gid",
+            "memlock_unlimited_in_login_sessions",
+        ):
+            assert rows[(node, check)] == "NOT VERIFIED", (node, check)
+    assert rows[("node2", "rdma_latency")] == "NOT VERIFIED"
+    assert rows[("node1->node2", "full_size_frames")] == "passed"
+    assert "NOT VERIFIED (hardware this machine cannot have)" in result.stdout
+    junit = (ROOT / "reports" / "verify-lab.xml").read_text()
+    assert junit.count("<testcase") == len(rows)
+    assert 'message="NOT VERIFIED: RDMA device: systemd-nspawn container' in junit
+
+
+def test_broken_node_fails_with_clear_messages(lab: Lab) -> None:
+    lab.ssh("node2", "ip link set enp1s0f0np0 mtu 1500")
+    lab.ssh("node1", "sed -i 's/ pcie_aspm=off//' /boot/loader/entries/*6.18.5*.conf")
+    lab.ssh("node1", "rpm -e perftest")
+    result = verify()
+    assert result.returncode != 0
+    out = result.stdout
+    assert "node2: MTU 1500 on enp1s0f0np0, expected 9000: re-run the deploy" in out
+    assert "pcie_aspm=off 0 times in /boot/loader/entries/" in out
+    assert "node1: not installed: perftest: re-run the deploy" in out
+    rows = summary(result)
+    assert rows[("node2", "data_link_profile")] == "FAILED"
+    assert rows[("node1", "packages_installed")] == "FAILED"
+    assert rows[("node1->node2", "full_size_frames")] == "FAILED"
+    # the deploy repairs all three
+    assert lab.deploy().returncode == 0
+    assert verify().returncode == 0

@@ -1,0 +1,204 @@
+"""Verification of the end state with pytest-testinfra, on any inventory: the lab or real nodes.
+
+Hosts come from the same cluster.yml as the deploy ($CLUSTER_CONFIG, default cluster.yml), through
+the same loader; SSH uses the config's keys and pinned known_hosts. A check that needs hardware
+this node cannot have (RDMA in a container) reads NOT VERIFIED, never passed; the summary at the
+end shows passed / FAILED / NOT VERIFIED per node and check, with measured values.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import pytest
+import testinfra
+
+from halo_cluster.config import Cluster, ConfigError, Node, load_cluster
+from halo_cluster.facts import NetworkInterfaces
+from halo_cluster.safety import resolve_interface
+
+ROOT = Path(__file__).resolve().parents[2]
+NOT_VERIFIED = "NOT VERIFIED"
+
+
+def config_path() -> Path:
+    return Path(os.environ.get("CLUSTER_CONFIG") or ROOT / "cluster.yml")
+
+
+@dataclass
+class Target:
+    """One node: its config, a testinfra host over SSH, and helpers the checks share."""
+
+    cluster: Cluster
+    node: Node
+    host: testinfra.host.Host
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    def run(self, command: str) -> testinfra.backend.base.CommandResult:
+        return self.host.run(command)
+
+    def out(self, command: str) -> str:
+        return self.host.check_output(command)
+
+    @cached_property
+    def container(self) -> str | None:
+        """The container technology when this node is one (the lab), else None."""
+        virt = self.run("systemd-detect-virt --container").stdout.strip()
+        return None if virt in ("", "none") else virt
+
+    @cached_property
+    def interface(self) -> str:
+        fact = NetworkInterfaces()
+        interfaces = fact.process(self.out(fact.command()).splitlines())
+        name, problem = resolve_interface(interfaces, self.node.interface, self.node.mac)
+        assert name, f"{self.name}: {problem}"
+        return name
+
+    def not_verified(self, what: str) -> None:
+        """Skip as NOT VERIFIED when the hardware cannot exist here; return on real hosts."""
+        if self.container:
+            pytest.skip(f"{NOT_VERIFIED}: {what}: {self.container} container, no such hardware")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(Summary(), "halo-summary")
+    try:
+        config.halo_cluster = load_cluster(config_path())  # type: ignore[attr-defined]
+    except ConfigError as error:
+        pytest.exit("\n".join(error.problems), returncode=2)
+
+
+def _ssh_config(cluster: Cluster) -> str:
+    lines = []
+    for node in cluster.nodes:
+        lines += [
+            f"Host halo-{node.name}",
+            f"  HostName {node.ssh_host}",
+            f"  Port {node.ssh_port}",
+            f"  User {node.ssh_user}",
+            "  BatchMode yes",
+            "  ConnectTimeout 10",
+            "  LogLevel ERROR",
+        ]
+        if node.ssh_key:
+            lines.append(f"  IdentityFile {node.ssh_key}")
+        if node.ssh_known_hosts:
+            lines += [f"  UserKnownHostsFile {node.ssh_known_hosts}", "  StrictHostKeyChecking yes"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="session")
+def cluster(pytestconfig: pytest.Config) -> Cluster:
+    return pytestconfig.halo_cluster  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def targets(cluster: Cluster) -> dict[str, Target]:
+    config = Path(tempfile.mkdtemp(prefix="halo-verify-")) / "ssh_config"
+    config.write_text(_ssh_config(cluster))
+    return {
+        node.name: Target(
+            cluster,
+            node,
+            testinfra.get_host(
+                f"ssh://halo-{node.name}", ssh_config=str(config), sudo=node.ssh_user != "root"
+            ),
+        )
+        for node in cluster.nodes
+    }
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    cluster: Cluster = metafunc.config.halo_cluster  # type: ignore[attr-defined]
+    names = [n.name for n in cluster.nodes]
+    if "node" in metafunc.fixturenames:
+        metafunc.parametrize("node_name", names, ids=names)
+    if "worker" in metafunc.fixturenames:
+        workers = [n.name for n in cluster.workers]
+        metafunc.parametrize("worker_name", workers, ids=workers)
+    if "pair" in metafunc.fixturenames:
+        pairs = [(a, b) for a in names for b in names if a != b]
+        metafunc.parametrize("pair_names", pairs, ids=[f"{a}->{b}" for a, b in pairs])
+
+
+@pytest.fixture
+def node(targets: dict[str, Target], node_name: str) -> Target:
+    return targets[node_name]
+
+
+@pytest.fixture
+def worker(targets: dict[str, Target], worker_name: str) -> Target:
+    return targets[worker_name]
+
+
+@pytest.fixture
+def head(targets: dict[str, Target], cluster: Cluster) -> Target:
+    return targets[cluster.head.name]
+
+
+@pytest.fixture
+def pair(targets: dict[str, Target], pair_names: tuple[str, str]) -> tuple[Target, Target]:
+    return targets[pair_names[0]], targets[pair_names[1]]
+
+
+@pytest.fixture
+def measured(request: pytest.FixtureRequest):
+    """Record a measured value for the summary table (and the JUnit XML)."""
+
+    def record(text: str) -> None:
+        request.node.user_properties.append(("measured", text))
+
+    return record
+
+
+def _row(report: pytest.TestReport) -> tuple[str, str, str, str]:
+    match = re.match(r".*::test_(\w+)(?:\[(.+)\])?$", report.nodeid)
+    check, where = (match.group(1), match.group(2) or "cluster") if match else (report.nodeid, "")
+    detail = "; ".join(v for k, v in report.user_properties if k == "measured")
+    if report.passed:
+        return where, check, "passed", detail
+    if report.skipped:
+        reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else ""
+        reason = reason.removeprefix("Skipped: ")
+        status = NOT_VERIFIED if reason.startswith(NOT_VERIFIED) else "skipped"
+        return where, check, status, reason.removeprefix(f"{NOT_VERIFIED}: ")
+    message = (
+        str(report.longrepr.reprcrash.message) if hasattr(report.longrepr, "reprcrash") else ""
+    )
+    first = message.splitlines()[0] if message else ""
+    return where, check, "FAILED", first.removeprefix("AssertionError: ")
+
+
+class Summary:
+    """Collects every check's outcome and prints the per-node table at the end."""
+
+    def __init__(self) -> None:
+        self.reports: list[pytest.TestReport] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call" or (report.when == "setup" and not report.passed):
+            self.reports.append(report)
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        rows = [_row(r) for r in self.reports]
+        if not rows:
+            return
+        write = terminalreporter.write_line
+        write("")
+        write(f"halo-cluster verification of {config_path()}")
+        width = max(len(r[1]) for r in rows)
+        for where, check, status, detail in sorted(rows):
+            write(f"  {where:16} {check:{width}}  {status:12}  {detail}"[:220])
+        counts = {s: sum(1 for r in rows if r[2] == s) for s in ("passed", "FAILED", NOT_VERIFIED)}
+        write(
+            f"verification: {counts['passed']} passed, {counts['FAILED']} FAILED, "
+            f"{counts[NOT_VERIFIED]} NOT VERIFIED (hardware this machine cannot have)"
+        )

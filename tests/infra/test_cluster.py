@@ -1,0 +1,39 @@
+"""Across nodes: full-size frames both ways, one MTU everywhere, head-to-worker SSH."""
+
+from __future__ import annotations
+
+from tests.infra.conftest import Target
+
+
+def test_full_size_frames(pair: tuple[Target, Target], measured) -> None:
+    source, target = pair
+    mtu, address = source.cluster.mtu, target.node.address
+    size = mtu - 28  # IPv4 and ICMP headers
+    ok = source.run(f"ping -c 2 -W 2 -M do -s {size} {address}")
+    assert ok.rc == 0, (
+        f"{source.name} -> {target.name}: a {mtu}-byte frame with don't-fragment did not pass "
+        f"({ok.stdout.strip().splitlines()[-1:]}): check both MTUs and the cable"
+    )
+    too_big = source.run(f"ping -c 1 -W 2 -M do -s {size + 1} {address}")
+    assert too_big.rc != 0 and "message too long" in (too_big.stdout + too_big.stderr).lower(), (
+        f"{source.name}: a frame one byte over {mtu} was not refused locally: the MTU is not {mtu}"
+    )
+    rtt = [line for line in ok.stdout.splitlines() if line.startswith("rtt")]
+    measured(rtt[0].split("=")[1].strip() if rtt else "")
+
+
+def test_same_mtu_everywhere(targets: dict[str, Target]) -> None:
+    mtus = {t.name: int(t.out(f"cat /sys/class/net/{t.interface}/mtu")) for t in targets.values()}
+    assert len(set(mtus.values())) == 1, f"MTUs differ: {mtus}: re-run the deploy"
+
+
+def test_head_reaches_worker_over_ssh(head: Target, worker: Target) -> None:
+    user = head.cluster.cluster_user
+    result = head.run(
+        f"runuser -u {user} -- ssh -o BatchMode=yes -o StrictHostKeyChecking=yes "
+        f"-o ConnectTimeout=5 {worker.node.address} true"
+    )
+    assert result.rc == 0, (
+        f"{head.name} -> {worker.name} ({worker.node.address}) as {user}: "
+        f"{result.stderr.strip()}: re-run the deploy (key and known_hosts)"
+    )

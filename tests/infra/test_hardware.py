@@ -1,0 +1,128 @@
+"""Hardware checks, where the hardware exists: RDMA port state, RoCE v2 GID, perftest latency and
+bandwidth between head and worker, Thunderbolt link speed. NOT VERIFIED where it cannot exist."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from halo_cluster import rdmatools
+from tests.infra.conftest import Target
+
+PERFTEST = "timeout 60 {tool} -d {device} -x {gid} -F {extra}"
+
+
+def roce_only(node: Target) -> None:
+    if node.cluster.interconnect != "roce":
+        pytest.skip("thunderbolt: no RDMA by design")
+
+
+def rdma_device(node: Target) -> str:
+    node.not_verified("RDMA device")
+    devices = node.run(f"ls /sys/class/net/{node.interface}/device/infiniband").stdout.split()
+    assert devices, (
+        f"{node.name}: {node.interface} has no RDMA device: modprobe irdma, check "
+        "`rdma link` and the E810 firmware"
+    )
+    return devices[0]
+
+
+def gid_index(node: Target, device: str) -> int:
+    devinfo = node.out(f"ibv_devinfo -v -d {device}")
+    index = rdmatools.roce_v2_gid_index(devinfo, node.node.address)
+    assert index is not None, (
+        f"{node.name}: no RoCE v2 GID for {node.node.address} on {device}: "
+        "is the address on the E810 port?"
+    )
+    return index
+
+
+def test_rdma_link_active(node: Target, measured) -> None:
+    roce_only(node)
+    rdma_device(node)
+    links = rdmatools.parse_rdma_link(node.out("rdma link show"))
+    link = next((x for x in links if x["netdev"] == node.interface), None)
+    assert link, f"{node.name}: `rdma link` shows no port for {node.interface}"
+    assert (link["state"], link["physical_state"]) == ("ACTIVE", "LINK_UP"), (
+        f"{node.name}: {link['device']}/{link['port']} is {link['state']} "
+        f"{link['physical_state']}, expected ACTIVE LINK_UP: check the cable and the peer"
+    )
+    measured(f"{link['device']}/{link['port']} ACTIVE LINK_UP")
+
+
+def test_ibv_port_active(node: Target) -> None:
+    roce_only(node)
+    device = rdma_device(node)
+    state = rdmatools.port_state(node.out(f"ibv_devinfo -v -d {device}"))
+    assert state == "PORT_ACTIVE", f"{node.name}: {device} port 1 is {state}"
+
+
+def test_roce_v2_gid(node: Target, measured) -> None:
+    roce_only(node)
+    device = rdma_device(node)
+    measured(f"GID index {gid_index(node, device)}")
+
+
+def perftest(head: Target, worker: Target, tool: str, extra: str = "") -> str:
+    server_dev, client_dev = rdma_device(worker), rdma_device(head)
+    server = PERFTEST.format(
+        tool=tool, device=server_dev, gid=gid_index(worker, server_dev), extra=extra
+    )
+    worker.run(f"nohup {server} > /tmp/halo-{tool}.log 2>&1 &")
+    client = PERFTEST.format(
+        tool=tool,
+        device=client_dev,
+        gid=gid_index(head, client_dev),
+        extra=f"{extra} {worker.node.address}",
+    )
+    for _ in range(10):
+        result = head.run(client)
+        if result.rc == 0:
+            return result.stdout
+        head.run("sleep 0.5")
+    raise AssertionError(f"{head.name} -> {worker.name}: {tool} failed: {result.stderr.strip()}")
+
+
+def test_rdma_latency(head: Target, worker: Target, measured) -> None:
+    roce_only(head)
+    output = perftest(head, worker, "ib_write_lat", "-I 96")
+    result = rdmatools.parse_latency(output)
+    assert result, f"{tool_output_problem(output)}"
+    typical, limit = result["t_typical"], head.cluster.max_latency_us
+    measured(f"{typical} us typical")
+    assert typical <= limit, (
+        f"{head.name} -> {worker.name}: latency {typical} us, expected at "
+        f"most {limit}: check flow control, firmware and the riser"
+    )
+
+
+def test_rdma_bandwidth(head: Target, worker: Target, measured) -> None:
+    roce_only(head)
+    output = perftest(head, worker, "ib_write_bw", "--report_gbits")
+    gbps = rdmatools.parse_bandwidth_gbps(output)
+    assert gbps is not None, tool_output_problem(output)
+    measured(f"{gbps:.1f} Gb/s")
+    limit = head.cluster.min_bandwidth_gbps
+    assert gbps >= limit, (
+        f"{head.name} -> {worker.name}: {gbps:.1f} Gb/s, expected at least "
+        f"{limit}: check the PCIe link width (x4 riser) and MTU"
+    )
+
+
+def tool_output_problem(output: str) -> str:
+    return f"no result table in perftest output: {output.strip().splitlines()[-1:]}"
+
+
+def test_thunderbolt_link_speed(node: Target, measured) -> None:
+    if node.cluster.interconnect != "thunderbolt":
+        pytest.skip("roce: no thunderbolt link by design")
+    node.not_verified("Thunderbolt link speed")
+    speeds = node.run("cat /sys/bus/thunderbolt/devices/*/rx_speed").stdout.split("\n")
+    values = [float(m.group(1)) for s in speeds if (m := re.match(r"([\d.]+)\s*Gb/s", s))]
+    assert values, f"{node.name}: no thunderbolt device reports a link speed: is the cable in?"
+    measured(f"{max(values):g} Gb/s per lane")
+    assert max(values) >= 20, (
+        f"{node.name}: thunderbolt link at {max(values):g} Gb/s per lane, "
+        "expected 20: reseat or replace the cable"
+    )

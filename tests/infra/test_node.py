@@ -1,0 +1,195 @@
+"""Per node: packages, kernel arguments, data link, user, memlock, image, toolbox, launcher."""
+
+from __future__ import annotations
+
+import pytest
+
+from halo_cluster import cmdline, toolbox
+from halo_cluster.facts import CONTAINER_IMAGE, IMAGE_ID, as_user
+from tests.infra.conftest import Target
+
+PACKAGES = ("rdma-core", "libibverbs-utils", "perftest")
+KEYFILE = "/etc/NetworkManager/system-connections/halo-data.nmconnection"
+
+
+def test_packages_installed(node: Target) -> None:
+    missing = [p for p in PACKAGES if not node.host.package(p).is_installed]
+    assert not missing, f"{node.name}: not installed: {', '.join(missing)}: re-run the deploy"
+
+
+def configured_places(node: Target) -> dict[str, str]:
+    """Each place that decides the kernel command line -> the arguments it holds."""
+    places = {
+        "/etc/default/grub": cmdline.grub_cmdline(
+            node.host.file("/etc/default/grub").content_string
+        )
+        or ""
+    }
+    for path in node.out("ls /boot/loader/entries/*.conf").split():
+        places[path] = cmdline.bls_options(node.host.file(path).content_string) or ""
+    places["/etc/kernel/cmdline"] = node.host.file("/etc/kernel/cmdline").content_string
+    return places
+
+
+def test_kernel_arguments_configured(node: Target) -> None:
+    cluster = node.cluster
+    problems = []
+    for place, line in configured_places(node).items():
+        tokens = cmdline.split_args(line)
+        for arg in cluster.kernel_args:
+            if tokens.count(arg) != 1:
+                problems.append(f"{arg} {tokens.count(arg)} times in {place}")
+        problems += [f"{t} still in {place}" for t in tokens if t in cluster.kernel_args_remove]
+    assert not problems, (
+        f"{node.name}: expected each argument once in all three places; "
+        f"found {'; '.join(problems)}: re-run the deploy"
+    )
+
+
+def test_kernel_arguments_active(node: Target, measured) -> None:
+    running = node.host.file("/proc/cmdline").content_string
+    missing = cmdline.missing_args(
+        running, list(node.cluster.kernel_args), list(node.cluster.kernel_args_remove)
+    )
+    configured = configured_places(node)["/etc/kernel/cmdline"]
+    pending = [a for a in missing if a in cmdline.split_args(configured)]
+    assert not pending, (
+        f"{node.name}: reboot required: {' '.join(pending)} configured but not "
+        "active in /proc/cmdline: reboot the node (or set reboot: if-needed)"
+    )
+    assert not missing, f"{node.name}: not active and not configured: {' '.join(missing)}"
+    measured(f"{len(node.cluster.kernel_args)} arguments active")
+
+
+def test_foreign_kernel_arguments_kept(node: Target) -> None:
+    """Arguments the node booted with that we do not manage are still in its boot entries."""
+    managed = {
+        cmdline.key_of(a) for a in node.cluster.kernel_args + node.cluster.kernel_args_remove
+    }
+    running = cmdline.split_args(node.host.file("/proc/cmdline").content_string)
+    foreign = [
+        a
+        for a in running
+        if not a.startswith(("BOOT_IMAGE=", "initrd=")) and cmdline.key_of(a) not in managed
+    ]
+    for place, line in configured_places(node).items():
+        if place == "/etc/default/grub":
+            continue
+        lost = [a for a in foreign if a not in cmdline.split_args(line)]
+        assert not lost, f"{node.name}: {place} lost {' '.join(lost)}: restore it by hand"
+
+
+def test_data_link_profile(node: Target, measured) -> None:
+    interface, mtu = node.interface, node.cluster.mtu
+    active = node.out("nmcli -t -f NAME,DEVICE connection show --active").splitlines()
+    assert f"halo-data:{interface}" in active, (
+        f"{node.name}: profile halo-data not active on {interface} (active: {', '.join(active)}): "
+        "re-run the deploy, or `nmcli connection up halo-data`"
+    )
+    keyfile = node.host.file(KEYFILE)
+    assert (keyfile.mode, keyfile.user) == (0o600, "root"), (
+        f"{node.name}: {KEYFILE} is {oct(keyfile.mode)} {keyfile.user}, expected 0600 root: "
+        "NetworkManager ignores it; re-run the deploy"
+    )
+    found_mtu = int(node.out(f"cat /sys/class/net/{interface}/mtu"))
+    assert found_mtu == mtu, (
+        f"{node.name}: MTU {found_mtu} on {interface}, expected {mtu}: re-run the deploy; if the "
+        "peer is also right, check the DAC link"
+    )
+    address = f"{node.node.address}/{node.cluster.subnet.prefixlen}"
+    addresses = node.host.interface(interface).addresses
+    assert node.node.address in addresses, (
+        f"{node.name}: {address} not on {interface} (found {addresses}): re-run the deploy"
+    )
+    measured(f"{interface} {address} mtu {found_mtu}")
+
+
+def test_cluster_user_groups(node: Target) -> None:
+    user = node.cluster.cluster_user
+    groups = set(node.host.user(user).groups)
+    wanted = {"render", "video"} | ({"rdma"} if node.cluster.interconnect == "roce" else set())
+    existing = {g for g in wanted if node.host.group(g).exists}
+    assert existing <= groups, (
+        f"{node.name}: {user} is not in {', '.join(existing - groups)}: re-run the deploy"
+    )
+
+
+def test_memlock_configured(node: Target) -> None:
+    if node.cluster.interconnect != "roce":
+        pytest.skip("thunderbolt: no RDMA, memlock is left as it is (by design)")
+    user = node.cluster.cluster_user
+    limits = node.host.file("/etc/security/limits.d/90-halo-memlock.conf").content_string
+    assert f"{user} hard memlock unlimited" in limits, f"{node.name}: memlock limit missing"
+    for scope in ("system", "user"):
+        dropin = node.host.file(f"/etc/systemd/{scope}.conf.d/90-halo-memlock-default.conf")
+        assert "DefaultLimitMEMLOCK=infinity" in dropin.content_string, (
+            f"{node.name}: {dropin.path} missing: re-run the deploy"
+        )
+
+
+def test_memlock_unlimited_in_login_sessions(node: Target, measured) -> None:
+    if node.cluster.interconnect != "roce":
+        pytest.skip("thunderbolt: no RDMA, memlock is left as it is (by design)")
+    node.not_verified("memlock above 8 MiB")
+    value = node.out(f"su - {node.cluster.cluster_user} -c 'ulimit -l'").strip()
+    measured(f"ulimit -l {value}")
+    assert value == "unlimited", (
+        f"{node.name}: locked memory {value} KiB for "
+        f"{node.cluster.cluster_user}, expected unlimited: log in again "
+        "or reboot after the deploy"
+    )
+
+
+def user_podman(node: Target, command: str) -> str:
+    return node.run(as_user(node.cluster.cluster_user, command)).stdout.strip()
+
+
+def test_image_present(node: Target, measured) -> None:
+    image_id = user_podman(node, IMAGE_ID + node.cluster.image)
+    assert image_id, f"{node.name}: {node.cluster.image} not pulled for {node.cluster.cluster_user}"
+    measured(image_id[:12])
+
+
+def test_toolbox_present_with_expected_options(node: Target) -> None:
+    name = node.cluster.toolbox
+    image_id = user_podman(node, IMAGE_ID + node.cluster.image)
+    made_from = user_podman(node, CONTAINER_IMAGE + name)
+    assert made_from, f"{node.name}: no toolbox {name}: re-run the deploy"
+    assert made_from == image_id, (
+        f"{node.name}: toolbox {name} made from {made_from[:12]}, the "
+        f"image is {image_id[:12]}: re-run the deploy to recreate it"
+    )
+    has_ib = node.host.file("/dev/infiniband").exists
+    record = node.out(f"cat ~{node.cluster.cluster_user}/{toolbox.state_file(name)}").strip()
+    assert record == toolbox.record(image_id, toolbox.options(has_ib)), (
+        f"{node.name}: toolbox {name} was made with other options ({record}): re-run the deploy"
+    )
+
+
+def test_inside_the_toolbox(node: Target, measured) -> None:
+    """What the options are for, checked where it counts: inside the toolbox."""
+    name = node.cluster.toolbox
+    wanted = ["/dev/dri", "/dev/kfd"] + (
+        ["/dev/infiniband"] if node.host.file("/dev/infiniband").exists else []
+    )
+    found = user_podman(
+        node,
+        f"toolbox run -c {name} sh -c "
+        f"'ls -d {' '.join(wanted)} 2>/dev/null; echo memlock=$(ulimit -l)'",
+    )
+    assert all(path in found.split() for path in wanted), (
+        f"{node.name}: inside toolbox {name} expected {', '.join(wanted)}, found {found.split()}"
+    )
+    measured(found.split()[-1])
+
+
+def test_launcher_defaults(node: Target) -> None:
+    env = node.host.file("/etc/halo-cluster/cluster.env").content_string
+    cluster = node.cluster
+    for line in (
+        f"VLLM_HEAD_IP={cluster.head.address}",
+        f"VLLM_HOST_IP={node.node.address}",
+        f"VLLM_REMOTE_TOOLBOX={cluster.toolbox}",
+        f"NCCL_SOCKET_IFNAME={node.interface}",
+    ):
+        assert line in env.splitlines(), f"{node.name}: {line} missing in cluster.env"
