@@ -7,7 +7,7 @@ NODE   ?= node1
 CLUSTER_CONFIG ?= cluster.yml
 LAB_CONFIG := .lab/cluster.yml
 
-.PHONY: venv test unit lint demo lab-up lab-down lab-status lab-reboot deploy verify drift
+.PHONY: venv test unit lint demo lab-up lab-down lab-status lab-reboot deploy verify drift bench
 
 venv: $(VENV)/.installed
 
@@ -47,6 +47,9 @@ demo: lab-up
 verify: venv
 	CLUSTER_CONFIG=$(CLUSTER_CONFIG) $(PY) -m pytest tests/infra -q -p no:cacheprovider \
 		--junitxml=reports/verify.xml
+
+drift: venv
+	CLUSTER_CONFIG=$(CLUSTER_CONFIG) $(PY) -m halo_cluster.drift
 
 deploy: venv
 	CLUSTER_CONFIG=$(CLUSTER_CONFIG) $(VENV)/bin/pyinfra inventory.py deploy.py

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -252,8 +253,12 @@ def reboot(name: str) -> None:
 INSTALL_KERNEL = r"""
 set -eu
 version=$1
+given=${2:-}
 # What kernel-install's 20-grub.install does: options from /etc/kernel/cmdline, else /proc/cmdline
-if [ -s /etc/kernel/cmdline ]; then
+# (or, to simulate an install that used stale options, the options given)
+if [ -n "$given" ]; then
+    options=$given
+elif [ -s /etc/kernel/cmdline ]; then
     options=$(cat /etc/kernel/cmdline)
 else
     options=$(tr ' ' '\n' < /proc/cmdline | grep -v -e '^BOOT_IMAGE=' -e '^initrd=' | xargs)
@@ -276,10 +281,12 @@ echo "$id-$version"
 """
 
 
-def install_kernel(name: str, version: str) -> None:
+def install_kernel(name: str, version: str, options: str | None = None) -> None:
     """Add a newer boot entry as kernel-install would and make it the default."""
     state = load_state()
     argv = [*ssh_argv(node_address(state, name)), "sh", "-s", "--", version]
+    if options:
+        argv.append(shlex.quote(options))
     result = subprocess.run(argv, input=INSTALL_KERNEL, capture_output=True, text=True)
     if result.returncode != 0:
         raise LabError(f"{name}: install-kernel failed: {result.stderr.strip()}")
@@ -299,6 +306,7 @@ def main(argv: list[str]) -> int:
     p_kernel = sub.add_parser("install-kernel", help="add a newer default boot entry")
     p_kernel.add_argument("node")
     p_kernel.add_argument("--version", default="6.18.7-200.fc43.x86_64")
+    p_kernel.add_argument("--options", help="options for the entry (default: as kernel-install)")
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
@@ -312,7 +320,7 @@ def main(argv: list[str]) -> int:
         elif args.command == "reboot":
             reboot(args.node)
         elif args.command == "install-kernel":
-            install_kernel(args.node, args.version)
+            install_kernel(args.node, args.version, args.options)
     except LabError as error:
         print(f"lab: {error}", file=sys.stderr)
         return 1

@@ -80,7 +80,8 @@ def kernel_args() -> None:
         # kernel-install re-runs grub2-mkconfig when /etc/kernel/cmdline is older than the
         # GRUB defaults; keep it newer so a new kernel takes its options from it
         server.shell(
-            name=f"Keep {KERNEL_CMDLINE} newer than {GRUB}", commands=[f"touch {KERNEL_CMDLINE}"]
+            name=f"Keep {KERNEL_CMDLINE} newer than the GRUB defaults",
+            commands=[f"touch {KERNEL_CMDLINE}"],
         )
 
 

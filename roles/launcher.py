@@ -1,7 +1,7 @@
 """What the cluster launcher needs: its defaults in the environment, and passwordless SSH from the
 head's cluster user to every worker over the data link, with pinned host keys."""
 
-from pyinfra import host, state
+from pyinfra import host, logger, state
 from pyinfra.api import deploy
 from pyinfra.facts.server import Users
 
@@ -51,7 +51,9 @@ def launcher(interface: str | None, hca: str | None) -> None:
 
 
 def node_host(name: str):
-    return next(h for h in state.inventory if h.data.get("halo_node") == name)
+    """The inventory host of a node, or None when it is unreachable in this run."""
+    found = next(h for h in state.inventory if h.data.get("halo_node") == name)
+    return found if found in state.active_hosts else None
 
 
 def head_name() -> str:
@@ -75,7 +77,11 @@ def _head_reaches_workers() -> None:
     # the workers' host keys as the deploy read them over its own pinned connection
     lines = []
     for name, address in sorted(host.data.halo_peers.items()):
-        key = node_host(name).get_fact(TextFiles, paths=(HOST_KEY,)).get(HOST_KEY)
+        peer = node_host(name)
+        if peer is None:
+            logger.warning(f"{host.print_prefix}{name} unreachable: its host key is left as it is")
+            return
+        key = peer.get_fact(TextFiles, paths=(HOST_KEY,)).get(HOST_KEY)
         if key:
             lines.append(f"{address} {' '.join(key.text.split()[:2])}")
     path = f"{home_of(host, user)}/.ssh/known_hosts"
@@ -93,6 +99,9 @@ def _head_reaches_workers() -> None:
 def _worker_admits_head() -> None:
     user = host.data.halo_cluster_user
     head = head_name()
+    if node_host(head) is None:
+        logger.warning(f"{host.print_prefix}head {head} unreachable: its key is authorized later")
+        return
     key = public_key(node_host(head), user)
     path = f"{home_of(host, user)}/.ssh/authorized_keys"
     present = host.get_fact(TextFiles, paths=(path,)).get(path)

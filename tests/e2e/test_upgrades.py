@@ -1,0 +1,150 @@
+"""Drift detection, re-provisioning after a kernel upgrade or a replaced config file, interrupted
+and partial runs: on the lab."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from lab import cli
+from tests.e2e.conftest import PYINFRA, ROOT, Lab, changed_hosts
+
+SEED_ARGS = "iommu=pt pci=realloc pcie_aspm=off amdgpu.gttsize=126976 ttm.pages_limit=32505856"
+NEW_KERNEL = "6.18.9-200.fc43.x86_64"
+KEYFILE = "/etc/NetworkManager/system-connections/halo-data.nmconnection"
+
+
+def drift(config=None) -> tuple[int, dict, str]:
+    out = ROOT / "reports" / "drift-test.json"
+    env = dict(os.environ, CLUSTER_CONFIG=str(config or cli.CONFIG))
+    result = subprocess.run(
+        [sys.executable, "-m", "halo_cluster.drift", "--json-out", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return result.returncode, json.loads(out.read_text()), result.stdout
+
+
+@pytest.fixture(scope="module")
+def lab() -> Lab:
+    lab = Lab(2, "roce").fresh()
+    result = lab.deploy(config=lab.config("reboot: if-needed\n"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return lab
+
+
+def test_drift_exit_codes(lab: Lab, tmp_path) -> None:
+    code, summary, out = drift()
+    assert (code, summary["nodes"]) == (0, {}), out
+    assert "drift: none" in out
+    bad = tmp_path / "bad.yml"
+    bad.write_text("cluster_user: vllm\nmut: 1\nnodes: []\n")
+    code, summary, out = drift(bad)
+    assert code == 1 and "mut: unknown key" in out
+    unreachable = tmp_path / "unreachable.yml"
+    unreachable.write_text(
+        cli.CONFIG.read_text()
+        .replace("10.99.2.2", "10.99.9.2")
+        .replace("ssh/", f"{cli.LAB_DIR}/ssh/")
+    )
+    code, summary, out = drift(unreachable)
+    assert code == 1 and summary["errors"], out
+
+
+def test_kernel_upgrade_is_reported_and_restored(lab: Lab) -> None:
+    # a kernel install that took stale options, then a reboot into it
+    stale = "root=UUID=7138d111-30d8-4fe0-af64-0d8cf3b01c3c ro rootflags=subvol=root rhgb quiet"
+    lab.lab("install-kernel", "node2", "--version", NEW_KERNEL, "--options", f"{stale} iommu=pt")
+    lab.lab("reboot", "node2")
+    entry = f"/boot/loader/entries/5e0d1c3b2a4f48e6b7c8d9e0f1a2b3c4-{NEW_KERNEL}.conf"
+
+    code, summary, out = drift()
+    assert code == 2, out
+    assert list(summary["nodes"]) == ["node2"]
+    (change,) = summary["nodes"]["node2"]
+    assert change["operation"] == f"Kernel arguments | Kernel arguments in {entry}"
+    assert f"+options {stale} iommu=pt pci=realloc pcie_aspm=off" in "\n".join(change["diff"])
+
+    result = lab.deploy("--json", config=lab.config("reboot: if-needed\n"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    changed = changed_hosts(json.loads(result.stdout))
+    assert changed == {
+        f"Kernel arguments | Kernel arguments in {entry}": ["node2"],
+        "Reboot | Reboot worker for kernel arguments": ["node2"],
+        "Reboot | Confirm the kernel arguments are active": ["node2"],
+    }
+    running = lab.ssh("node2", "cat /proc/cmdline")
+    assert running.startswith(f"BOOT_IMAGE=(hd0,gpt2)/vmlinuz-{NEW_KERNEL} ")
+    assert set(SEED_ARGS.split()) <= set(running.split())
+    assert drift()[0] == 0
+
+
+def test_dnf_update_that_replaces_a_managed_file(lab: Lab) -> None:
+    # as if a package update installed its own /etc/default/grub over ours
+    lab.ssh(
+        "node1",
+        "sed -i 's/^GRUB_CMDLINE_LINUX=.*/GRUB_CMDLINE_LINUX=\"rhgb quiet\"/' /etc/default/grub",
+    )
+    code, summary, out = drift()
+    assert code == 2 and list(summary["nodes"]) == ["node1"], out
+    operations = [c["operation"] for c in summary["nodes"]["node1"]]
+    assert "Kernel arguments | Kernel arguments in /etc/default/grub" in operations
+    assert lab.deploy().returncode == 0
+    assert drift()[0] == 0
+
+
+def test_interrupted_run_leaves_no_half_written_file_and_converges() -> None:
+    lab = Lab(2, "roce").fresh()
+    env = dict(os.environ, CLUSTER_CONFIG=str(cli.CONFIG))
+    process = subprocess.Popen(
+        [PYINFRA, "-y", "inventory.py", "deploy.py"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    for line in process.stdout:
+        if "Starting operation: Data link" in line:
+            os.killpg(process.pid, signal.SIGKILL)
+            break
+    process.wait(timeout=60)
+    time.sleep(0.5)
+    for name in lab.nodes:
+        listing = lab.ssh(name, "ls -A /etc/NetworkManager/system-connections/").split()
+        assert listing in ([], ["halo-data.nmconnection"]), listing
+        # every file we manage is either as it was or complete: the boot entries parse
+        assert "options " in lab.ssh(name, "cat /boot/loader/entries/*6.18.6*.conf")
+    first = lab.deploy_json()
+    assert first["results"]["failed_hosts"] == []
+    assert changed_hosts(lab.deploy_json()) == {}
+    assert "halo-data:enp1s0f0np0" in lab.ssh("node1", "nmcli -t -f NAME,DEVICE c show --active")
+
+
+def test_unreachable_node_is_reported_and_the_others_converge() -> None:
+    lab = Lab(2, "roce").fresh()
+    subprocess.run(["ip", "link", "set", "hl-node2", "down"], check=True)
+    try:
+        result = lab.deploy()
+    finally:
+        subprocess.run(["ip", "link", "set", "hl-node2", "up"], check=True)
+    assert result.returncode != 0
+    assert "[node2] SSH error" in result.stdout + result.stderr
+    assert "iommu=pt" in lab.ssh("node1", "grep ^GRUB_CMDLINE_LINUX= /etc/default/grub")
+    assert "iommu=pt" not in lab.ssh("node2", "grep ^GRUB_CMDLINE_LINUX= /etc/default/grub")
+    again = lab.deploy_json()
+    changed = changed_hosts(again)
+    assert changed["Kernel arguments | Kernel arguments in /etc/default/grub"] == ["node2"]
+    # the head's key reaches the worker that was away
+    assert changed["Launcher | vllm on node1 may log in as vllm"] == ["node2"]
+    assert changed_hosts(lab.deploy_json()) == {}
