@@ -12,7 +12,8 @@ from pyinfra import host, logger
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from halo_cluster import preflight
-from halo_cluster.facts import Hardware, NetworkInterfaces, OsRelease, SshSessionInterfaces
+from halo_cluster.facts import Hardware, NetworkInterfaces, SshSessionInterfaces
+from halo_cluster.nodefiles import cached, node_files
 from halo_cluster.operations import refuse
 from halo_cluster.safety import check_node, e810_ports
 from roles import container, kernel, launcher, network, packages, rdma, reboot, user
@@ -25,12 +26,12 @@ LOG = {
     preflight.FAIL: logger.error,
 }
 
-interfaces = host.get_fact(NetworkInterfaces)
+interfaces = cached(host, NetworkInterfaces)
 verdict = check_node(
     {key: host.data.get(key) for key in SELECTOR},
-    host.get_fact(OsRelease),
+    node_files(host).os_release(),
     interfaces,
-    host.get_fact(SshSessionInterfaces, port=host.data.get("ssh_port") or 22),
+    cached(host, SshSessionInterfaces, port=host.data.get("ssh_port") or 22),
 )
 for warning in verdict.warnings:
     logger.warning(f"{host.print_prefix}{warning}")
@@ -38,8 +39,7 @@ for warning in verdict.warnings:
 if verdict.problems:
     refuse(name="Safety checks", reason=verdict.problems[0])
 else:
-    roce = host.data.halo_interconnect == "roce"
-    hardware = host.get_fact(Hardware, interface=verdict.interface)
+    hardware = cached(host, Hardware, interface=verdict.interface)
     for check in preflight.run(
         hardware, host.data.halo_interconnect, verdict.interface, interfaces
     ):
@@ -49,8 +49,10 @@ else:
     kernel.kernel_args()
     network.data_link(interface=verdict.interface)
     user.cluster_user()
-    if roce:
-        rdma.rdma_host(interface=verdict.interface, e810_present=bool(e810_ports(interfaces)))
+    if host.data.halo_interconnect == "roce":
+        rdma.rdma_host(
+            e810_present=bool(e810_ports(interfaces)), modules_loaded=hardware["modules"]
+        )
     container.image_and_toolbox(has_infiniband=hardware["infiniband"])
     launcher.launcher(interface=verdict.interface, hca=(hardware["rdma"] or [None])[0])
     reboot.reboot_if_needed()

@@ -231,31 +231,3 @@ def as_user(user: str, command: str) -> str:
         f"runuser -u {shlex.quote(user)} -- env -C / XDG_RUNTIME_DIR=/run/user/{uid} "
         f"DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/{uid}/bus {command}"
     )
-
-
-class UserContainers(FactBase):
-    """The cluster user's image and toolbox: {"image": id or None, "toolbox_image": id or None,
-    "toolbox_state": recorded "image-id options" line or None}."""
-
-    @staticmethod
-    def default() -> dict:
-        return {"image": None, "toolbox_image": None, "toolbox_state": None}
-
-    def command(self, user: str, image: str, toolbox: str, state_file: str) -> str:
-        image_id = as_user(user, IMAGE_ID + shlex.quote(image))
-        toolbox_image = as_user(user, CONTAINER_IMAGE + shlex.quote(toolbox))
-        return (
-            f"id -u {shlex.quote(user)} >/dev/null 2>&1 || exit 0; "
-            f'echo "image $({image_id} 2>/dev/null)"; '
-            f'echo "toolbox $({toolbox_image} 2>/dev/null)"; '
-            f'echo "state $(cat ~{user}/{state_file} 2>/dev/null)"'
-        )
-
-    def process(self, output: list[str]) -> dict:
-        found = self.default()
-        keys = {"image": "image", "toolbox": "toolbox_image", "state": "toolbox_state"}
-        for line in output:
-            kind, _, value = line.partition(" ")
-            if kind in keys and value.strip():
-                found[keys[kind]] = value.strip()
-        return found

@@ -4,7 +4,7 @@ from pyinfra import host
 from pyinfra.api import deploy
 
 from halo_cluster import toolbox as toolbox_files
-from halo_cluster.facts import UserContainers
+from halo_cluster.nodefiles import node_files
 from halo_cluster.operations import pull_image, toolbox_container
 from halo_cluster.schema import DEFAULT_IMAGE, DEFAULT_TOOLBOX
 
@@ -20,21 +20,17 @@ DEFAULTS = {
 def image_and_toolbox(has_infiniband: bool) -> None:
     user, image, name = host.data.halo_cluster_user, host.data.halo_image, host.data.halo_toolbox
     update = host.data.halo_image_update
-    found = host.get_fact(
-        UserContainers,
-        user=user,
-        image=image,
-        toolbox=name,
-        state_file=toolbox_files.state_file(name),
-    )
-    if found["image"] is None or update:
+    files = node_files(host)
+    image_id = files.image_id(user, image)
+    if image_id is None or update:
         pull_image(name=f"Pull {image} as {user}", user=user, image=image)
 
     options = toolbox_files.options(has_infiniband)
     current = (
-        found["image"] is not None
-        and found["toolbox_image"] == found["image"]
-        and found["toolbox_state"] == toolbox_files.record(found["image"], options)
+        image_id is not None
+        and files.container_image(user, name) == image_id
+        and (files.user_file(user, toolbox_files.state_file(name)) or "").strip()
+        == toolbox_files.record(image_id, options)
     )
     if update or not current:
         toolbox_container(

@@ -7,15 +7,16 @@ from pyinfra.api import deploy
 from pyinfra.operations import server
 
 from halo_cluster import cmdline
-from halo_cluster.facts import TextFiles
+from halo_cluster.nodefiles import (
+    ENTRIES,
+    GRUB,
+    GRUBENV,
+    KERNEL_CMDLINE,
+    PROC_CMDLINE,
+    NodeFiles,
+    node_files,
+)
 from halo_cluster.operations import text_file
-
-GRUB = "/etc/default/grub"
-KERNEL_CMDLINE = "/etc/kernel/cmdline"
-GRUBENV = "/boot/grub2/grubenv"
-PROC_CMDLINE = "/proc/cmdline"
-ENTRIES = "/boot/loader/entries"
-BOOT_FILES = (GRUB, KERNEL_CMDLINE, PROC_CMDLINE, GRUBENV, f"{ENTRIES}/*.conf")
 
 DEFAULTS = {
     "halo_kernel_args": [
@@ -29,31 +30,23 @@ DEFAULTS = {
 }
 
 
-def boot_files() -> dict:
-    return host.get_fact(TextFiles, paths=BOOT_FILES)
-
-
-def boot_entries(files: dict) -> dict[str, str]:
-    return {path: f.text for path, f in files.items() if path.startswith(f"{ENTRIES}/")}
-
-
 @deploy("Kernel arguments", data_defaults=DEFAULTS)
 def kernel_args() -> None:
     wanted, remove = host.data.halo_kernel_args, host.data.halo_kernel_args_remove
-    files = boot_files()
-    entries = boot_entries(files)
+    files = node_files(host)
+    entries = files.under(ENTRIES)
     if not entries:
         logger.warning(f"{host.print_prefix}no BLS entries in {ENTRIES}: only GRUB defaults edited")
 
-    grub = files.get(GRUB)
-    grub_text = cmdline.edit_grub_defaults(grub.text, wanted, remove) if grub else None
-    if grub:
+    grub = files.text(GRUB)
+    grub_text = cmdline.edit_grub_defaults(grub, wanted, remove) if grub is not None else None
+    if grub is not None:
         text_file(
             name=f"Kernel arguments in {GRUB}",
             path=GRUB,
             text=grub_text,
-            current=grub.text,
-            mode=grub.mode,
+            current=grub,
+            mode=files.mode(GRUB),
         )
 
     for path, text in sorted(entries.items()):
@@ -62,21 +55,19 @@ def kernel_args() -> None:
             path=path,
             text=cmdline.edit_bls_entry(text, wanted, remove),
             current=text,
-            mode=files[path].mode,
+            mode=files.mode(path),
         )
 
-    present = files.get(KERNEL_CMDLINE)
-    default = cmdline.default_entry(entries, files[GRUBENV].text if GRUBENV in files else None)
-    base = present.text if present else cmdline.bls_options(entries[default]) if default else ""
-    new_cmdline = cmdline.edit_kernel_cmdline(base or "", wanted, remove)
+    present = files.text(KERNEL_CMDLINE)
+    new_cmdline = cmdline.edit_kernel_cmdline(_base_cmdline(files, entries), wanted, remove)
     text_file(
         name=f"Kernel arguments for new kernels in {KERNEL_CMDLINE}",
         path=KERNEL_CMDLINE,
         text=new_cmdline,
-        current=present.text if present else None,
-        mode=present.mode if present else "644",
+        current=present,
+        mode=files.mode(KERNEL_CMDLINE) or "644",
     )
-    if grub and grub_text != grub.text and present and present.text == new_cmdline:
+    if grub is not None and grub_text != grub and present == new_cmdline:
         # kernel-install re-runs grub2-mkconfig when /etc/kernel/cmdline is older than the
         # GRUB defaults; keep it newer so a new kernel takes its options from it
         server.shell(
@@ -85,9 +76,18 @@ def kernel_args() -> None:
         )
 
 
+def _base_cmdline(files: NodeFiles, entries: dict[str, str]) -> str:
+    """/etc/kernel/cmdline as it is, or, when missing, the default boot entry's options."""
+    present = files.text(KERNEL_CMDLINE)
+    if present is not None:
+        return present
+    default = cmdline.default_entry(entries, files.text(GRUBENV))
+    return (cmdline.bls_options(entries[default]) if default else None) or ""
+
+
 def inactive_args() -> list[str]:
     """Wanted arguments missing from the running kernel, and removed ones still present."""
-    running = boot_files()[PROC_CMDLINE].text
+    running = node_files(host).text(PROC_CMDLINE) or ""
     return cmdline.missing_args(
         running, host.data.halo_kernel_args, host.data.halo_kernel_args_remove
     )

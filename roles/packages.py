@@ -2,7 +2,10 @@
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.operations import dnf
+from pyinfra.facts.rpm import RpmPackages
+from pyinfra.operations import server
+
+from halo_cluster.nodefiles import cached
 
 DEFAULTS = {
     "halo_packages": [
@@ -19,7 +22,10 @@ DEFAULTS = {
 
 @deploy("Packages", data_defaults=DEFAULTS)
 def packages() -> None:
-    # dnf.packages decides from the rpm database: a converged node runs no dnf command
-    dnf.packages(
-        name="Install the RDMA tools, podman and toolbox", packages=host.data.halo_packages
-    )
+    # decided from the rpm database alone: a converged node runs no dnf command at all
+    installed = cached(host, RpmPackages)
+    missing = [p for p in host.data.halo_packages if p not in installed]
+    if missing:
+        server.shell(
+            name=f"Install {' '.join(missing)}", commands=[f"dnf install -y {' '.join(missing)}"]
+        )

@@ -1,43 +1,41 @@
 """The cluster user: present, in the groups that own the GPU and RDMA devices, lingering."""
 
+import shlex
+
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.facts.files import File
-from pyinfra.facts.server import Groups
 from pyinfra.operations import server
 
+from halo_cluster.nodefiles import node_files
+
 DEFAULTS = {"halo_cluster_user": "vllm", "halo_interconnect": "roce"}
-DEVICE_GROUPS = {
-    "render": "/dev/dri/renderD*, /dev/kfd",
-    "video": "/dev/dri/card*",
-    "rdma": "/dev/infiniband/*",
-}
-
-
-def wanted_groups() -> list[str]:
-    """render and video always (the iGPU); rdma for RoCE; only those the node has."""
-    names = ["render", "video"] + (["rdma"] if host.data.halo_interconnect == "roce" else [])
-    present = set(host.get_fact(Groups))
-    return [name for name in names if name in present]
 
 
 @deploy("Cluster user", data_defaults=DEFAULTS)
 def cluster_user() -> None:
     user = host.data.halo_cluster_user
-    # toolbox's keep-groups needs the user in the device groups on the host itself
-    server.user(
-        name=f"User {user} in {', '.join(wanted_groups()) or 'no device groups'}",
-        user=user,
-        groups=wanted_groups(),
-        append=True,
-        create_home=True,
-        shell="/bin/bash",
-    )
+    files = node_files(host)
+    groups = files.groups()
+    # render owns /dev/dri/renderD* and /dev/kfd, video /dev/dri/card*, rdma /dev/infiniband/*;
+    # toolbox's keep-groups needs the user in them on the host itself
+    names = ["render", "video"] + (["rdma"] if host.data.halo_interconnect == "roce" else [])
+    wanted = [g for g in names if g in groups]
+    q = shlex.quote(user)
+    if files.home(user) is None:
+        in_groups = f" -G {','.join(wanted)}" if wanted else ""
+        server.shell(
+            name=f"Create user {user}", commands=[f"useradd -m -s /bin/bash{in_groups} {q}"]
+        )
+    else:
+        missing = [g for g in wanted if user not in groups[g]]
+        if missing:
+            server.shell(
+                name=f"Add {user} to {', '.join(missing)}",
+                commands=[f"usermod -a -G {','.join(missing)} {q}"],
+            )
     # rootless podman and toolbox need the user's systemd session even without a login
-    if not host.get_fact(File, path=f"/var/lib/systemd/linger/{user}"):
+    if not files.exists(f"/var/lib/systemd/linger/{user}"):
         server.shell(
             name=f"Keep {user}'s systemd user session running (linger)",
-            commands=[
-                f"loginctl enable-linger {user} && systemctl start user@$(id -u {user}).service"
-            ],
+            commands=[f"loginctl enable-linger {q} && systemctl start user@$(id -u {q})"],
         )

@@ -53,9 +53,13 @@ class Plan:
         return {p: t for op in self.ops[node] for p, t in op.uploads.items()}
 
 
-def text_files_output(files: dict[str, str], mode: str = "644") -> list[str]:
-    """What the TextFiles fact prints for these {path: text}."""
-    return [f"{p} {mode} {base64.b64encode(t.encode()).decode()}" for p, t in files.items()]
+def text_files_output(files: dict[str, str | tuple[str, str]], mode: str = "644") -> list[str]:
+    """What the TextFiles fact prints for these {path: text or (text, mode)}."""
+    lines = []
+    for path, value in files.items():
+        text, file_mode = value if isinstance(value, tuple) else (value, mode)
+        lines.append(f"{path} {file_mode} {base64.b64encode(text.encode()).decode()}")
+    return lines
 
 
 def interfaces_output(interfaces: list[dict]) -> list[str]:

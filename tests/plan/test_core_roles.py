@@ -77,8 +77,15 @@ def strix_halo_hardware(rdma: str = "irdma1", infiniband: bool = True) -> list[s
     ]
 
 
+# A fresh install: root and the system groups that own the GPU and RDMA devices, no cluster user.
+PASSWD = "root:x:0:0:Super User:/root:/bin/bash\n"
+GROUP = "root:x:0:\nwheel:x:10:\nvideo:x:39:\nrender:x:105:\nrdma:x:106:\n"
+
+
 def fresh_node(**over) -> dict:
-    """A fresh Fedora 43 install as recorded: its boot files, rpm list, NIC, os-release."""
+    """A fresh Fedora 43 install as recorded: boot files, rpm list, NIC, os-release.
+
+    `files` adds or replaces files ({path: text or (text, mode)}) in the TextFiles fact."""
     boot = over.pop(
         "boot",
         {
@@ -88,14 +95,17 @@ def fresh_node(**over) -> dict:
             ENTRY_RHEL: fixture("bls-entry-rhel10.conf"),
         },
     )
+    files = {
+        "/etc/os-release": fixture("os-release-fedora43-workstation.txt"),
+        "/etc/passwd": PASSWD,
+        "/etc/group": GROUP,
+        **boot,
+        **over.pop("files", {}),
+    }
     responses = {
-        "/etc/default/grub": text_files_output(boot),
-        "system-connections": over.pop("keyfile", []),
+        "/etc/default/grub": text_files_output(files),
         "ip -j addr show": interfaces_output(over.pop("interfaces", [LOOPBACK, MGMT, E810])),
         "ss -Htn": over.pop("sessions", ["10.0.0.11 eno1"]),
-        "cat /etc/os-release": over.pop(
-            "os_release", fixture("os-release-fedora43-workstation.txt").splitlines()
-        ),
         "nmcli -t -f NAME,DEVICE": over.pop("active", ["eno1:eno1"]),
         "rpm --queryformat": rpm_lines(over.pop("rpms", RPMS)),
         "systemd-detect-virt": over.pop("hardware", strix_halo_hardware()),
@@ -111,7 +121,7 @@ def plan_both(c, node=None, **over) -> Plan:
 def test_fresh_node_plan() -> None:
     result = plan_both(cluster())
     names = result.names("halo1")
-    assert names[0] == "Packages | Install the RDMA tools, podman and toolbox"
+    assert names[0].startswith("Packages | Install rdma-core libibverbs-utils perftest")
     dnf = next(c for c in result.commands("halo1") if c.startswith("dnf install"))
     for package in ("rdma-core", "libibverbs-utils", "perftest", "podman", "toolbox"):
         assert package in dnf.split()
@@ -198,7 +208,7 @@ def converged_node(mtu: int = 9000) -> dict:
     link = dict(E810, mtu=mtu, addresses=["192.168.100.1/30"])
     return fresh_node(
         boot=boot,
-        keyfile=text_files_output({KEYFILE: uploads[KEYFILE]}, mode="600"),
+        files={KEYFILE: (uploads[KEYFILE], "600")},
         rpms=RPMS + [f"{p}-1.0-1.fc43" for p in OUR_PACKAGES],
         active=["eno1:eno1", "halo-data:enp194s0np0"],
         interfaces=[LOOPBACK, MGMT, link],
@@ -220,9 +230,7 @@ def test_mtu_changed_behind_network_manager_is_reapplied() -> None:
 
 def test_keyfile_with_wrong_mode_is_rewritten_and_reactivated() -> None:
     first = plan_both(cluster()).uploads("halo1")[KEYFILE]
-    node = fresh_node(
-        keyfile=text_files_output({KEYFILE: first}, mode="644"), active=["halo-data:enp194s0np0"]
-    )
+    node = fresh_node(files={KEYFILE: (first, "644")}, active=["halo-data:enp194s0np0"])
     result = plan_both(cluster(), node=node)
     assert KEYFILE in result.uploads("halo1")
     assert (
@@ -322,13 +330,13 @@ def test_missing_named_interface_is_refused() -> None:
 
 def test_not_fedora_is_refused() -> None:
     debian = ['PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"', "ID=debian", 'VERSION_ID="12"']
-    command = refusal(plan_both(cluster(), os_release=debian))
+    command = refusal(plan_both(cluster(), files={"/etc/os-release": "\n".join(debian)}))
     assert "not Fedora (Debian GNU/Linux 12 (bookworm))" in command
 
 
 def test_other_fedora_release_is_a_warning_only() -> None:
     f42 = fixture("os-release-fedora43-workstation.txt").replace("VERSION_ID=43", "VERSION_ID=42")
-    result = plan_both(cluster(), os_release=f42.splitlines())
+    result = plan_both(cluster(), files={"/etc/os-release": f42})
     assert result.names("halo1")[0].startswith("Packages")
 
 

@@ -3,30 +3,27 @@ SSH, planned on recorded real outputs."""
 
 from __future__ import annotations
 
-from halo_cluster import toolbox
-from tests.plan.harness import plan, text_files_output
-from tests.plan.test_core_roles import cluster, fresh_node, strix_halo_hardware
+import json
 
-GROUPS = ["root:x:0:", "video:x:39:", "render:x:105:", "rdma:x:106:", "wheel:x:10:"]
+from halo_cluster import toolbox
+from tests.plan.harness import plan
+from tests.plan.test_core_roles import PASSWD, cluster, fresh_node, strix_halo_hardware
+
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHxWorkerHostKeyRecordedForThePlanTest"
 HEAD_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHeadUserKeyForThePlanTest halo-cluster"
 IMAGE_ID = "0d2ad943cb929ab12d29ea11c9618c3c2edca5ebba9a9c9ec62d1bda36e496ca"
 OLD_ID = "5f1e0e1a0d9c8b7a6f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0918"
 
 
-def node(interconnect: str = "roce", **facts) -> dict:
-    """A fresh node plus the facts of the host roles (specific matchers first)."""
-    extra = {
-        "podman image inspect": facts.pop("containers", []),
-        "ssh_host_ed25519_key.pub": text_files_output(
-            {"/etc/ssh/ssh_host_ed25519_key.pub": f"{HOST_KEY} root@worker\n"}
-        ),
-        "id_ed25519.pub": facts.pop("user_key", []),
-        "authorized_keys": facts.pop("authorized", []),
-        "cat /etc/group": GROUPS,
-    }
+def node(user_files: dict[str, str] | None = None, **facts) -> dict:
+    """A fresh node with an SSH host key; `user_files` ({path below ~vllm: text}) also creates
+    the cluster user."""
+    files = {"/etc/ssh/ssh_host_ed25519_key.pub": f"{HOST_KEY} root@worker\n"}
+    if user_files is not None:
+        files["/etc/passwd"] = PASSWD + "vllm:x:1000:1000::/home/vllm:/bin/bash\n"
+        files.update({f"/home/vllm/{path}": text for path, text in user_files.items()})
     hardware = facts.pop("hardware", strix_halo_hardware())
-    return {**extra, **fresh_node(hardware=hardware, **facts)}
+    return fresh_node(hardware=hardware, files=files, **facts)
 
 
 def plan_pair(extra: str = "", interconnect: str = "roce", head=None, worker=None):
@@ -110,32 +107,49 @@ def test_toolbox_options_follow_dev_infiniband() -> None:
     assert "memlock" not in without
 
 
-def containers(image: str | None, made_from: str | None, options: list[str]) -> list[str]:
-    state = toolbox.record(made_from, options) if made_from else ""
-    return [f"image {image or ''}", f"toolbox {made_from or ''}", f"state {state}"]
+STORAGE = ".local/share/containers/storage"
+
+
+def containers(image: str | None, made_from: str | None, options: list[str]) -> dict[str, str]:
+    """The cluster user's podman storage index and our toolbox record, as files."""
+    images = [
+        {
+            "id": image,
+            "names": ["docker.io/kyuz0/vllm-therock-gfx1151:latest"],
+            "digest": "sha256:68fa141b0fd805c97f58d87f441652b8f7c5a068a6ae1464d05b903ad0fe933d",
+        }
+    ]
+    boxes = [{"id": "65cff7ffff31", "names": ["vllm-therock-gfx1151"], "image": made_from}]
+    files = {
+        f"{STORAGE}/overlay-images/images.json": json.dumps(images if image else []),
+        f"{STORAGE}/overlay-containers/containers.json": json.dumps(boxes if made_from else []),
+    }
+    if made_from:
+        files[toolbox.state_file("vllm-therock-gfx1151")] = toolbox.record(made_from, options)
+    return files
 
 
 def test_present_image_and_current_toolbox_are_kept() -> None:
     options = toolbox.options(True)
-    result = plan_pair(head=node(containers=containers(IMAGE_ID, IMAGE_ID, options)))
+    result = plan_pair(head=node(user_files=containers(IMAGE_ID, IMAGE_ID, options)))
     assert not any("podman pull" in c for c in result.commands("halo1"))
     assert toolbox_script(result) is None
 
 
 def test_toolbox_recreated_when_its_image_or_options_changed() -> None:
     options = toolbox.options(True)
-    old_image = plan_pair(head=node(containers=containers(IMAGE_ID, OLD_ID, options)))
+    old_image = plan_pair(head=node(user_files=containers(IMAGE_ID, OLD_ID, options)))
     script = toolbox_script(old_image)
     assert "toolbox rm --force vllm-therock-gfx1151" in script
     assert "podman rmi $old" in script
-    other_options = plan_pair(head=node(containers=containers(IMAGE_ID, IMAGE_ID, options[:4])))
+    other_options = plan_pair(head=node(user_files=containers(IMAGE_ID, IMAGE_ID, options[:4])))
     assert toolbox_script(other_options) is not None
 
 
 def test_image_update_pulls_again() -> None:
     options = toolbox.options(True)
     result = plan_pair(
-        "image_update: true\n", head=node(containers=containers(IMAGE_ID, IMAGE_ID, options))
+        "image_update: true\n", head=node(user_files=containers(IMAGE_ID, IMAGE_ID, options))
     )
     assert any("podman pull" in c for c in result.commands("halo1"))
 
@@ -186,10 +200,10 @@ def test_worker_authorizes_the_head_key_read_at_run_time_on_a_fresh_cluster() ->
 
 
 def test_worker_authorizes_a_known_head_key_once() -> None:
-    head_key = text_files_output({"/home/vllm/.ssh/id_ed25519.pub": HEAD_KEY + "\n"})
-    fresh = plan_pair(head=node(user_key=head_key))
+    head_key = {".ssh/id_ed25519.pub": HEAD_KEY + "\n"}
+    fresh = plan_pair(head=node(user_files=head_key))
     command = next(c for c in fresh.commands("halo2") if "authorized_keys" in c)
     assert HEAD_KEY in command and "grep -qxF" in command
-    authorized = text_files_output({"/home/vllm/.ssh/authorized_keys": f"other\n{HEAD_KEY}\n"})
-    done = plan_pair(head=node(user_key=head_key), worker=node(authorized=authorized))
+    authorized = {".ssh/authorized_keys": f"other\n{HEAD_KEY}\n"}
+    done = plan_pair(head=node(user_files=head_key), worker=node(user_files=authorized))
     assert not any("authorized_keys" in c for c in done.commands("halo2"))
