@@ -71,8 +71,9 @@ def ensure_rootfs() -> Path:
     if (target / ".complete").exists():
         return target
     CACHE.mkdir(parents=True, exist_ok=True)
-    for stale in CACHE.glob("rootfs-*"):
-        if stale != target and not _in_use(stale):
+    # an older recipe's root, repository, image and registry go: only one recipe is cached
+    for stale in CACHE.glob("*-*"):
+        if not stale.name.endswith(recipe_hash()) and not _in_use(stale):
             shutil.rmtree(stale, ignore_errors=True)
     build = Path(tempfile.mkdtemp(prefix="build-", dir=CACHE))
     print(f"lab: building the root filesystem ({SUITE}, once; cached in {target})", flush=True)

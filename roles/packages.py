@@ -5,19 +5,10 @@ from pyinfra.api import deploy
 from pyinfra.facts.rpm import RpmPackages
 from pyinfra.operations import server
 
+from halo_cluster.config import BASE_PACKAGES, CONTAINER_PACKAGES
 from halo_cluster.nodefiles import cached
 
-DEFAULTS = {
-    "halo_packages": [
-        "rdma-core",
-        "libibverbs-utils",
-        "perftest",
-        "ethtool",
-        "iproute",
-        "podman",
-        "toolbox",
-    ],
-}
+DEFAULTS = {"halo_packages": [*BASE_PACKAGES, *CONTAINER_PACKAGES]}
 
 
 @deploy("Packages", data_defaults=DEFAULTS)

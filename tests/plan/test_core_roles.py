@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from halo_cluster.config import parse_cluster
+from halo_cluster.config import BASE_PACKAGES, CONTAINER_PACKAGES, parse_cluster
 from tests.plan.harness import Plan, fixture, interfaces_output, plan, text_files_output
 
 GRUB = "/etc/default/grub"
@@ -185,15 +185,7 @@ def test_other_values_replaced_in_place_and_iommu_off_removes_pt() -> None:
     )
 
 
-OUR_PACKAGES = (
-    "rdma-core",
-    "libibverbs-utils",
-    "perftest",
-    "ethtool",
-    "iproute",
-    "podman",
-    "toolbox",
-)
+OUR_PACKAGES = BASE_PACKAGES + CONTAINER_PACKAGES
 
 
 def converged_node(mtu: int = 9000) -> dict:
