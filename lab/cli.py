@@ -199,6 +199,7 @@ def down(quiet: bool = False) -> None:
     for name in sorted(names):
         node.stop(node_dirs(name), name)
     network.destroy()
+    unmount_stale_roots()
     if (LAB_DIR / "nodes").exists():
         for dirs in (LAB_DIR / "nodes").iterdir():
             node.remove(node.NodeDirs(dirs))
@@ -208,6 +209,22 @@ def down(quiet: bool = False) -> None:
         sh.run("umount", str(node.NSPAWN_RUNTIME), check=False)
     if not quiet:
         print(f"lab: down ({len(names)} nodes removed)" if names else "lab: down (nothing was up)")
+
+
+def lab_mounts() -> list[str]:
+    """Overlay roots over the lab's cached root filesystem, from any checkout (a session's lab
+    left behind in another folder, as CI finds it)."""
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split(" ")
+        if " - overlay " in line and f"lowerdir={rootfs.CACHE}/" in line:
+            found.append(fields[4])
+    return found
+
+
+def unmount_stale_roots() -> None:
+    for mountpoint in lab_mounts():
+        sh.run("umount", "-l", mountpoint, check=False)
 
 
 def status() -> int:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from lab import node
+from lab import cli, node
 from tests.e2e.conftest import Lab, changed_hosts
 
 SEED_ARGS = "iommu=pt pci=realloc pcie_aspm=off amdgpu.gttsize=126976 ttm.pages_limit=32505856"
@@ -112,7 +110,7 @@ def test_refuses_the_management_interface() -> None:
         .read_text()
         .replace("data: {interface: enp1s0f0np0}", "data: {interface: mgmt0}", 1)
     )
-    path = Path(".lab/cluster-mgmt.yml")
+    path = cli.LAB_DIR / "cluster-mgmt.yml"
     path.write_text(config)
     before = lab.ssh("node1", "md5sum /etc/default/grub")
     result = lab.deploy(config=path.resolve())
@@ -127,7 +125,7 @@ def test_reboot_if_needed_reboots_workers_first_and_confirms() -> None:
     lab = Lab(2, "roce").fresh()
     result = lab.deploy("--json", config=lab.config("reboot: if-needed\n"))
     assert result.returncode == 0, result.stderr[-3000:]
-    boots = {name: node.NodeDirs(Path(f".lab/nodes/{name}")) for name in lab.nodes}
+    boots = {name: node.NodeDirs(cli.LAB_DIR / "nodes" / name) for name in lab.nodes}
     assert all(dirs.boots() == 2 for dirs in boots.values())
     # node2 (worker) booted before node1 (head)
     assert boots["node2"].boots_file.stat().st_mtime < boots["node1"].boots_file.stat().st_mtime

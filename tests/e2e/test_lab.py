@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import network, node
+from lab import cli, network, node, rootfs
 from tests.e2e.conftest import Lab
 
 DEFAULT_ENTRY = "/boot/loader/entries/5e0d1c3b2a4f48e6b7c8d9e0f1a2b3c4-6.18.6-200.fc43.x86_64.conf"
@@ -66,10 +66,10 @@ def test_data_link_passes_jumbo_frames(lab: Lab) -> None:
 def test_reboot_shows_the_default_entry_options(lab: Lab) -> None:
     lab.ssh("node1", f"sed -i 's/^options .*/& lab.probe=1/' {DEFAULT_ENTRY}")
     assert "lab.probe=1" not in lab.ssh("node1", "cat /proc/cmdline")
-    boots = node.NodeDirs(Path(".lab/nodes/node1")).boots()
+    boots = node.NodeDirs(cli.LAB_DIR / "nodes" / "node1").boots()
     lab.lab("reboot", "node1")
     assert "lab.probe=1" in lab.ssh("node1", "cat /proc/cmdline").split()
-    assert node.NodeDirs(Path(".lab/nodes/node1")).boots() == boots + 1
+    assert node.NodeDirs(cli.LAB_DIR / "nodes" / "node1").boots() == boots + 1
     # the data link came back as after a power cycle: no address, MTU 1500
     assert lab.ssh("node1", "cat /sys/class/net/enp1s0f0np0/mtu").strip() == "1500"
 
@@ -86,10 +86,10 @@ def test_install_kernel_adds_a_default_entry_from_proc_cmdline(lab: Lab) -> None
 
 
 def test_lab_up_twice_changes_nothing(lab: Lab) -> None:
-    boots = node.NodeDirs(Path(".lab/nodes/node2")).boots()
+    boots = node.NodeDirs(cli.LAB_DIR / "nodes" / "node2").boots()
     result = lab.lab("up", "--nodes", "2", "--link", "roce")
     assert "already up" in result.stdout
-    assert node.NodeDirs(Path(".lab/nodes/node2")).boots() == boots
+    assert node.NodeDirs(cli.LAB_DIR / "nodes" / "node2").boots() == boots
 
 
 def test_lab_up_after_its_processes_were_killed(lab: Lab) -> None:
@@ -124,7 +124,30 @@ def test_lab_down_leaves_nothing_behind() -> None:
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert f" {network.HOST_VETH_PREFIX}" not in links
     assert node.lab_cgroups() == []
-    assert ".lab/nodes" not in Path("/proc/self/mountinfo").read_text()
+    assert cli.lab_mounts() == []
     processes = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert "systemd-nspawn" not in processes and "lab.supervisor" not in processes
     assert "nothing was up" in lab.lab("down").stdout
+
+
+def test_lab_down_unmounts_a_root_left_by_another_checkout(tmp_path: Path) -> None:
+    # a session's lab in its own folder, whose processes died: CI's clone must still clean it
+    Lab(2, "roce").lab("up", "--nodes", "2", "--link", "roce")
+    lower = next(p for p in rootfs.CACHE.glob("rootfs-*") if (p / ".complete").exists())
+    for sub in ("upper", "work", "merged"):
+        (tmp_path / sub).mkdir()
+    subprocess.run(
+        [
+            "mount",
+            "-t",
+            "overlay",
+            "overlay",
+            "-o",
+            f"lowerdir={lower},upperdir={tmp_path}/upper,workdir={tmp_path}/work",
+            str(tmp_path / "merged"),
+        ],
+        check=True,
+    )
+    assert str(tmp_path / "merged") in cli.lab_mounts()
+    Lab(2, "roce").lab("down")
+    assert cli.lab_mounts() == []
