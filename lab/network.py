@@ -40,50 +40,35 @@ def create(nodes: list[str], link: str) -> None:
         _create_node_netns(node, index)
     interface = DATA_INTERFACE[link]
     if len(nodes) == 2:
-        sh.run(
-            "ip",
-            "link",
-            "add",
-            interface,
-            "netns",
-            netns(nodes[0]),
-            "address",
-            data_mac(1),
-            "type",
-            "veth",
-            "peer",
-            "name",
-            interface,
-            "netns",
-            netns(nodes[1]),
-            "address",
-            data_mac(2),
-        )
+        peer = ("name", interface, "netns", netns(nodes[1]), "address", data_mac(2))
+        _data_veth(interface, nodes[0], 1, peer)
         return
     # More than two nodes meet on a simulated switch: a bridge in its own namespace.
     sh.run("ip", "netns", "add", SWITCH)
     sh.run("ip", "-n", SWITCH, "link", "add", "br0", "mtu", "9216", "type", "bridge")
     for index, node in enumerate(nodes, start=1):
         port = f"sw-{node}"[:15]
-        sh.run(
-            "ip",
-            "link",
-            "add",
-            interface,
-            "netns",
-            netns(node),
-            "address",
-            data_mac(index),
-            "type",
-            "veth",
-            "peer",
-            "name",
-            port,
-            "netns",
-            SWITCH,
-        )
+        _data_veth(interface, node, index, ("name", port, "netns", SWITCH))
         sh.run("ip", "-n", SWITCH, "link", "set", port, "mtu", "9216", "master", "br0", "up")
     sh.run("ip", "-n", SWITCH, "link", "set", "br0", "up")
+
+
+def _data_veth(interface: str, node: str, index: int, peer: tuple[str, ...]) -> None:
+    """The node's data link, created straight into its namespace under the real name."""
+    sh.run(
+        "ip",
+        "link",
+        "add",
+        interface,
+        "netns",
+        netns(node),
+        "address",
+        data_mac(index),
+        "type",
+        "veth",
+        "peer",
+        *peer,
+    )
 
 
 def _create_node_netns(node: str, index: int) -> None:

@@ -45,6 +45,13 @@ class Lab:
         self.lab("up", "--nodes", str(len(self.nodes)), "--link", self.link)
         return self
 
+    def converged(self) -> Lab:
+        """Fresh nodes, deployed with `reboot: if-needed`: arguments active, link up."""
+        self.fresh()
+        result = self.deploy(config=self.config("reboot: if-needed\n"))
+        assert result.returncode == 0, result.stderr[-3000:]
+        return self
+
     def ssh(self, node: str, command: str, check: bool = True) -> str:
         address = cli.node_address(cli.load_state(), node)
         result = subprocess.run(

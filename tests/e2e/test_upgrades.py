@@ -36,10 +36,7 @@ def drift(config=None) -> tuple[int, dict, str]:
 
 @pytest.fixture(scope="module")
 def lab() -> Lab:
-    lab = Lab(2, "roce").fresh()
-    result = lab.deploy(config=lab.config("reboot: if-needed\n"))
-    assert result.returncode == 0, result.stderr[-3000:]
-    return lab
+    return Lab(2, "roce").converged()
 
 
 def test_drift_exit_codes(lab: Lab, tmp_path) -> None:

@@ -48,10 +48,7 @@ def summary(result: subprocess.CompletedProcess) -> dict[tuple[str, str], str]:
 
 @pytest.fixture(scope="module")
 def lab() -> Lab:
-    lab = Lab(2, "roce").fresh()
-    result = lab.deploy(config=lab.config("reboot: if-needed\n"))
-    assert result.returncode == 0, result.stderr[-3000:]
-    return lab
+    return Lab(2, "roce").converged()
 
 
 def test_converged_lab_passes_with_hardware_not_verified(lab: Lab) -> None:
