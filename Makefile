@@ -12,7 +12,7 @@ LAB_CONFIG := .lab/cluster.yml
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
-	@python3 -m venv $(VENV) 2>/dev/null || { apt-get install -y -q python3-venv && python3 -m venv $(VENV); }
+	@python3 -m venv $(VENV) 2>/dev/null || { apt-get update -q && apt-get install -y -q python3-venv && python3 -m venv $(VENV); }
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	touch $@

@@ -173,7 +173,7 @@ def write_cluster_config(state: dict) -> None:
         f"interconnect: {link}",
         f"subnet: {subnet}/{prefix}",
         f"cluster_user: {rootfs.LAB_USER}",
-        "ssh: {user: root, key: ssh/id_ed25519, known_hosts: ssh/known_hosts}",
+        "ssh: {user: root, port: 22, key: ssh/id_ed25519, known_hosts: ssh/known_hosts}",
         "nodes:",
     ]
     for name in nodes:

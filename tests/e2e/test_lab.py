@@ -49,6 +49,13 @@ def test_dnf_sees_only_the_lab_repository(lab: Lab) -> None:
 def test_cluster_user_and_podman(lab: Lab) -> None:
     assert lab.ssh("node1", "id -u vllm").strip() == "1000"
     assert lab.ssh("node1", "podman --version").startswith("podman version 5")
+    # quadlet: a .container unit becomes a service
+    lab.ssh(
+        "node1",
+        "mkdir -p /etc/containers/systemd && printf '[Container]\\nImage=x\\n' > "
+        "/etc/containers/systemd/probe.container && systemctl daemon-reload",
+    )
+    assert "probe.service" in lab.ssh("node1", "systemctl list-unit-files probe.service")
 
 
 def test_data_link_passes_jumbo_frames(lab: Lab) -> None:
