@@ -1,22 +1,19 @@
 """Converge every node: `pyinfra inventory.py deploy.py`.
 
 Safety checks first: a node that fails them is refused with one line and nothing on it changes.
-Then the preflight report (is this the hardware the guide assumes?), then the roles in order.
+Then the preflight report (is this the hardware the guide assumes?), then every role in `roles/`,
+in its declared order.
 """
-
-import sys
-from pathlib import Path
 
 from pyinfra import host, logger
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
+import roles
 from halo_cluster import preflight
+from halo_cluster.context import NodeContext
 from halo_cluster.facts import Hardware, NetworkInterfaces, SshSessionInterfaces
 from halo_cluster.nodefiles import cached, node_files
 from halo_cluster.operations import refuse
-from halo_cluster.safety import check_node, e810_ports
-from roles import container, kernel, launcher, network, packages, rdma, reboot, user
+from halo_cluster.safety import check_node
 
 SELECTOR = ("halo_interconnect", "halo_data_interface", "halo_data_mac")
 LOG = {
@@ -39,20 +36,18 @@ for warning in verdict.warnings:
 if verdict.problems:
     refuse(name="Safety checks", reason=verdict.problems[0])
 else:
-    hardware = cached(host, Hardware, interface=verdict.interface)
+    node = NodeContext(
+        interface=verdict.interface,
+        interfaces=interfaces,
+        hardware=cached(host, Hardware, interface=verdict.interface),
+    )
     for check in preflight.run(
-        hardware, host.data.halo_interconnect, verdict.interface, interfaces
+        node.hardware,
+        host.data.halo_interconnect,
+        verdict.interface,
+        interfaces,
+        host.data.halo_kernel_gtt_gib,
     ):
         LOG[check.status](f"{host.print_prefix}preflight {check.line()}")
-
-    packages.packages()
-    kernel.kernel_args()
-    network.data_link(interface=verdict.interface)
-    user.cluster_user()
-    if host.data.halo_interconnect == "roce":
-        rdma.rdma_host(
-            e810_present=bool(e810_ports(interfaces)), modules_loaded=hardware["modules"]
-        )
-    container.image_and_toolbox(has_infiniband=hardware["infiniband"])
-    launcher.launcher(interface=verdict.interface, hca=(hardware["rdma"] or [None])[0])
-    reboot.reboot_if_needed()
+    for role in roles.all_roles():
+        role.apply(node)

@@ -8,16 +8,16 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from halo_cluster.config import ConfigError, inventory_groups, load_cluster
+from halo_cluster.hostdata import inventory_groups
+from halo_cluster.loader import ConfigError, load_cluster
 
 _config = os.environ.get("CLUSTER_CONFIG") or str(Path(__file__).resolve().parent / "cluster.yml")
 try:
     _groups = inventory_groups(load_cluster(_config))
 except ConfigError as _error:
     print("\n".join(_error.problems), file=sys.stderr)
-    # os._exit: pyinfra would otherwise wrap SystemExit in its own traceback output
+    # os._exit, not sys.exit: pyinfra loads this file inside its own exception handling, which
+    # prints a SystemExit raised here as "pyinfra error: ..." with a traceback under --debug
     sys.stderr.flush()
     os._exit(2)
 

@@ -165,7 +165,7 @@ class Hardware(FactBase):
 
     Returns {"virt", "cpu", "vram": [bytes], "ethtool": {key: value}, "rdma": [devices],
     "thunderbolt": [(rx_speed, rx_lanes)], "modules": [loaded of ice, irdma, thunderbolt_net],
-    "infiniband": bool}.
+    "infiniband": bool, "memory_kib": MemTotal}.
     """
 
     @staticmethod
@@ -179,6 +179,7 @@ class Hardware(FactBase):
             "thunderbolt": [],
             "modules": [],
             "infiniband": False,
+            "memory_kib": 0,
         }
 
     def command(self, interface: str | None) -> str:
@@ -193,7 +194,8 @@ class Hardware(FactBase):
             'for d in /sys/bus/thunderbolt/devices/*; do [ -f "$d/rx_speed" ] && '
             'echo "tb $(cat "$d/rx_speed" | tr -d " ") $(cat "$d/rx_lanes" 2>/dev/null)"; done; '
             'for m in ice irdma thunderbolt_net; do [ -d /sys/module/$m ] && echo "module $m"; '
-            "done; [ -e /dev/infiniband ] && echo infiniband; true"
+            "done; [ -e /dev/infiniband ] && echo infiniband; "
+            "sed -n 's/^MemTotal: *\\([0-9]*\\) kB$/memory \\1/p' /proc/meminfo; true"
         )
 
     def process(self, output: list[str]) -> dict:
@@ -216,6 +218,8 @@ class Hardware(FactBase):
                 found["modules"].append(rest.strip())
             elif kind == "infiniband":
                 found["infiniband"] = True
+            elif kind == "memory":
+                found["memory_kib"] = int(rest)
         return found
 
 

@@ -1,13 +1,15 @@
 """Every file the deploy reads on a node, fetched in one command per node and run.
 
 pyinfra 3 does not cache facts: each `host.get_fact` is a round trip. The roles therefore read
-facts through `cached()`, and all the plain files they need (the ones they manage, and the few they
-decide from: /etc/os-release, /etc/passwd, /etc/group, the SSH host key, the cluster user's podman
-storage index) through one TextFiles fact whose paths are listed here, in one place.
+facts through `cached()`, and all the plain files they need through one TextFiles fact: the
+snapshot. Its paths are the union of what each role declares next to its code (`paths(data)` in
+the role's module); `text_file` refuses to write a path no role declared, so a forgotten
+declaration fails every plan test instead of re-uploading the file on every run.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import weakref
 from dataclasses import dataclass
@@ -15,65 +17,18 @@ from typing import Any
 
 from pyinfra.context import ctx_state
 
-from halo_cluster import toolbox
 from halo_cluster.facts import OsRelease, TextFile, TextFiles
 
-GRUB = "/etc/default/grub"
-KERNEL_CMDLINE = "/etc/kernel/cmdline"
-GRUBENV = "/boot/grub2/grubenv"
-PROC_CMDLINE = "/proc/cmdline"
-ENTRIES = "/boot/loader/entries"
-CONNECTIONS = "/etc/NetworkManager/system-connections"
-THUNDERBOLT_MODULES = "/etc/modules-load.d/thunderbolt-net.conf"
-RDMA_MODULES = "/etc/modules-load.d/halo-rdma.conf"
-MEMLOCK_LIMITS = "/etc/security/limits.d/90-halo-memlock.conf"
-MEMLOCK_DROP_INS = (
-    "/etc/systemd/system.conf.d/90-halo-memlock-default.conf",
-    "/etc/systemd/user.conf.d/90-halo-memlock-default.conf",
-)
-ENV_FILE = "/etc/halo-cluster/cluster.env"
-PROFILE = "/etc/profile.d/halo-cluster.sh"
-HOST_KEY = "/etc/ssh/ssh_host_ed25519_key.pub"
+# read by the deploy itself (safety checks, homes, groups), whatever the roles declare
 SYSTEM_FILES = ("/etc/os-release", "/etc/passwd", "/etc/group")
 STORAGE = ".local/share/containers/storage"
 
 
-def keyfile(data: Any) -> str:
-    return f"{CONNECTIONS}/{data.halo_nm_connection}.nmconnection"
-
-
-def user_paths(user: str, toolbox_name: str) -> tuple[str, ...]:
-    """Files in the cluster user's home, as `~user/...` (the node's shell expands them)."""
-    home = f"~{user}"
-    return (
-        f"{home}/.ssh/id_ed25519.pub",
-        f"{home}/.ssh/authorized_keys",
-        f"{home}/.ssh/known_hosts",
-        f"{home}/{toolbox.state_file(toolbox_name)}",
-        f"{home}/{STORAGE}/*-images/images.json",
-        f"{home}/{STORAGE}/*-containers/containers.json",
-        f"/var/lib/systemd/linger/{user}",
-    )
-
-
 def paths(data: Any) -> tuple[str, ...]:
-    return (
-        *SYSTEM_FILES,
-        GRUB,
-        KERNEL_CMDLINE,
-        PROC_CMDLINE,
-        GRUBENV,
-        f"{ENTRIES}/*.conf",
-        keyfile(data),
-        THUNDERBOLT_MODULES,
-        RDMA_MODULES,
-        MEMLOCK_LIMITS,
-        *MEMLOCK_DROP_INS,
-        ENV_FILE,
-        PROFILE,
-        HOST_KEY,
-        *user_paths(data.halo_cluster_user, data.halo_toolbox),
-    )
+    """The snapshot: the system files plus every path a role declares (`roles.declared_paths`)."""
+    from roles import declared_paths  # roles build on this module; the registry is read lazily
+
+    return (*SYSTEM_FILES, *declared_paths(data))
 
 
 _CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -88,9 +43,27 @@ def cached(host: Any, fact: type, **kwargs: Any) -> Any:
     return cache[key]
 
 
+class UndeclaredPath(Exception):
+    """A role writes a file that no role declares: it would be rewritten on every run."""
+
+
 @dataclass(frozen=True)
 class NodeFiles:
     files: dict[str, TextFile]
+    declared: tuple[str, ...] = ()
+
+    def current(self, path: str) -> TextFile | None:
+        """The file as the run found it; refuses a path outside the snapshot."""
+        if not any(fnmatch.fnmatchcase(path, self._expand(p)) for p in self.declared):
+            raise UndeclaredPath(f"{path} is in no role's paths(): declare it next to the role")
+        return self.files.get(path)
+
+    def _expand(self, pattern: str) -> str:
+        """`~user/...` as the node's shell expands it (/home/user when the user is new)."""
+        if not pattern.startswith("~"):
+            return pattern
+        user, _, rest = pattern[1:].partition("/")
+        return f"{self.home(user) or f'/home/{user}'}/{rest}"
 
     def text(self, path: str) -> str | None:
         return self.files[path].text if path in self.files else None
@@ -160,4 +133,5 @@ class NodeFiles:
 
 
 def node_files(host: Any) -> NodeFiles:
-    return NodeFiles(cached(host, TextFiles, paths=paths(host.data)))
+    snapshot = paths(host.data)
+    return NodeFiles(cached(host, TextFiles, paths=snapshot), snapshot)

@@ -12,49 +12,63 @@ from pyinfra.api import FileUploadCommand, FunctionCommand, OperationError, oper
 
 from halo_cluster import toolbox as toolbox_files
 from halo_cluster.facts import CONTAINER_IMAGE, IMAGE_ID, as_user
+from halo_cluster.nodefiles import node_files
+from halo_cluster.progress import waiting
 
 BOOT_MARKER = "/run/halo-cluster/booted-before"
-RESTORE_SELINUX_LABEL = "if command -v restorecon >/dev/null; then restorecon -R {path}; fi"
+RESTORE_SELINUX_LABEL = "{{ ! command -v restorecon >/dev/null || restorecon -R {path}; }}"
 
 
 @operation()
-def text_file(path: str, text: str, current: str | None, mode: str = "644", owner: str = "root"):
+def text_file(path: str, text: str, mode: str | None = None, owner: str = "root"):
     """
-    Make a root-owned text file hold exactly ``text``, atomically.
+    Make a text file hold exactly ``text`` with ``mode``, replacing it atomically.
 
-    + path: file on the node
+    + path: file on the node; a role must declare it in its ``paths(data)`` (the snapshot)
     + text: wanted contents
-    + current: contents read by a fact earlier in the run (None: the file is missing)
-    + mode: octal permissions
+    + mode: octal permissions; None keeps the present file's (644 for a new file)
     + owner: owning user (its primary group too)
 
-    The upload goes to a temporary file renamed into place, so an interrupted run never leaves a
-    half-written file; the SELinux label is restored (a file moved from /tmp keeps tmp_t, which
-    NetworkManager and GRUB tools may not read). ``--diff`` shows the change.
+    The current contents and mode come from the run's snapshot, read before any change. The text
+    is uploaded to a hidden temporary file in the same directory (``.NAME.halo-new``: no tool that
+    reads these directories takes it), which gets its owner, mode and SELinux label, and only then
+    is renamed over the target: an interrupted run leaves the old file whole, and readers never
+    see a half-written one. pyinfra's own upload writes straight onto the target when connected
+    as root, hence this. ``--diff`` shows the change.
 
     **Example:**
 
     .. code:: python
 
         text_file(name="Kernel arguments for new kernels", path="/etc/kernel/cmdline",
-                  text="ro rhgb quiet iommu=pt\\n", current=None)
+                  text="ro rhgb quiet iommu=pt\\n")
     """
-    if current == text:
+    present = node_files(host).current(path)
+    mode = mode or (present.mode if present else "644")
+    if present and present.text == text and present.mode == mode:
         host.noop(f"{path} is up to date")
         return
     if state.config.DIFF:
-        verb = "create" if current is None else "modify"
-        host.log(f"Will {verb} {path}", logger.info)
-        for line in difflib.unified_diff(
-            (current or "").splitlines(), text.splitlines(), path, path, lineterm="", n=1
-        ):
-            logger.info("  %s", line)
-    quoted = shlex.quote(path)
-    if current is None:
-        yield f"mkdir -p {shlex.quote(path.rsplit('/', 1)[0] or '/')}"
-    yield FileUploadCommand(StringIO(text), path, remote_temp_filename=host.get_temp_filename(path))
-    yield f"chown {shlex.quote(owner)}: {quoted} && chmod {mode} {quoted}"
-    yield RESTORE_SELINUX_LABEL.format(path=quoted)
+        _log_diff(path, present.text if present else None, text)
+    folder, _, base = path.rpartition("/")
+    temp = f"{folder}/.{base}.halo-new"
+    q = shlex.quote
+    if present is None:
+        yield f"mkdir -p {q(folder or '/')}"
+    yield FileUploadCommand(StringIO(text), temp, remote_temp_filename=host.get_temp_filename(temp))
+    yield (
+        f"chown {q(owner)}: {q(temp)} && chmod {mode} {q(temp)} && "
+        f"{RESTORE_SELINUX_LABEL.format(path=q(temp))} && mv -f {q(temp)} {q(path)}"
+    )
+
+
+def _log_diff(path: str, current: str | None, text: str) -> None:
+    verb = "create" if current is None else "modify"
+    host.log(f"Will {verb} {path}", logger.info)
+    for line in difflib.unified_diff(
+        (current or "").splitlines(), text.splitlines(), path, path, lineterm="", n=1
+    ):
+        logger.info("  %s", line)
 
 
 @operation(is_idempotent=False)
@@ -137,6 +151,11 @@ def _wait_for_new_boot(state, host, timeout: int, interval: float) -> bool:
     new_boot = f"test ! -e {BOOT_MARKER}"
     time.sleep(interval)
     host.disconnect()
+    with waiting(host, f"{host.name} to come back from the reboot (up to {timeout} s)"):
+        return _reconnect_after_boot(host, new_boot, timeout, interval)
+
+
+def _reconnect_after_boot(host, new_boot: str, timeout: int, interval: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         host.connect(show_errors=False)
@@ -155,7 +174,8 @@ def _wait_for_new_boot(state, host, timeout: int, interval: float) -> bool:
 @operation(is_idempotent=False)
 def pull_image(user: str, image: str):
     """
-    Pull a container image into a user's rootless storage (as upstream does).
+    Pull a container image into a user's rootless storage (as upstream does), saying every few
+    seconds how long the pull of a multi-gigabyte image has taken so far.
 
     + user: the cluster user
     + image: image name, tag or ``name@sha256:...`` digest
@@ -167,7 +187,17 @@ def pull_image(user: str, image: str):
         pull_image(name="Pull the vLLM image", user="vllm",
                    image="docker.io/kyuz0/vllm-therock-gfx1151:latest")
     """
-    yield as_user(user, f"podman pull --quiet {shlex.quote(image)} >/dev/null")
+    command = as_user(user, f"podman pull --quiet {shlex.quote(image)} >/dev/null")
+    yield FunctionCommand(_run_saying_what, (command, f"podman pull {image} as {user}"), {})
+
+
+def _run_saying_what(state, host, command: str, what: str) -> bool:
+    """Run a long command, logging what it waits for and for how long so far."""
+    with waiting(host, what):
+        done, output = host.run_shell_command(command)
+    if not done:
+        raise OperationError(f"{what} failed: {output.stderr.strip()[-500:]}")
+    return True
 
 
 @operation(is_idempotent=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from halo_cluster.rules import OS_RESERVE_GIB
 from halo_cluster.safety import E810_DEVICES, INTEL_VENDOR
 
 OK, WARN, FAIL, NOT_VERIFIED = "OK", "WARN", "FAIL", "NOT VERIFIED"
@@ -29,10 +30,16 @@ class Check:
         return f"{self.name}: {self.status} ({self.detail})"
 
 
-def run(hw: dict, interconnect: str, interface: str | None, interfaces: dict) -> list[Check]:
+def run(
+    hw: dict, interconnect: str, interface: str | None, interfaces: dict, gtt_gib: int
+) -> list[Check]:
     hidden = hw.get("virt", "none") not in ("none", "")
     why_hidden = f"{hw.get('virt')} container: the hardware is not visible"
-    checks = [cpu(hw, hidden, why_hidden), carve_out(hw, hidden, why_hidden)]
+    checks = [
+        cpu(hw, hidden, why_hidden),
+        carve_out(hw, hidden, why_hidden),
+        memory(hw, gtt_gib, hidden, why_hidden),
+    ]
     if interconnect == "roce":
         port = interfaces.get(interface or "", {})
         checks += [
@@ -57,6 +64,27 @@ def cpu(hw: dict, hidden: bool, why: str) -> Check:
         f"{model or 'unknown'} is not a Strix Halo (Ryzen AI MAX); the "
         "kernel arguments are tuned for its 128 GB unified memory",
     )
+
+
+def memory(hw: dict, gtt_gib: int, hidden: bool, why: str) -> Check:
+    """The GTT must leave the OS its reserve of the node's own memory (MemTotal excludes the
+    carve-out, so it is compared with the machine size the GTT was chosen for)."""
+    if hidden:
+        return Check("memory", NOT_VERIFIED, f"{why}; a container sees its host's memory")
+    if not hw.get("memory_kib"):
+        return Check("memory", WARN, "MemTotal could not be read from /proc/meminfo")
+    total_gib = hw["memory_kib"] / 1024**2
+    needed = gtt_gib + OS_RESERVE_GIB
+    # MemTotal is the machine's memory minus the carve-out and firmware; allow the 4 GiB maximum
+    # carve-out the guide recommends keeping
+    if total_gib + CARVE_OUT_REPORTED_AT_MINIMUM / 1024**3 < needed:
+        return Check(
+            "memory",
+            FAIL,
+            f"MemTotal {total_gib:.1f} GiB cannot hold kernel.gtt_gib {gtt_gib} plus "
+            f"{OS_RESERVE_GIB} GiB for the OS: lower kernel.gtt_gib",
+        )
+    return Check("memory", OK, f"MemTotal {total_gib:.1f} GiB, GTT {gtt_gib} GiB")
 
 
 def carve_out(hw: dict, hidden: bool, why: str) -> Check:

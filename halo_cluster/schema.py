@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from halo_cluster import rules
+
 REQUIRED = object()  # sentinel default: the key must be present
 DERIVED = object()  # sentinel default: computed from other keys (see `meaning`)
 
@@ -20,6 +22,7 @@ class Field:
     default: Any
     meaning: str
     choices: tuple[str, ...] = ()
+    rule: rules.Rule | None = None  # for a list: applied to each item
 
     @property
     def default_text(self) -> str:
@@ -63,6 +66,7 @@ SCHEMA: tuple[Field, ...] = (
         "string",
         REQUIRED,
         "Unprivileged user who runs the toolbox and the cluster launcher (created when missing).",
+        rule=rules.cluster_user,
     ),
     Field(
         "reboot",
@@ -73,13 +77,27 @@ SCHEMA: tuple[Field, ...] = (
         ("never", "if-needed"),
     ),
     Field(
+        "reboot_timeout",
+        "integer",
+        600,
+        "Seconds a rebooted node may take to come back before the deploy fails it.",
+        rule=rules.reboot_timeout,
+    ),
+    Field(
         "image",
         "string",
         DEFAULT_IMAGE,
         "Container image of the vLLM toolbox; `name@sha256:...` pins a digest.",
+        rule=rules.image_reference,
     ),
     Field("image_update", "boolean", False, "Pull the image again even when it is present."),
-    Field("toolbox", "string", DEFAULT_TOOLBOX, "Name of the toolbox container."),
+    Field(
+        "toolbox",
+        "string",
+        DEFAULT_TOOLBOX,
+        "Name of the toolbox container.",
+        rule=rules.container_name,
+    ),
     Field("kernel", "mapping", {}, "Kernel command line arguments (see the `kernel.*` keys)."),
     Field(
         "kernel.gtt_gib",
@@ -87,6 +105,7 @@ SCHEMA: tuple[Field, ...] = (
         124,
         "GTT size in GiB; gives `amdgpu.gttsize=GiB*1024` "
         "and `ttm.pages_limit=GiB*262144` (124 gives 126976 and 32505856).",
+        rule=rules.gtt_gib,
     ),
     Field(
         "kernel.iommu",
@@ -103,12 +122,14 @@ SCHEMA: tuple[Field, ...] = (
         "list of strings",
         [],
         "Further arguments to add, `key=value` or a bare flag.",
+        rule=rules.kernel_argument,
     ),
     Field(
         "kernel.remove_args",
         "list of strings",
         [],
         "Arguments to remove: `key` removes every value of that key, `key=value` only that one.",
+        rule=rules.kernel_argument,
     ),
     Field("verify", "mapping", {}, "Thresholds of `make verify` (see `verify.*`)."),
     Field(
@@ -131,8 +152,14 @@ SCHEMA: tuple[Field, ...] = (
         {},
         "SSH defaults for every node (see `ssh.*`); a node's own `ssh` keys win.",
     ),
-    Field("ssh.port", "integer", 22, "SSH port."),
-    Field("ssh.user", "string", "root", "SSH user (root, or a user with passwordless sudo)."),
+    Field("ssh.port", "integer", 22, "SSH port.", rule=rules.port),
+    Field(
+        "ssh.user",
+        "string",
+        "root",
+        "SSH user (root, or a user with passwordless sudo).",
+        rule=rules.user_name,
+    ),
     Field(
         "ssh.key",
         "string",
@@ -151,7 +178,13 @@ SCHEMA: tuple[Field, ...] = (
         REQUIRED,
         "The machines, at least one; the first is the head unless a node says `role: head`.",
     ),
-    Field("nodes[].name", "string", REQUIRED, "Node name (pyinfra host name), unique."),
+    Field(
+        "nodes[].name",
+        "string",
+        REQUIRED,
+        "Node name (pyinfra host name), unique.",
+        rule=rules.node_name,
+    ),
     Field(
         "nodes[].role",
         "string",
@@ -160,9 +193,15 @@ SCHEMA: tuple[Field, ...] = (
         ("head", "worker"),
     ),
     Field("nodes[].ssh", "mapping", REQUIRED, "How to reach the node (see `nodes[].ssh.*`)."),
-    Field("nodes[].ssh.host", "string", REQUIRED, "Management address or host name, unique."),
-    Field("nodes[].ssh.port", "integer", DERIVED, "Default `ssh.port`."),
-    Field("nodes[].ssh.user", "string", DERIVED, "Default `ssh.user`."),
+    Field(
+        "nodes[].ssh.host",
+        "string",
+        REQUIRED,
+        "Management address or host name, unique.",
+        rule=rules.ssh_host,
+    ),
+    Field("nodes[].ssh.port", "integer", DERIVED, "Default `ssh.port`.", rule=rules.port),
+    Field("nodes[].ssh.user", "string", DERIVED, "Default `ssh.user`.", rule=rules.user_name),
     Field("nodes[].ssh.key", "string", DERIVED, "Default `ssh.key`."),
     Field("nodes[].ssh.known_hosts", "string", DERIVED, "Default `ssh.known_hosts`."),
     Field("nodes[].data", "mapping", {}, "The node's data link (see `nodes[].data.*`)."),
@@ -178,6 +217,7 @@ SCHEMA: tuple[Field, ...] = (
         "string",
         None,
         "Bind the profile to this MAC address instead of a name (not together with `interface`).",
+        rule=rules.mac_address,
     ),
     Field(
         "nodes[].data.address",
@@ -199,6 +239,30 @@ def children_of(prefix: str) -> dict[str, Field]:
         if parent == prefix:
             result[key] = field
     return result
+
+
+def host_name(path: str) -> str:
+    """The host data name of a top-level key: `kernel.gtt_gib` -> `halo_kernel_gtt_gib`."""
+    return "halo_" + path.replace(".", "_")
+
+
+def host_defaults(variables: tuple[str, ...]) -> dict[str, Any]:
+    """pyinfra `data_defaults` for a role: the schema's default of each variable that has one.
+
+    A role never states a default of its own, so the schema is the one source of truth.
+    """
+    by_name = {host_name(f.path): f for f in SCHEMA if "[]" not in f.path}
+    return {
+        name: by_name[name].default
+        for name in variables
+        if name in by_name and by_name[name].default not in (REQUIRED, DERIVED)
+    }
+
+
+def variable_default_text(name: str) -> str:
+    """How a role's docs table shows a variable's default: the schema's, else `derived`."""
+    by_name = {host_name(f.path): f for f in SCHEMA if "[]" not in f.path}
+    return by_name[name].default_text if name in by_name else "derived"
 
 
 def markdown_table() -> str:

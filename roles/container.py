@@ -4,20 +4,27 @@ from pyinfra import host
 from pyinfra.api import deploy
 
 from halo_cluster import toolbox as toolbox_files
-from halo_cluster.nodefiles import node_files
+from halo_cluster.context import NodeContext
+from halo_cluster.nodefiles import STORAGE, node_files
 from halo_cluster.operations import pull_image, toolbox_container
-from halo_cluster.schema import DEFAULT_IMAGE, DEFAULT_TOOLBOX
+from halo_cluster.schema import host_defaults
 
-DEFAULTS = {
-    "halo_cluster_user": "vllm",
-    "halo_image": DEFAULT_IMAGE,
-    "halo_image_update": False,
-    "halo_toolbox": DEFAULT_TOOLBOX,
-}
+ORDER = 60
+PACKAGES = ("podman", "toolbox")
+VARIABLES = ("halo_cluster_user", "halo_image", "halo_image_update", "halo_toolbox")
 
 
-@deploy("Image and toolbox", data_defaults=DEFAULTS)
-def image_and_toolbox(has_infiniband: bool) -> None:
+def paths(data) -> tuple[str, ...]:
+    home = f"~{data.halo_cluster_user}"
+    return (
+        f"{home}/{toolbox_files.state_file(data.halo_toolbox)}",
+        f"{home}/{STORAGE}/*-images/images.json",
+        f"{home}/{STORAGE}/*-containers/containers.json",
+    )
+
+
+@deploy("Image and toolbox", data_defaults=host_defaults(VARIABLES))
+def apply(node: NodeContext) -> None:
     user, image, name = host.data.halo_cluster_user, host.data.halo_image, host.data.halo_toolbox
     update = host.data.halo_image_update
     files = node_files(host)
@@ -25,7 +32,7 @@ def image_and_toolbox(has_infiniband: bool) -> None:
     if image_id is None or update:
         pull_image(name=f"Pull {image} as {user}", user=user, image=image)
 
-    options = toolbox_files.options(has_infiniband)
+    options = toolbox_files.options(node.has_infiniband)
     current = (
         image_id is not None
         and files.container_image(user, name) == image_id

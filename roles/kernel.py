@@ -7,31 +7,26 @@ from pyinfra.api import deploy
 from pyinfra.operations import server
 
 from halo_cluster import cmdline
-from halo_cluster.nodefiles import (
-    ENTRIES,
-    GRUB,
-    GRUBENV,
-    KERNEL_CMDLINE,
-    PROC_CMDLINE,
-    NodeFiles,
-    node_files,
-)
+from halo_cluster.context import NodeContext
+from halo_cluster.nodefiles import NodeFiles, node_files
 from halo_cluster.operations import text_file
 
-DEFAULTS = {
-    "halo_kernel_args": [
-        "iommu=pt",
-        "pci=realloc",
-        "pcie_aspm=off",
-        "amdgpu.gttsize=126976",
-        "ttm.pages_limit=32505856",
-    ],
-    "halo_kernel_args_remove": ["amd_iommu=off"],
-}
+ORDER = 20
+PACKAGES = ()
+VARIABLES = ("halo_kernel_args", "halo_kernel_args_remove")
+GRUB = "/etc/default/grub"
+KERNEL_CMDLINE = "/etc/kernel/cmdline"
+GRUBENV = "/boot/grub2/grubenv"
+PROC_CMDLINE = "/proc/cmdline"
+ENTRIES = "/boot/loader/entries"
 
 
-@deploy("Kernel arguments", data_defaults=DEFAULTS)
-def kernel_args() -> None:
+def paths(data) -> tuple[str, ...]:
+    return (GRUB, KERNEL_CMDLINE, PROC_CMDLINE, GRUBENV, f"{ENTRIES}/*.conf")
+
+
+@deploy("Kernel arguments")
+def apply(node: NodeContext) -> None:
     wanted, remove = host.data.halo_kernel_args, host.data.halo_kernel_args_remove
     files = node_files(host)
     entries = files.under(ENTRIES)
@@ -41,21 +36,13 @@ def kernel_args() -> None:
     grub = files.text(GRUB)
     grub_text = cmdline.edit_grub_defaults(grub, wanted, remove) if grub is not None else None
     if grub is not None:
-        text_file(
-            name=f"Kernel arguments in {GRUB}",
-            path=GRUB,
-            text=grub_text,
-            current=grub,
-            mode=files.mode(GRUB),
-        )
+        text_file(name=f"Kernel arguments in {GRUB}", path=GRUB, text=grub_text)
 
     for path, text in sorted(entries.items()):
         text_file(
             name=f"Kernel arguments in {path}",
             path=path,
             text=cmdline.edit_bls_entry(text, wanted, remove),
-            current=text,
-            mode=files.mode(path),
         )
 
     present = files.text(KERNEL_CMDLINE)
@@ -64,8 +51,6 @@ def kernel_args() -> None:
         name=f"Kernel arguments for new kernels in {KERNEL_CMDLINE}",
         path=KERNEL_CMDLINE,
         text=new_cmdline,
-        current=present,
-        mode=files.mode(KERNEL_CMDLINE) or "644",
     )
     if grub is not None and grub_text != grub and present == new_cmdline:
         # kernel-install re-runs grub2-mkconfig when /etc/kernel/cmdline is older than the

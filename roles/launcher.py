@@ -5,22 +5,43 @@ from pyinfra import host, logger, state
 from pyinfra.api import deploy
 
 from halo_cluster.blocks import with_block
-from halo_cluster.nodefiles import ENV_FILE, HOST_KEY, PROFILE, node_files
+from halo_cluster.context import NodeContext
+from halo_cluster.nodefiles import node_files
 from halo_cluster.operations import authorize_key, text_file, user_ssh_key
 from halo_cluster.render import render
+from halo_cluster.schema import host_defaults
 
-DEFAULTS = {
-    "halo_cluster_user": "vllm",
-    "halo_role": "worker",
-    "halo_toolbox": "vllm-therock-gfx1151",
-}
+ORDER = 70
+PACKAGES = ()
+VARIABLES = (
+    "halo_cluster_user",
+    "halo_role",
+    "halo_toolbox",
+    "halo_head_address",
+    "halo_worker_addresses",
+    "halo_peers",
+)
+ENV_FILE = "/etc/halo-cluster/cluster.env"
+PROFILE = "/etc/profile.d/halo-cluster.sh"
+HOST_KEY = "/etc/ssh/ssh_host_ed25519_key.pub"
 PUBLIC_KEY = ".ssh/id_ed25519.pub"
 
 
-@deploy("Launcher", data_defaults=DEFAULTS)
-def launcher(interface: str | None, hca: str | None) -> None:
-    """`interface`: the data interface; `hca`: its RDMA device, pinned for RCCL when known."""
-    files = node_files(host)
+def paths(data) -> tuple[str, ...]:
+    home = f"~{data.halo_cluster_user}"
+    return (
+        ENV_FILE,
+        PROFILE,
+        HOST_KEY,
+        f"{home}/{PUBLIC_KEY}",
+        f"{home}/.ssh/authorized_keys",
+        f"{home}/.ssh/known_hosts",
+    )
+
+
+@deploy("Launcher", data_defaults=host_defaults(VARIABLES))
+def apply(node: NodeContext) -> None:
+    """Launcher defaults: the data interface, and its RDMA device pinned for RCCL when known."""
     env = render(
         "cluster.env.j2",
         node=host.data.halo_node,
@@ -29,14 +50,12 @@ def launcher(interface: str | None, hca: str | None) -> None:
         worker_ips=host.data.halo_worker_addresses,
         toolbox=host.data.halo_toolbox,
         node_ip=host.data.halo_data_address,
-        interface=interface or host.data.halo_data_interface,
+        interface=node.interface or host.data.halo_data_interface,
         interconnect=host.data.halo_interconnect,
-        hca=hca,
+        hca=node.rdma_device,
     )
     for path, text in ((ENV_FILE, env), (PROFILE, render("halo-cluster.sh.j2"))):
-        text_file(
-            name=f"Launcher defaults in {path}", path=path, text=text, current=files.text(path)
-        )
+        text_file(name=f"Launcher defaults in {path}", path=path, text=text)
     if host.data.halo_role == "head":
         _head_reaches_workers()
     else:
@@ -69,12 +88,10 @@ def _head_reaches_workers() -> None:
         if key:
             lines.append(f"{address} {' '.join(key.split()[:2])}")
     path = f"{files.home(user) or f'/home/{user}'}/.ssh/known_hosts"
-    present = files.text(path)
     text_file(
         name=f"Workers' host keys in {path}",
         path=path,
-        text=with_block(present, lines),
-        current=present,
+        text=with_block(files.text(path), lines),
         mode="600",
         owner=user,
     )

@@ -3,30 +3,44 @@
 from pyinfra import host
 from pyinfra.api import deploy
 
+from halo_cluster.context import NodeContext
 from halo_cluster.facts import NetworkInterfaces, NmActiveConnections
-from halo_cluster.nodefiles import THUNDERBOLT_MODULES, cached, keyfile, node_files
+from halo_cluster.nodefiles import cached, node_files
 from halo_cluster.operations import activate_connection, text_file
 from halo_cluster.render import render
+from halo_cluster.schema import host_defaults
 
-DEFAULTS = {
-    "halo_interconnect": "roce",
-    "halo_mtu": 9000,
-    "halo_nm_connection": "halo-data",
-    "halo_data_prefix": 30,
-    "halo_data_mac": None,
-}
+ORDER = 30
+PACKAGES = ()
+VARIABLES = (
+    "halo_interconnect",
+    "halo_mtu",
+    "halo_nm_connection",
+    "halo_data_address",
+    "halo_data_prefix",
+    "halo_data_mac",
+)
+CONNECTIONS = "/etc/NetworkManager/system-connections"
+THUNDERBOLT_MODULES = "/etc/modules-load.d/thunderbolt-net.conf"
 
 
-@deploy("Data link", data_defaults=DEFAULTS)
-def data_link(interface: str | None) -> None:
-    """`interface`: the resolved data interface, None when it is not there yet (thunderbolt0)."""
-    files = node_files(host)
+def keyfile(data) -> str:
+    return f"{CONNECTIONS}/{data.halo_nm_connection}.nmconnection"
+
+
+def paths(data) -> tuple[str, ...]:
+    return (keyfile(data), THUNDERBOLT_MODULES)
+
+
+@deploy("Data link", data_defaults=host_defaults(VARIABLES))
+def apply(node: NodeContext) -> None:
+    """`node.interface`: the resolved data interface, None when it is not there yet."""
+    interface = node.interface
     if host.data.halo_interconnect == "thunderbolt":
         text_file(
             name=f"Load thunderbolt_net at boot in {THUNDERBOLT_MODULES}",
             path=THUNDERBOLT_MODULES,
             text=render("thunderbolt-net.conf.j2", interface=host.data.halo_data_interface),
-            current=files.text(THUNDERBOLT_MODULES),
         )
 
     wanted = render(
@@ -42,13 +56,12 @@ def data_link(interface: str | None) -> None:
         prefix=host.data.halo_data_prefix,
     )
     path = keyfile(host.data)
-    # NetworkManager ignores a keyfile that others can read: one with another mode counts as absent
-    present = files.text(path) if files.mode(path) == "600" else None
-    text_file(
-        name=f"NetworkManager profile {path}", path=path, text=wanted, current=present, mode="600"
-    )
+    # NetworkManager ignores a keyfile that others can read: text_file rewrites one of another mode
+    present = node_files(host).current(path)
+    text_file(name=f"NetworkManager profile {path}", path=path, text=wanted, mode="600")
 
-    if interface and (present != wanted or not _live(interface)):
+    changed = present is None or present.text != wanted or present.mode != "600"
+    if interface and (changed or not _live(interface)):
         connection = host.data.halo_nm_connection
         activate_connection(name=f"Activate {connection} on {interface}", connection=connection)
 

@@ -1,22 +1,32 @@
-"""Packages: the RDMA user space tools, plus what the later roles run."""
+"""Packages: the RDMA user space tools of the guide, plus what every other role declares."""
 
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.facts.rpm import RpmPackages
 from pyinfra.operations import server
 
-from halo_cluster.config import BASE_PACKAGES, CONTAINER_PACKAGES
+import roles
+from halo_cluster.context import NodeContext
 from halo_cluster.nodefiles import cached
 
-DEFAULTS = {"halo_packages": [*BASE_PACKAGES, *CONTAINER_PACKAGES]}
+ORDER = 10
+# the guide's RDMA tools (installed on thunderbolt nodes too: perftest helps there) and what the
+# deploy's own facts run (ethtool, ip)
+PACKAGES = ("rdma-core", "libibverbs-utils", "perftest", "ethtool", "iproute")
+VARIABLES = ()
 
 
-@deploy("Packages", data_defaults=DEFAULTS)
-def packages() -> None:
+def paths(data) -> tuple[str, ...]:
+    return ()
+
+
+@deploy("Packages")
+def apply(node: NodeContext) -> None:
     # decided from the rpm database alone: a converged node runs no dnf command at all
     installed = cached(host, RpmPackages)
-    missing = [p for p in host.data.halo_packages if p not in installed]
+    missing = [p for p in roles.all_packages() if p not in installed]
     if missing:
         server.shell(
-            name=f"Install {' '.join(missing)}", commands=[f"dnf install -y {' '.join(missing)}"]
+            name=f"Install {' '.join(missing)}",
+            commands=[f"dnf install -y {' '.join(missing)}"],
         )

@@ -4,23 +4,38 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import server
 
-from halo_cluster.nodefiles import MEMLOCK_DROP_INS, MEMLOCK_LIMITS, RDMA_MODULES, node_files
+from halo_cluster.context import NodeContext
 from halo_cluster.operations import text_file
 from halo_cluster.render import render
+from halo_cluster.safety import e810_ports
+from halo_cluster.schema import host_defaults
 
-DEFAULTS = {"halo_cluster_user": "vllm"}
+ORDER = 50
+PACKAGES = ()
+VARIABLES = ("halo_cluster_user", "halo_interconnect")
+RDMA_MODULES = "/etc/modules-load.d/halo-rdma.conf"
+MEMLOCK_LIMITS = "/etc/security/limits.d/90-halo-memlock.conf"
+MEMLOCK_DROP_INS = (
+    "/etc/systemd/system.conf.d/90-halo-memlock-default.conf",
+    "/etc/systemd/user.conf.d/90-halo-memlock-default.conf",
+)
 
 
-@deploy("RDMA host settings", data_defaults=DEFAULTS)
-def rdma_host(e810_present: bool, modules_loaded: list[str]) -> None:
-    """`e810_present`: load the drivers now too (they are listed for boot regardless)."""
-    files = node_files(host)
+def paths(data) -> tuple[str, ...]:
+    return (RDMA_MODULES, MEMLOCK_LIMITS, *MEMLOCK_DROP_INS)
+
+
+@deploy("RDMA host settings", data_defaults=host_defaults(VARIABLES))
+def apply(node: NodeContext) -> None:
+    if host.data.halo_interconnect != "roce":
+        return
     wanted = {
         RDMA_MODULES: render("halo-rdma.conf.j2"),
         MEMLOCK_LIMITS: render("90-halo-memlock.conf.j2", user=host.data.halo_cluster_user),
         **{path: render("90-halo-memlock-default.conf.j2") for path in MEMLOCK_DROP_INS},
     }
     for path, text in wanted.items():
-        text_file(name=f"{path}", path=path, text=text, current=files.text(path))
-    if e810_present and not {"ice", "irdma"} <= set(modules_loaded):
+        text_file(name=f"{path}", path=path, text=text)
+    # listed for boot regardless; loaded now only where an E810 is there to drive
+    if e810_ports(node.interfaces) and not {"ice", "irdma"} <= set(node.loaded_modules):
         server.shell(name="Load the E810 drivers now", commands=["modprobe ice && modprobe irdma"])

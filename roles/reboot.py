@@ -4,14 +4,22 @@
 from pyinfra import host, logger
 from pyinfra.api import deploy
 
+from halo_cluster.context import NodeContext
 from halo_cluster.operations import assert_kernel_args_active, reboot_and_wait
+from halo_cluster.schema import host_defaults
 from roles.kernel import inactive_args
 
-DEFAULTS = {"halo_reboot": "never", "halo_role": "worker", "halo_reboot_timeout": 600}
+ORDER = 90
+PACKAGES = ()
+VARIABLES = ("halo_reboot", "halo_role", "halo_reboot_timeout", "halo_kernel_args")
 
 
-@deploy("Reboot", data_defaults=DEFAULTS)
-def reboot_if_needed() -> None:
+def paths(data) -> tuple[str, ...]:
+    return ()
+
+
+@deploy("Reboot", data_defaults=host_defaults(VARIABLES))
+def apply(node: NodeContext) -> None:
     missing = inactive_args()
     if not missing:
         return

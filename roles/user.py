@@ -6,13 +6,22 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import server
 
+from halo_cluster.context import NodeContext
 from halo_cluster.nodefiles import node_files
+from halo_cluster.schema import host_defaults
 
-DEFAULTS = {"halo_cluster_user": "vllm", "halo_interconnect": "roce"}
+ORDER = 40
+PACKAGES = ()
+VARIABLES = ("halo_cluster_user", "halo_interconnect")
+LINGER = "/var/lib/systemd/linger"
 
 
-@deploy("Cluster user", data_defaults=DEFAULTS)
-def cluster_user() -> None:
+def paths(data) -> tuple[str, ...]:
+    return (f"{LINGER}/{data.halo_cluster_user}",)
+
+
+@deploy("Cluster user", data_defaults=host_defaults(VARIABLES))
+def apply(node: NodeContext) -> None:
     user = host.data.halo_cluster_user
     files = node_files(host)
     groups = files.groups()
@@ -34,7 +43,7 @@ def cluster_user() -> None:
                 commands=[f"usermod -a -G {','.join(missing)} {q}"],
             )
     # rootless podman and toolbox need the user's systemd session even without a login
-    if not files.exists(f"/var/lib/systemd/linger/{user}"):
+    if not files.exists(f"{LINGER}/{user}"):
         server.shell(
             name=f"Keep {user}'s systemd user session running (linger)",
             commands=[f"loginctl enable-linger {q} && systemctl start user@$(id -u {q})"],

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 import testinfra
 
-from halo_cluster.config import Cluster, ConfigError, Node, load_cluster
 from halo_cluster.facts import NetworkInterfaces
+from halo_cluster.loader import ConfigError, load_cluster
+from halo_cluster.model import Cluster, Node
 from halo_cluster.safety import resolve_interface
 
 ROOT = Path(__file__).resolve().parents[2]

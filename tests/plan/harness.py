@@ -21,7 +21,8 @@ from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_host, ctx_state
 from pyinfra_cli.util import load_deploy_file
 
-from halo_cluster.config import Cluster, inventory_groups
+from halo_cluster.hostdata import inventory_groups
+from halo_cluster.model import Cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -117,6 +118,12 @@ def plan(cluster: Cluster, responses: dict[str, dict]) -> Plan:
         os.chdir(cwd)
 
 
+def target_of(upload: str) -> str:
+    """The file an upload replaces: text_file uploads to `.NAME.halo-new` beside it."""
+    folder, _, base = upload.rpartition("/")
+    return f"{folder}/{base.removeprefix('.').removesuffix('.halo-new')}"
+
+
 def _collect(state: State) -> dict[str, list[PlannedOp]]:
     result: dict[str, list[PlannedOp]] = {}
     for host in state.inventory:
@@ -129,7 +136,7 @@ def _collect(state: State) -> dict[str, list[PlannedOp]]:
             with ctx_host.use(host):
                 for command in state.ops[host][op_hash].command_generator():
                     if isinstance(command, FileUploadCommand):
-                        op.uploads[command.dest] = command.src.getvalue()
+                        op.uploads[target_of(command.dest)] = command.src.getvalue()
                     elif isinstance(command, StringCommand):
                         op.commands.append(command.get_raw_value())
                     else:

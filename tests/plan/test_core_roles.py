@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from halo_cluster.config import BASE_PACKAGES, CONTAINER_PACKAGES, parse_cluster
+from halo_cluster.loader import parse_cluster
+from roles import all_packages
 from tests.plan.harness import Plan, fixture, interfaces_output, plan, text_files_output
 
 GRUB = "/etc/default/grub"
@@ -185,7 +186,7 @@ def test_other_values_replaced_in_place_and_iommu_off_removes_pt() -> None:
     )
 
 
-OUR_PACKAGES = BASE_PACKAGES + CONTAINER_PACKAGES
+OUR_PACKAGES = all_packages()
 
 
 def converged_node(mtu: int = 9000) -> dict:
@@ -225,10 +226,11 @@ def test_keyfile_with_wrong_mode_is_rewritten_and_reactivated() -> None:
     node = fresh_node(files={KEYFILE: (first, "644")}, active=["halo-data:enp194s0np0"])
     result = plan_both(cluster(), node=node)
     assert KEYFILE in result.uploads("halo1")
-    assert (
-        "chown root: /etc/NetworkManager/system-connections/halo-data.nmconnection && "
-        "chmod 600 /etc/NetworkManager/system-connections/halo-data.nmconnection"
-        in result.commands("halo1")
+    temp = "/etc/NetworkManager/system-connections/.halo-data.nmconnection.halo-new"
+    assert any(
+        c.startswith(f"chown root: {temp} && chmod 600 {temp} && ")
+        and c.endswith(f"mv -f {temp} {KEYFILE}")
+        for c in result.commands("halo1")
     )
 
 

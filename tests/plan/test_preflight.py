@@ -12,7 +12,7 @@ INTERFACES = {E810["name"]: E810}
 
 def checks(lines: list[str], interconnect: str = "roce") -> dict[str, preflight.Check]:
     hw = Hardware().process(lines)
-    found = preflight.run(hw, interconnect, E810["name"], INTERFACES)
+    found = preflight.run(hw, interconnect, E810["name"], INTERFACES, 124)
     return {check.name: check for check in found}
 
 
@@ -55,7 +55,7 @@ def test_missing_rdma_device_fails_on_real_hardware() -> None:
 def test_wrong_driver_fails() -> None:
     hw = Hardware().process(strix_halo_hardware())
     ports = {E810["name"]: dict(E810, driver="vfio-pci")}
-    found = {c.name: c for c in preflight.run(hw, "roce", E810["name"], ports)}
+    found = {c.name: c for c in preflight.run(hw, "roce", E810["name"], ports, 124)}
     assert found["E810"].line() == "E810: FAIL (enp194s0np0 is bound to vfio-pci, not ice)"
 
 
@@ -64,7 +64,7 @@ def test_container_reads_not_verified_never_ok() -> None:
     veth = {"enp1s0f0np0": {"vendor": None, "device": None, "driver": None}}
     for interconnect in ("roce", "thunderbolt"):
         hw = Hardware().process(lab)
-        found = preflight.run(hw, interconnect, "enp1s0f0np0", veth)
+        found = preflight.run(hw, interconnect, "enp1s0f0np0", veth, 124)
         assert {c.status for c in found} == {"NOT VERIFIED"}, found
         assert all("systemd-nspawn container" in c.detail for c in found)
 

@@ -1,4 +1,4 @@
-"""The docs describe what exists: every role variable in its page's table, every make target."""
+"""The docs describe what exists: every role's page and variables, every make target."""
 
 from __future__ import annotations
 
@@ -7,28 +7,28 @@ from pathlib import Path
 
 import pytest
 
-from roles import container, kernel, launcher, network, packages, rdma, reboot, user
+import roles
+from halo_cluster.schema import variable_default_text
 
 ROOT = Path(__file__).resolve().parents[2]
+ROLES = roles.all_roles()
 
 
-@pytest.mark.parametrize(
-    ("module", "page"),
-    [
-        (packages, "packages"),
-        (kernel, "kernel"),
-        (network, "network"),
-        (user, "user"),
-        (rdma, "rdma"),
-        (container, "container"),
-        (launcher, "launcher"),
-        (reboot, "reboot"),
-    ],
-)
-def test_every_role_variable_is_documented(module, page: str) -> None:
-    doc = (ROOT / "docs" / "roles" / f"{page}.md").read_text()
-    documented = set(re.findall(r"^\| `(halo_\w+)` \|", doc, re.MULTILINE))
-    assert documented == set(module.DEFAULTS)
+@pytest.mark.parametrize("role", ROLES, ids=[roles.name(r) for r in ROLES])
+def test_every_role_variable_is_documented_with_the_schema_default(role) -> None:
+    doc = (ROOT / "docs" / "roles" / f"{roles.name(role)}.md").read_text()
+    rows = re.findall(r"^\| `(halo_\w+)` \| ([^|]+) \|", doc, re.MULTILINE)
+    assert {name for name, _ in rows} == set(role.VARIABLES)
+    for name, default in rows:
+        assert default.strip() == variable_default_text(name), f"{name}: docs say {default}"
+
+
+def test_roles_declare_what_the_registry_needs() -> None:
+    for role in ROLES:
+        assert isinstance(role.ORDER, int) and callable(role.paths) and callable(role.apply)
+        assert isinstance(role.PACKAGES, tuple) and isinstance(role.VARIABLES, tuple)
+    assert [roles.name(r) for r in ROLES][0] == "packages"
+    assert [roles.name(r) for r in ROLES][-1] == "reboot"
 
 
 def test_readme_make_targets_exist() -> None:

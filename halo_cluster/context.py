@@ -1,0 +1,28 @@
+"""What deploy.py resolved about a node before any role runs: the facts every role may read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class NodeContext:
+    """`interface`: the data interface (None when it is not there yet, as thunderbolt0 before the
+    cable); `interfaces`: the NetworkInterfaces fact; `hardware`: the Hardware fact."""
+
+    interface: str | None
+    interfaces: dict
+    hardware: dict
+
+    @property
+    def has_infiniband(self) -> bool:
+        return bool(self.hardware.get("infiniband"))
+
+    @property
+    def rdma_device(self) -> str | None:
+        """The data port's RDMA device (pinned for RCCL), when the node has one."""
+        return (self.hardware.get("rdma") or [None])[0]
+
+    @property
+    def loaded_modules(self) -> list[str]:
+        return list(self.hardware.get("modules") or [])

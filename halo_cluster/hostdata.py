@@ -1,0 +1,56 @@
+"""The pyinfra inventory adapter: the cluster model as host data, in the groups `head` and
+`workers`. Every value a role reads about its node is here, under a `halo_` name."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from halo_cluster.model import NM_CONNECTION_ID, Cluster, Node
+
+
+def host_data(cluster: Cluster, node: Node) -> dict[str, Any]:
+    """Everything a role needs about one node, as pyinfra host data (JSON-friendly)."""
+    peers = [n for n in cluster.nodes if n.name != node.name]
+    data: dict[str, Any] = {
+        "ssh_hostname": node.ssh_host,
+        "ssh_port": node.ssh_port,
+        "ssh_user": node.ssh_user,
+        "halo_node": node.name,
+        "halo_role": node.role,
+        "halo_interconnect": cluster.interconnect,
+        "halo_mtu": cluster.mtu,
+        "halo_data_interface": node.interface,
+        "halo_data_mac": node.mac,
+        "halo_data_address": node.address,
+        "halo_data_prefix": cluster.subnet.prefixlen,
+        "halo_subnet": str(cluster.subnet),
+        "halo_nm_connection": NM_CONNECTION_ID,
+        "halo_nm_uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"halo-cluster:{node.name}:data")),
+        "halo_peers": {p.name: p.address for p in peers},
+        "halo_head_address": cluster.head.address,
+        "halo_worker_addresses": [w.address for w in cluster.workers],
+        "halo_kernel_gtt_gib": cluster.gtt_gib,
+        "halo_kernel_args": list(cluster.kernel_args),
+        "halo_kernel_args_remove": list(cluster.kernel_args_remove),
+        "halo_reboot": cluster.reboot,
+        "halo_reboot_timeout": cluster.reboot_timeout,
+        "halo_cluster_user": cluster.cluster_user,
+        "halo_image": cluster.image,
+        "halo_image_update": cluster.image_update,
+        "halo_toolbox": cluster.toolbox,
+    }
+    if node.ssh_key:
+        data["ssh_key"] = node.ssh_key
+    if node.ssh_known_hosts:
+        data["ssh_known_hosts_file"] = node.ssh_known_hosts
+        data["ssh_strict_host_key_checking"] = "yes"
+    return data
+
+
+def inventory_groups(cluster: Cluster) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    """pyinfra inventory groups: `head` and `workers`, each a list of (name, host data)."""
+    return {
+        "head": [(cluster.head.name, host_data(cluster, cluster.head))],
+        "workers": [(n.name, host_data(cluster, n)) for n in cluster.workers],
+    }
