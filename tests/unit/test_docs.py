@@ -27,8 +27,8 @@ def test_roles_declare_what_the_registry_needs() -> None:
     for role in ROLES:
         assert isinstance(role.ORDER, int) and callable(role.paths) and callable(role.apply)
         assert isinstance(role.PACKAGES, tuple) and isinstance(role.VARIABLES, tuple)
-    assert [roles.name(r) for r in ROLES][0] == "packages"
-    assert [roles.name(r) for r in ROLES][-1] == "reboot"
+    names = [roles.name(r) for r in ROLES]
+    assert (names[0], names[-1]) == ("packages", "reboot")
 
 
 def test_readme_make_targets_exist() -> None:
