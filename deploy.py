@@ -12,7 +12,7 @@ from halo_cluster import preflight
 from halo_cluster.context import NodeContext
 from halo_cluster.facts import Hardware, NetworkInterfaces, SshSessionInterfaces
 from halo_cluster.nodefiles import cached, node_files
-from halo_cluster.operations import refuse
+from halo_cluster.report import record, refuse
 from halo_cluster.safety import check_node
 
 SELECTOR = ("halo_interconnect", "halo_data_interface", "halo_data_mac")
@@ -30,11 +30,12 @@ verdict = check_node(
     interfaces,
     cached(host, SshSessionInterfaces, port=host.data.get("ssh_port") or 22),
 )
+record(host, "reached")  # its facts were read: drift tells it from an unreachable node
 for warning in verdict.warnings:
     logger.warning(f"{host.print_prefix}{warning}")
 
 if verdict.problems:
-    refuse(name="Safety checks", reason=verdict.problems[0])
+    refuse(host, verdict.problems[0])
 else:
     node = NodeContext(
         interface=verdict.interface,

@@ -1,9 +1,15 @@
 """Drift check: a dry run that says per node what would change, with file diffs.
 
-    python -m halo_cluster.drift [--json-out reports/drift.json]
+    python -m halo_cluster.drift [--json-out reports/drift.json] [--md-out reports/drift.md]
 
-Exit status: 0 nothing would change, 2 drift (something would change), 1 error (bad config,
-unreachable host, failed dry run). It never changes a host: it runs `pyinfra --dry`.
+Exit status: 0 nothing would change, 2 drift (something would change), 1 error (bad config, a
+node unreachable or refused by the safety checks; the other nodes are still reported). It never
+changes a host: it runs `pyinfra --dry`.
+
+Where each answer comes from: which operations would change which node, from pyinfra's `--json`
+plan; refusals and file diffs, from the deploy's own structured events ($HALO_REPORT, see
+`halo_cluster.report`); why a node could not be reached, from pyinfra's log (the only thing it
+reports nowhere else).
 """
 
 from __future__ import annotations
@@ -11,112 +17,157 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+from halo_cluster.loader import ConfigError, load_cluster
+from halo_cluster.report import REPORT_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 NO_DRIFT, ERROR, DRIFT = 0, 1, 2
-_DIFF_START = re.compile(r"^    \[(?P<node>[^\]]+)\] Will (?:modify|create) (?P<path>\S+)$")
-_HOST_LINE = re.compile(r"^    \[(?P<node>[^\]]+)\] (?P<text>.*)$")
-_ERROR_MARKERS = ("Could not connect", "Error:", "pyinfra error", "could not load fact")
+CONVERGED, PENDING, REFUSED, UNREACHABLE = "converged", "drift", "refused", "unreachable"
+_CONNECT_ERRORS = ("SSH error", "Could not connect", "could not load fact", "Authentication")
 
 
-def dry_run(config: str) -> subprocess.CompletedProcess:
+def dry_run(config: str, events: Path) -> subprocess.CompletedProcess:
     pyinfra = str(Path(sys.executable).parent / "pyinfra")
     return subprocess.run(
-        [pyinfra, "--dry", "--diff", "--json", "inventory.py", "deploy.py"],
+        [pyinfra, "--dry", "--json", "inventory.py", "deploy.py"],
         cwd=ROOT,
-        env=dict(os.environ, CLUSTER_CONFIG=config),
+        env=dict(os.environ, CLUSTER_CONFIG=config, **{REPORT_ENV: str(events)}),
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
     )
 
 
-def parse_diffs(log: str) -> dict[str, dict[str, list[str]]]:
-    """{node: {path: diff lines}} from pyinfra's --diff output."""
-    diffs: dict[str, dict[str, list[str]]] = {}
-    current: list[str] | None = None
+def _plan(stdout: str) -> list[dict]:
+    """pyinfra's --json plan; absent when no node got as far as planning."""
+    start = stdout.find("{")
+    return json.loads(stdout[start:])["plan"] if start >= 0 else []
+
+
+def _read_events(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _connect_error(log: str, node: str) -> str:
     for line in log.splitlines():
-        start = _DIFF_START.match(line)
-        if start:
-            current = diffs.setdefault(start["node"], {}).setdefault(start["path"], [])
-        elif current is not None and line.startswith("      "):
-            current.append(line[6:])
-        else:
-            current = None
-    return diffs
+        if f"[{node}]" in line and any(m in line for m in _CONNECT_ERRORS):
+            return line.strip().removeprefix(f"[{node}] ")
+    return "not planned: unreachable or failed before planning (see pyinfra's output)"
 
 
-def errors(result: subprocess.CompletedProcess) -> list[str]:
-    found = [
-        line.strip()
-        for line in result.stderr.splitlines()
-        if any(marker in line for marker in _ERROR_MARKERS)
-    ]
-    if result.returncode != 0 and not found:
-        # a config refused by inventory.py: its one-line problems, without pyinfra's progress
-        lines = [line for line in result.stderr.splitlines() if line and not line.startswith("-->")]
-        found = lines or [f"pyinfra exited with {result.returncode}"]
-    return found
-
-
-def summarize(result: subprocess.CompletedProcess) -> dict:
-    problems = errors(result)
-    if problems:
-        return {"exit_code": ERROR, "errors": problems, "nodes": {}}
-    plan = json.loads(result.stdout)["plan"]
-    diffs = parse_diffs(result.stderr)
-    nodes: dict[str, list[dict]] = {}
-    for op in plan:
-        for node in op["hosts_with_change"]:
-            # our operations that write a file end their name with its path
-            path = next((p for p in diffs.get(node, {}) if op["name"].endswith(f" {p}")), None)
-            nodes.setdefault(node, []).append(
-                {
-                    "operation": op["name"],
-                    "path": path,
-                    "diff": diffs.get(node, {}).get(path, []) if path else [],
-                }
-            )
-    return {"exit_code": DRIFT if nodes else NO_DRIFT, "errors": [], "nodes": nodes}
+def summarize(nodes: list[str], result: subprocess.CompletedProcess, events: list[dict]) -> dict:
+    plan = _plan(result.stdout)
+    reached = {e["node"] for e in events if e["kind"] == "reached"}
+    refusals = {e["node"]: e["reason"] for e in events if e["kind"] == "refused"}
+    summary: dict = {"exit_code": NO_DRIFT, "errors": [], "nodes": {}}
+    for node in nodes:
+        refusal = refusals.get(node)
+        changes = [op["name"] for op in plan if node in op["hosts_with_change"]]
+        entry = {
+            "status": PENDING if changes else CONVERGED,
+            "reason": None,
+            "changes": changes,
+            "files": {
+                e["path"]: e["lines"] for e in events if e["node"] == node and e["kind"] == "diff"
+            },
+        }
+        if refusal:
+            entry.update(status=REFUSED, reason=refusal, changes=[], files={})
+        elif node not in reached:
+            reason = _connect_error(result.stderr, node)
+            entry.update(status=UNREACHABLE, reason=reason)
+        summary["nodes"][node] = entry
+    statuses = {entry["status"] for entry in summary["nodes"].values()}
+    if statuses & {REFUSED, UNREACHABLE}:
+        summary["exit_code"] = ERROR
+        summary["errors"] = [
+            f"{node}: {e['status']}: {e['reason']}"
+            for node, e in summary["nodes"].items()
+            if e["status"] in (REFUSED, UNREACHABLE)
+        ]
+    elif PENDING in statuses:
+        summary["exit_code"] = DRIFT
+    return summary
 
 
 def report(summary: dict) -> str:
-    if summary["errors"]:
-        return "\n".join(f"drift: error: {e}" for e in summary["errors"])
-    if not summary["nodes"]:
-        return "drift: none, every node is converged"
     lines = []
-    for node, changes in sorted(summary["nodes"].items()):
-        lines.append(f"{node}: {len(changes)} pending change(s)")
-        for change in changes:
-            lines.append(f"  - {change['operation']}")
-            lines += [f"      {line}" for line in change["diff"]]
-    lines.append(
-        f"drift: {sum(len(c) for c in summary['nodes'].values())} pending change(s) "
-        f"on {len(summary['nodes'])} node(s)"
-    )
+    for node, entry in summary["nodes"].items():
+        if entry["status"] in (REFUSED, UNREACHABLE):
+            lines.append(f"{node}: {entry['status']}: {entry['reason']}")
+        elif entry["status"] == PENDING:
+            lines.append(f"{node}: {len(entry['changes'])} pending change(s)")
+            lines += [f"  - {change}" for change in entry["changes"]]
+            for diff in entry["files"].values():
+                lines += [f"      {line}" for line in diff]
+        else:
+            lines.append(f"{node}: converged")
+    lines.append(_verdict(summary))
     return "\n".join(lines)
+
+
+def _verdict(summary: dict) -> str:
+    pending = [e for e in summary["nodes"].values() if e["status"] == PENDING]
+    if summary["exit_code"] == ERROR:
+        return f"drift: error on {len(summary['errors'])} node(s); the others are listed above"
+    if not pending:
+        return "drift: none, every node is converged"
+    count = sum(len(e["changes"]) for e in pending)
+    return f"drift: {count} pending change(s) on {len(pending)} node(s)"
+
+
+def markdown(summary: dict) -> str:
+    """The same summary for a CI job summary or a pull-request comment."""
+    lines = [f"## halo-cluster drift: {_verdict(summary).removeprefix('drift: ')}", ""]
+    lines += [f"- config error: {e}" for e in summary.get("config_errors", [])]
+    if summary["nodes"]:
+        lines += ["| node | status | detail |", "|---|---|---|"]
+    for node, entry in summary["nodes"].items():
+        detail = entry["reason"] or "<br>".join(f"`{c}`" for c in entry["changes"]) or "-"
+        lines.append(f"| {node} | {entry['status']} | {detail.replace('|', '/')} |")
+    for node, entry in summary["nodes"].items():
+        for path, diff in entry["files"].items():
+            lines += ["", f"<details><summary>{node}: {path}</summary>", "", "```diff", *diff]
+            lines += ["```", "", "</details>"]
+    return "\n".join(lines) + "\n"
+
+
+def run(config: str) -> dict:
+    try:
+        nodes = [node.name for node in load_cluster(config).nodes]
+    except ConfigError as error:
+        problems = error.problems
+        return {"exit_code": ERROR, "errors": problems, "config_errors": problems, "nodes": {}}
+    with tempfile.TemporaryDirectory(prefix="halo-drift-") as folder:
+        events = Path(folder) / "events.jsonl"
+        result = dry_run(config, events)
+        return summarize(nodes, result, _read_events(events))
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m halo_cluster.drift", description=__doc__)
-    parser.add_argument(
-        "--json-out",
-        default=str(ROOT / "reports" / "drift.json"),
-        help="machine-readable summary (default: reports/drift.json)",
-    )
+    parser.add_argument("--json-out", default=str(ROOT / "reports" / "drift.json"))
+    parser.add_argument("--md-out", default=None, help="default: beside --json-out, as .md")
     args = parser.parse_args(argv)
     config = os.environ.get("CLUSTER_CONFIG") or str(ROOT / "cluster.yml")
-    summary = summarize(dry_run(config))
+    summary = run(config)
     summary["config"] = config
-    print(report(summary))
+    if summary.get("config_errors"):
+        print("\n".join(f"drift: error: {e}" for e in summary["config_errors"]))
+    else:
+        print(report(summary))
     out = Path(args.json_out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(summary, indent=2) + "\n")
+    if str(out) != os.devnull:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(summary, indent=2) + "\n")
+        Path(args.md_out or out.with_suffix(".md")).write_text(markdown(summary))
     return summary["exit_code"]
 
 

@@ -14,6 +14,7 @@ from halo_cluster import toolbox as toolbox_files
 from halo_cluster.facts import CONTAINER_IMAGE, IMAGE_ID, as_user
 from halo_cluster.nodefiles import node_files
 from halo_cluster.progress import waiting
+from halo_cluster.report import record
 
 BOOT_MARKER = "/run/halo-cluster/booted-before"
 RESTORE_SELINUX_LABEL = "{{ ! command -v restorecon >/dev/null || restorecon -R {path}; }}"
@@ -50,6 +51,9 @@ def text_file(path: str, text: str, mode: str | None = None, owner: str = "root"
         return
     if state.config.DIFF:
         _log_diff(path, present.text if present else None, text)
+    record(
+        host, "diff", path=path, lines=_diff_lines(path, present.text if present else None, text)
+    )
     folder, _, base = path.rpartition("/")
     temp = f"{folder}/.{base}.halo-new"
     q = shlex.quote
@@ -62,30 +66,19 @@ def text_file(path: str, text: str, mode: str | None = None, owner: str = "root"
     )
 
 
+def _diff_lines(path: str, current: str | None, text: str) -> list[str]:
+    return list(
+        difflib.unified_diff(
+            (current or "").splitlines(), text.splitlines(), path, path, lineterm="", n=1
+        )
+    )
+
+
 def _log_diff(path: str, current: str | None, text: str) -> None:
     verb = "create" if current is None else "modify"
     host.log(f"Will {verb} {path}", logger.info)
-    for line in difflib.unified_diff(
-        (current or "").splitlines(), text.splitlines(), path, path, lineterm="", n=1
-    ):
+    for line in _diff_lines(path, current, text):
         logger.info("  %s", line)
-
-
-@operation(is_idempotent=False)
-def refuse(reason: str):
-    """
-    Stop this node with a one-line reason, before anything on it changed.
-
-    + reason: what is wrong and what to do
-
-    **Example:**
-
-    .. code:: python
-
-        refuse(name="Safety checks", reason="enp1s0f0np0 carries this SSH session")
-    """
-    logger.error(f"{host.print_prefix}refused: {reason}")
-    yield f"echo {shlex.quote('halo-cluster refused: ' + reason)} >&2; exit 1"
 
 
 @operation(is_idempotent=False)

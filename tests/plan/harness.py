@@ -21,6 +21,7 @@ from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_host, ctx_state
 from pyinfra_cli.util import load_deploy_file
 
+from halo_cluster import report
 from halo_cluster.hostdata import inventory_groups
 from halo_cluster.model import Cluster
 
@@ -42,6 +43,7 @@ class PlannedOp:
 @dataclass
 class Plan:
     ops: dict[str, list[PlannedOp]]  # node name -> operations in order
+    refused: dict[str, str] = field(default_factory=dict)  # node name -> reason
     log: str = ""
 
     def names(self, node: str) -> list[str]:
@@ -112,7 +114,8 @@ def plan(cluster: Cluster, responses: dict[str, dict]) -> Plan:
             connect_all(state)
             state.set_stage(StateStage.Prepare)
             load_deploy_file(state, str(ROOT / "deploy.py"))
-            return Plan(_collect(state))
+            refused = {e["node"]: e["reason"] for e in report.events(state, "refused")}
+            return Plan(_collect(state), refused=refused)
     finally:
         pyinfra.is_cli = False
         os.chdir(cwd)

@@ -288,16 +288,16 @@ def test_thunderbolt_missing_interface_writes_files_without_activation() -> None
 
 
 def refusal(result: Plan, node: str = "halo1") -> str:
-    assert result.names(node) == ["Safety checks"], result.names(node)
-    (command,) = result.commands(node)
-    return command
+    """The refusal's reason; a refused node has no operation at all."""
+    assert result.names(node) == [], result.names(node)
+    return result.refused[node]
 
 
 def test_refuses_the_interface_that_carries_ssh() -> None:
     c = cluster(data="{interface: eno1}")
-    command = refusal(plan_both(c))
-    assert "eno1 carries the SSH session (10.0.0.11)" in command
-    assert command.endswith("exit 1")
+    result = plan_both(c)
+    assert "eno1 carries the SSH session (10.0.0.11)" in refusal(result)
+    assert "eno1 carries the SSH session" in refusal(result, "halo2")
 
 
 def test_refuses_when_route_back_to_the_operator_leaves_by_the_data_interface() -> None:
