@@ -329,6 +329,12 @@ def main(argv: list[str]) -> int:
         if args.command == "up":
             if not 2 <= args.nodes <= 8:
                 raise LabError(f"--nodes {args.nodes}: the lab runs 2 to 8 nodes")
+            if args.link == "thunderbolt" and args.nodes > 2:
+                # as the config refuses it: one cable, port and subnet per pair of machines
+                raise LabError(
+                    f"--nodes {args.nodes} --link thunderbolt: Thunderbolt links are point to "
+                    "point; a thunderbolt lab has 2 nodes (use --link roce for a switch)"
+                )
             up(args.nodes, args.link)
         elif args.command == "down":
             down()

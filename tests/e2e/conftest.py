@@ -48,6 +48,18 @@ class Lab:
     def converged(self) -> Lab:
         """Fresh nodes, deployed with `reboot: if-needed`: arguments active, link up."""
         self.fresh()
+        return self.ensure_converged()
+
+    def ensure_up(self) -> Lab:
+        """These nodes running, whatever an earlier test did (`lab up` keeps a lab of this shape
+        as it is, and makes a new one otherwise)."""
+        self.lab("up", "--nodes", str(len(self.nodes)), "--link", self.link)
+        return self
+
+    def ensure_converged(self) -> Lab:
+        """These nodes up and converged with `reboot: if-needed`: a precondition a test sets up
+        itself, so that it runs alone and in any order (a no-op deploy when already there)."""
+        self.ensure_up()
         result = self.deploy(config=self.config("reboot: if-needed\n"))
         assert result.returncode == 0, result.stderr[-3000:]
         return self

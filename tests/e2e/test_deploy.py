@@ -12,19 +12,44 @@ KEYFILE = "/etc/NetworkManager/system-connections/halo-data.nmconnection"
 DATA = {"roce": ("enp1s0f0np0", "192.168.100"), "thunderbolt": ("thunderbolt0", "192.168.2")}
 
 
-@pytest.fixture(scope="module", params=["roce", "thunderbolt"])
-def lab(request: pytest.FixtureRequest) -> Lab:
-    lab = Lab(2, request.param).fresh()
+USER_ARGS = "mitigations=off amdgpu.gttsize=65536"
+
+
+def fresh_with_user_args(link: str) -> Lab:
+    lab = Lab(2, link).fresh()
     # a user's own arguments, and an old GTT size the deploy must replace
     lab.ssh(
         "node1",
-        "sed -i 's/^GRUB_CMDLINE_LINUX=\"/&mitigations=off amdgpu.gttsize=65536 /' "
-        "/etc/default/grub",
+        f"sed -i 's/^GRUB_CMDLINE_LINUX=\"/&{USER_ARGS} /' /etc/default/grub",
     )
     return lab
 
 
-def test_dry_run_shows_diffs_and_changes_nothing(lab: Lab) -> None:
+@pytest.fixture(scope="module", params=["roce", "thunderbolt"])
+def link(request: pytest.FixtureRequest) -> str:
+    """Module scope: pytest runs every test of one interconnect before the other's."""
+    return request.param
+
+
+@pytest.fixture
+def fresh(link: str) -> Lab:
+    """New nodes with the user's own arguments on node1, not deployed yet."""
+    return fresh_with_user_args(link)
+
+
+@pytest.fixture
+def deployed(link: str) -> Lab:
+    """Nodes with the user's own arguments, deployed (`reboot: never`), whatever ran before."""
+    lab = Lab(2, link).ensure_up()
+    if "mitigations=off" not in lab.ssh("node1", "cat /etc/default/grub"):
+        lab = fresh_with_user_args(link)
+    result = lab.deploy()
+    assert result.returncode == 0, result.stderr[-3000:]
+    return lab
+
+
+def test_dry_run_shows_diffs_and_changes_nothing(fresh: Lab) -> None:
+    lab = fresh
     before = lab.ssh("node1", "md5sum /etc/default/grub /boot/loader/entries/*")
     result = lab.deploy("--dry", "--diff")
     assert result.returncode == 0, result.stderr[-2000:]
@@ -37,7 +62,8 @@ def test_dry_run_shows_diffs_and_changes_nothing(lab: Lab) -> None:
     assert lab.ssh("node1", f"test -e {KEYFILE} || echo absent").strip() == "absent"
 
 
-def test_first_run_converges(lab: Lab) -> None:
+def test_first_run_converges(fresh: Lab) -> None:
+    lab = fresh
     result = lab.deploy_json()
     changed = changed_hosts(result)
     assert result["results"]["failed_hosts"] == []
@@ -45,13 +71,15 @@ def test_first_run_converges(lab: Lab) -> None:
     assert any(name.startswith("Data link | Activate") for name in changed)
 
 
-def test_second_run_changes_nothing(lab: Lab) -> None:
+def test_second_run_changes_nothing(deployed: Lab) -> None:
+    lab = deployed
     result = lab.deploy_json()
     assert changed_hosts(result) == {}
     assert result["results"]["totals"]["success"] == 0
 
 
-def test_kernel_arguments_in_all_three_places_foreign_ones_kept(lab: Lab) -> None:
+def test_kernel_arguments_in_all_three_places_foreign_ones_kept(deployed: Lab) -> None:
+    lab = deployed
     grub = lab.ssh("node1", "grep ^GRUB_CMDLINE_LINUX= /etc/default/grub").strip()
     assert (
         grub == 'GRUB_CMDLINE_LINUX="mitigations=off amdgpu.gttsize=126976 rhgb quiet '
@@ -64,7 +92,9 @@ def test_kernel_arguments_in_all_three_places_foreign_ones_kept(lab: Lab) -> Non
     assert "grub_class fedora" in lab.ssh("node1", "cat /boot/loader/entries/*6.18.6*.conf")
 
 
-def test_reboot_required_until_the_node_reboots(lab: Lab) -> None:
+def test_reboot_required_until_the_node_reboots(fresh: Lab) -> None:
+    lab = fresh
+    assert lab.deploy().returncode == 0
     result = lab.deploy()
     assert "reboot required: kernel arguments not active: iommu=pt" in result.stderr
     assert "iommu=pt" not in lab.ssh("node2", "cat /proc/cmdline")
@@ -74,9 +104,9 @@ def test_reboot_required_until_the_node_reboots(lab: Lab) -> None:
     assert "[node2] reboot required" not in lab.deploy().stderr
 
 
-def test_data_link_profile_and_jumbo_frames(lab: Lab) -> None:
+def test_data_link_profile_and_jumbo_frames(deployed: Lab) -> None:
+    lab = deployed
     interface, prefix = DATA[lab.link]
-    # node2 rebooted above: NetworkManager brought the profile back on its own
     for index, name in enumerate(lab.nodes, start=1):
         assert lab.ssh(name, f"stat -c '%a %U' {KEYFILE}").strip() == "600 root"
         active = lab.ssh(name, "nmcli -t -f NAME,DEVICE connection show --active")
@@ -88,7 +118,8 @@ def test_data_link_profile_and_jumbo_frames(lab: Lab) -> None:
     assert "message too long" in too_big.lower()
 
 
-def test_other_profiles_untouched(lab: Lab) -> None:
+def test_other_profiles_untouched(deployed: Lab) -> None:
+    lab = deployed
     lab.ssh(
         "node1",
         "nmcli connection add type ethernet ifname dummy9 con-name user-profile "
@@ -98,7 +129,8 @@ def test_other_profiles_untouched(lab: Lab) -> None:
     assert "user-profile" in lab.ssh("node1", "nmcli -t -f NAME connection show").split()
 
 
-def test_thunderbolt_module_listed(lab: Lab) -> None:
+def test_thunderbolt_module_listed(deployed: Lab) -> None:
+    lab = deployed
     listed = lab.ssh("node1", "cat /etc/modules-load.d/thunderbolt-net.conf 2>/dev/null || true")
     assert ("thunderbolt_net" in listed.split()) == (lab.link == "thunderbolt")
 

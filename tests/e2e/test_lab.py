@@ -15,9 +15,9 @@ from tests.e2e.conftest import Lab
 DEFAULT_ENTRY = "/boot/loader/entries/5e0d1c3b2a4f48e6b7c8d9e0f1a2b3c4-6.18.6-200.fc43.x86_64.conf"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def lab() -> Lab:
-    return Lab(2, "roce").fresh()
+    return Lab(2, "roce").ensure_up()
 
 
 def test_nodes_boot_to_running_with_fedora_identity(lab: Lab) -> None:
@@ -110,15 +110,21 @@ def test_lab_up_after_its_processes_were_killed(lab: Lab) -> None:
     assert lab.ssh("node1", "systemctl is-system-running").strip() == "running"
 
 
+def test_thunderbolt_lab_of_three_is_refused() -> None:
+    result = Lab(3, "thunderbolt").lab("up", "--nodes", "3", "--link", "thunderbolt", check=False)
+    assert result.returncode != 0
+    assert "point to point" in result.stderr + result.stdout
+
+
 def test_three_nodes_meet_on_a_switch_with_jumbo_frames() -> None:
-    lab = Lab(3, "thunderbolt").fresh()
+    lab = Lab(3, "roce").fresh()
     for index, name in enumerate(lab.nodes, start=1):
         lab.ssh(
             name,
-            f"ip link set thunderbolt0 mtu 9000 up && "
-            f"ip addr replace 192.168.2.{index}/29 dev thunderbolt0",
+            f"ip link set enp1s0f0np0 mtu 9000 up && "
+            f"ip addr replace 192.168.100.{index}/29 dev enp1s0f0np0",
         )
-    for peer in ("192.168.2.2", "192.168.2.3"):
+    for peer in ("192.168.100.2", "192.168.100.3"):
         assert " 0% packet loss" in lab.ssh("node1", f"ping -c 2 -W 2 -M do -s 8972 {peer}")
 
 

@@ -46,9 +46,9 @@ def summary(result: subprocess.CompletedProcess) -> dict[tuple[str, str], str]:
     return rows
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def lab() -> Lab:
-    return Lab(2, "roce").converged()
+    return Lab(2, "roce").ensure_converged()
 
 
 def test_converged_lab_passes_with_hardware_not_verified(lab: Lab) -> None:
