@@ -2,9 +2,9 @@
 
     .venv/bin/python bench/converge.py [--nodes 2 4] [--repeat 3]
 
-For each lab size: the first run on fresh nodes, a no-op re-run, a `--dry` run and `make drift`
-(wall time, median of --repeat runs), and the SSH commands each run issued per node (counted from
-pyinfra's --debug log). Needs root, like the lab.
+For each lab size: the first run on fresh nodes, a no-op re-run, a `--dry` run, `make drift` and
+`make verify` (wall time, median of --repeat runs), and the SSH commands each pyinfra run issued
+per node (counted from pyinfra's --debug log). Needs root, like the lab.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ RUNS = {
     "no-op re-run": [PYINFRA, "-y", "inventory.py", "deploy.py"],
     "--dry run": [PYINFRA, "--dry", "inventory.py", "deploy.py"],
     "make drift": [sys.executable, "-m", "halo_cluster.drift", "--json-out", "/dev/null"],
+    "make verify": [sys.executable, "-m", "pytest", "tests/infra", "-q", "-p", "no:cacheprovider"],
 }
 
 
@@ -47,6 +48,8 @@ def timed(argv: list[str]) -> float:
 
 def commands_per_node(argv: list[str]) -> int:
     """SSH commands pyinfra ran on node1 during one run (an upload ends in one, its `mv`)."""
+    if "pytest" in argv:  # verify runs through testinfra, not pyinfra: not counted
+        return -1
     if "--json-out" in argv:  # drift is a --dry run underneath
         argv = RUNS["--dry run"]
     debug = [*argv[:1], "--debug", *argv[1:]]
@@ -67,10 +70,14 @@ def measure(nodes: int, repeat: int) -> dict[str, tuple[float, int]]:
     lab("up", "--nodes", str(nodes))
     first_commands = commands_per_node(RUNS["first run"])
     results["first run"] = (statistics.median(firsts), first_commands)
-    for name in ("no-op re-run", "--dry run", "make drift"):
+    for name in ("no-op re-run", "--dry run", "make drift", "make verify"):
         times = [timed(RUNS[name]) for _ in range(repeat)]
         results[name] = (statistics.median(times), commands_per_node(RUNS[name]))
     return results
+
+
+def _cell(seconds: float, commands: int) -> str:
+    return f"{seconds:.2f} ({commands if commands >= 0 else '-'})"
 
 
 def main(argv: list[str]) -> int:
@@ -84,7 +91,7 @@ def main(argv: list[str]) -> int:
     print(f"| run | {header} |")
     print("|---|" + "---|" * len(args.nodes))
     for run in RUNS:
-        cells = " | ".join(f"{table[n][run][0]:.2f} ({table[n][run][1]})" for n in args.nodes)
+        cells = " | ".join(_cell(*table[n][run]) for n in args.nodes)
         print(f"| {run} | {cells} |")
     return 0
 

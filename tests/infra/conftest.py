@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -18,7 +20,7 @@ from pathlib import Path
 import pytest
 import testinfra
 
-from halo_cluster.facts import NetworkInterfaces
+from halo_cluster.facts import CONTAINER_IMAGE, IMAGE_ID, NetworkInterfaces, as_user
 from halo_cluster.loader import ConfigError, load_cluster
 from halo_cluster.model import Cluster, Node
 from halo_cluster.safety import resolve_interface
@@ -63,6 +65,35 @@ class Target:
         assert name, f"{self.name}: {problem}"
         return name
 
+    def user_podman(self, command: str) -> str:
+        return self.run(as_user(self.cluster.cluster_user, command)).stdout.strip()
+
+    @cached_property
+    def has_infiniband(self) -> bool:
+        return self.host.file("/dev/infiniband").exists
+
+    @cached_property
+    def image_id(self) -> str:
+        return self.user_podman(IMAGE_ID + shlex.quote(self.cluster.image))
+
+    @cached_property
+    def toolbox_image(self) -> str:
+        """Id of the image the toolbox was made from ("" when there is no toolbox)."""
+        return self.user_podman(CONTAINER_IMAGE + shlex.quote(self.cluster.toolbox))
+
+    @cached_property
+    def inside_toolbox(self) -> str:
+        """The GPU/RDMA device nodes present inside the toolbox, then `memlock=<ulimit -l>`."""
+        devices = "/dev/dri /dev/kfd" + (" /dev/infiniband" if self.has_infiniband else "")
+        probe = f"ls -d {devices} 2>/dev/null; echo memlock=$(ulimit -l)"
+        name = shlex.quote(self.cluster.toolbox)
+        return self.user_podman(f"toolbox run -c {name} sh -c {shlex.quote(probe)}")
+
+    def gather(self) -> None:
+        """Read the slow values (rootless podman, toolbox) now, so nodes can be read at once."""
+        for value in ("interface", "container", "image_id", "toolbox_image", "inside_toolbox"):
+            getattr(self, value)
+
     def not_verified(self, what: str) -> None:
         """Skip as NOT VERIFIED when the hardware cannot exist here; return on real hosts."""
         if self.container:
@@ -77,7 +108,7 @@ def pytest_configure(config: pytest.Config) -> None:
         pytest.exit("\n".join(error.problems), returncode=2)
 
 
-def _ssh_config(cluster: Cluster) -> str:
+def _ssh_config(cluster: Cluster, folder: Path) -> str:
     lines = []
     for node in cluster.nodes:
         lines += [
@@ -88,6 +119,10 @@ def _ssh_config(cluster: Cluster) -> str:
             "  BatchMode yes",
             "  ConnectTimeout 10",
             "  LogLevel ERROR",
+            # one connection per node for every check: a handshake costs more than most checks
+            "  ControlMaster auto",
+            f"  ControlPath {folder}/%C",
+            "  ControlPersist 120",
         ]
         if node.ssh_key:
             lines.append(f"  IdentityFile {node.ssh_key}")
@@ -103,9 +138,10 @@ def cluster(pytestconfig: pytest.Config) -> Cluster:
 
 @pytest.fixture(scope="session")
 def targets(cluster: Cluster) -> dict[str, Target]:
-    config = Path(tempfile.mkdtemp(prefix="halo-verify-")) / "ssh_config"
-    config.write_text(_ssh_config(cluster))
-    return {
+    folder = Path(tempfile.mkdtemp(prefix="halo-verify-"))
+    config = folder / "ssh_config"
+    config.write_text(_ssh_config(cluster, folder))
+    found = {
         node.name: Target(
             cluster,
             node,
@@ -115,6 +151,12 @@ def targets(cluster: Cluster) -> dict[str, Target]:
         )
         for node in cluster.nodes
     }
+    # every node at once: one SSH connection each (ControlMaster), the slow reads in parallel;
+    # a node that cannot be read fails its own checks below, with their messages
+    with ThreadPoolExecutor(max_workers=len(found)) as pool:
+        for target in found.values():
+            pool.submit(target.gather)
+    return found
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from halo_cluster import cmdline, toolbox
-from halo_cluster.facts import CONTAINER_IMAGE, IMAGE_ID, as_user
+from roles import all_packages
 from tests.infra.conftest import Target
 
-PACKAGES = ("rdma-core", "libibverbs-utils", "perftest")
+# every package the deploy installs: what each role declares
+PACKAGES = all_packages()
 KEYFILE = "/etc/NetworkManager/system-connections/halo-data.nmconnection"
 
 
@@ -140,26 +141,21 @@ def test_memlock_unlimited_in_login_sessions(node: Target, measured) -> None:
     )
 
 
-def user_podman(node: Target, command: str) -> str:
-    return node.run(as_user(node.cluster.cluster_user, command)).stdout.strip()
-
-
 def test_image_present(node: Target, measured) -> None:
-    image_id = user_podman(node, IMAGE_ID + node.cluster.image)
+    image_id = node.image_id
     assert image_id, f"{node.name}: {node.cluster.image} not pulled for {node.cluster.cluster_user}"
     measured(image_id[:12])
 
 
 def test_toolbox_present_with_expected_options(node: Target) -> None:
     name = node.cluster.toolbox
-    image_id = user_podman(node, IMAGE_ID + node.cluster.image)
-    made_from = user_podman(node, CONTAINER_IMAGE + name)
+    image_id, made_from = node.image_id, node.toolbox_image
     assert made_from, f"{node.name}: no toolbox {name}: re-run the deploy"
     assert made_from == image_id, (
         f"{node.name}: toolbox {name} made from {made_from[:12]}, the "
         f"image is {image_id[:12]}: re-run the deploy to recreate it"
     )
-    has_ib = node.host.file("/dev/infiniband").exists
+    has_ib = node.has_infiniband
     record = node.out(f"cat ~{node.cluster.cluster_user}/{toolbox.state_file(name)}").strip()
     assert record == toolbox.record(image_id, toolbox.options(has_ib)), (
         f"{node.name}: toolbox {name} was made with other options ({record}): re-run the deploy"
@@ -169,14 +165,8 @@ def test_toolbox_present_with_expected_options(node: Target) -> None:
 def test_inside_the_toolbox(node: Target, measured) -> None:
     """What the options are for, checked where it counts: inside the toolbox."""
     name = node.cluster.toolbox
-    wanted = ["/dev/dri", "/dev/kfd"] + (
-        ["/dev/infiniband"] if node.host.file("/dev/infiniband").exists else []
-    )
-    found = user_podman(
-        node,
-        f"toolbox run -c {name} sh -c "
-        f"'ls -d {' '.join(wanted)} 2>/dev/null; echo memlock=$(ulimit -l)'",
-    )
+    wanted = ["/dev/dri", "/dev/kfd"] + (["/dev/infiniband"] if node.has_infiniband else [])
+    found = node.inside_toolbox
     assert all(path in found.split() for path in wanted), (
         f"{node.name}: inside toolbox {name} expected {', '.join(wanted)}, found {found.split()}"
     )
