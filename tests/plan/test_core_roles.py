@@ -49,11 +49,13 @@ def rpm_lines(names: list[str]) -> list[str]:
     return [re.sub(r"^(.+)-([^-]+-[^-]+)$", r"\1 \2", nevr) for nevr in names]
 
 
-def cluster(extra: str = "", interconnect: str = "roce", data: str = "{interface: auto}"):
+def cluster(
+    extra: str = "", interconnect: str = "roce", data: str = "{interface: auto}", user: str = "vllm"
+):
     import yaml
 
     text = (
-        f"interconnect: {interconnect}\ncluster_user: vllm\n{extra}"
+        f"interconnect: {interconnect}\ncluster_user: {user}\n{extra}"
         f"nodes:\n  - {{name: halo1, ssh: {{host: 10.0.0.11}}, data: {data}}}\n"
         f"  - {{name: halo2, ssh: {{host: 10.0.0.12}}, data: {data}}}\n"
     )
