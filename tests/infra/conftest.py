@@ -13,7 +13,7 @@ import re
 import shlex
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -40,6 +40,7 @@ class Target:
     cluster: Cluster
     node: Node
     host: testinfra.host.Host
+    _frames: dict = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -88,6 +89,17 @@ class Target:
         probe = f"ls -d {devices} 2>/dev/null; echo memlock=$(ulimit -l)"
         name = shlex.quote(self.cluster.toolbox)
         return self.user_podman(f"toolbox run -c {name} sh -c {shlex.quote(probe)}")
+
+    def frames_to(self, address: str, size: int) -> tuple:
+        """(full-size ping, one-byte-over ping) to `address`, read once per run."""
+        key = (address, size)
+        if key not in self._frames:
+            self._frames[key] = (
+                self.run(f"ping -c 2 -i 0.1 -W 2 -M do -s {size} {address}"),
+                # refused locally before it leaves: no reply to wait for
+                self.run(f"ping -c 1 -W 0.2 -M do -s {size + 1} {address}"),
+            )
+        return self._frames[key]
 
     def gather(self) -> None:
         """Read the slow values (rootless podman, toolbox) now, so nodes can be read at once."""
@@ -153,9 +165,13 @@ def targets(cluster: Cluster) -> dict[str, Target]:
     }
     # every node at once: one SSH connection each (ControlMaster), the slow reads in parallel;
     # a node that cannot be read fails its own checks below, with their messages
-    with ThreadPoolExecutor(max_workers=len(found)) as pool:
+    size = cluster.mtu - 28  # IPv4 and ICMP headers
+    with ThreadPoolExecutor(max_workers=len(found) ** 2) as pool:
         for target in found.values():
             pool.submit(target.gather)
+            for peer in found.values():
+                if peer is not target:
+                    pool.submit(target.frames_to, peer.node.address, size)
     return found
 
 
