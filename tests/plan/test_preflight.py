@@ -79,3 +79,15 @@ def test_thunderbolt_link_speed() -> None:
     slow = checks([*base, "tb 10.0Gb/s 2"], "thunderbolt")
     assert slow["Thunderbolt link"].status == "WARN"
     assert "E810" not in good
+
+
+def test_memory_check_fails_where_the_gtt_leaves_the_os_too_little() -> None:
+    # MemTotal values as /proc/meminfo reports them, in kB
+    small = {"virt": "none", "memory_kib": 64 * 1024**2}
+    large = {"virt": "none", "memory_kib": 125 * 1024**2}
+    assert preflight.memory(small, 124, False, "").status == preflight.FAIL
+    assert "lower kernel.gtt_gib" in preflight.memory(small, 124, False, "").detail
+    assert preflight.memory(small, 56, False, "").status == preflight.OK
+    assert preflight.memory(large, 124, False, "").status == preflight.OK
+    hidden = preflight.memory(small, 124, True, "systemd-nspawn container")
+    assert hidden.status == preflight.NOT_VERIFIED
