@@ -52,3 +52,4 @@ else:
         LOG[check.status](f"{host.print_prefix}preflight {check.line()}")
     for role in roles.all_roles():
         role.apply(node)
+    record(host, "planned")  # every role prepared: drift tells a full plan from a crashed one

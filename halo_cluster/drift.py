@@ -28,6 +28,7 @@ from halo_cluster.report import REPORT_ENV
 ROOT = Path(__file__).resolve().parents[1]
 NO_DRIFT, ERROR, DRIFT = 0, 1, 2
 CONVERGED, PENDING, REFUSED, UNREACHABLE = "converged", "drift", "refused", "unreachable"
+FAILED = "failed"  # reached, but the deploy code stopped before every role was planned
 _CONNECT_ERRORS = ("SSH error", "Could not connect", "could not load fact", "Authentication")
 
 
@@ -62,9 +63,16 @@ def _connect_error(log: str, node: str) -> str:
     return "not planned: unreachable or failed before planning (see pyinfra's output)"
 
 
+def _last_error(log: str) -> str:
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    errors = [line for line in lines if "rror" in line or "xception" in line]
+    return (errors or lines or ["the dry run failed"])[-1]
+
+
 def summarize(nodes: list[str], result: subprocess.CompletedProcess, events: list[dict]) -> dict:
     plan = _plan(result.stdout)
     reached = {e["node"] for e in events if e["kind"] == "reached"}
+    planned = {e["node"] for e in events if e["kind"] == "planned"}
     refusals = {e["node"]: e["reason"] for e in events if e["kind"] == "refused"}
     summary: dict = {"exit_code": NO_DRIFT, "errors": [], "nodes": {}}
     for node in nodes:
@@ -83,14 +91,16 @@ def summarize(nodes: list[str], result: subprocess.CompletedProcess, events: lis
         elif node not in reached:
             reason = _connect_error(result.stderr, node)
             entry.update(status=UNREACHABLE, reason=reason)
+        elif node not in planned:
+            entry.update(status=FAILED, reason=_last_error(result.stderr), changes=[], files={})
         summary["nodes"][node] = entry
     statuses = {entry["status"] for entry in summary["nodes"].values()}
-    if statuses & {REFUSED, UNREACHABLE}:
+    if statuses & {REFUSED, UNREACHABLE, FAILED}:
         summary["exit_code"] = ERROR
         summary["errors"] = [
             f"{node}: {e['status']}: {e['reason']}"
             for node, e in summary["nodes"].items()
-            if e["status"] in (REFUSED, UNREACHABLE)
+            if e["status"] in (REFUSED, UNREACHABLE, FAILED)
         ]
     elif PENDING in statuses:
         summary["exit_code"] = DRIFT
@@ -100,7 +110,7 @@ def summarize(nodes: list[str], result: subprocess.CompletedProcess, events: lis
 def report(summary: dict) -> str:
     lines = []
     for node, entry in summary["nodes"].items():
-        if entry["status"] in (REFUSED, UNREACHABLE):
+        if entry["status"] in (REFUSED, UNREACHABLE, FAILED):
             lines.append(f"{node}: {entry['status']}: {entry['reason']}")
         elif entry["status"] == PENDING:
             lines.append(f"{node}: {len(entry['changes'])} pending change(s)")

@@ -223,6 +223,30 @@ class Hardware(FactBase):
         return found
 
 
+class UserUnits(FactBase):
+    """ActiveState of some of a user's systemd units: {unit: state}; {} when the user's manager
+    is not running (a new user, before linger)."""
+
+    @staticmethod
+    def default() -> dict:
+        return {}
+
+    def command(self, user: str, units: tuple[str, ...]) -> str:
+        names = " ".join(shlex.quote(f"{unit}.service") for unit in units)
+        show = f"systemctl --user show --property=Id,ActiveState {names}"
+        return f"{as_user(user, show)} 2>/dev/null || true"
+
+    def process(self, output: list[str]) -> dict[str, str]:
+        states, unit = {}, None
+        for line in output:
+            key, _, value = line.partition("=")
+            if key == "Id":
+                unit = value.removesuffix(".service")
+            elif key == "ActiveState" and unit:
+                states[unit] = value
+        return states
+
+
 IMAGE_ID = "podman image inspect --format '{{.Id}}' "
 CONTAINER_IMAGE = "podman container inspect --format '{{.Image}}' "
 

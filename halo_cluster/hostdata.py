@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import Any
 
@@ -40,6 +41,11 @@ def host_data(cluster: Cluster, node: Node) -> dict[str, Any]:
         "halo_image_update": cluster.image_update,
         "halo_toolbox": cluster.toolbox,
     }
+    data.update(
+        {f"halo_serve_{name}": value for name, value in dataclasses.asdict(cluster.serve).items()}
+    )
+    data["halo_head_node"] = cluster.head.name
+    data["halo_node_count"] = len(cluster.nodes)
     if node.ssh_key:
         data["ssh_key"] = node.ssh_key
     if node.ssh_known_hosts:

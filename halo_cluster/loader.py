@@ -53,10 +53,24 @@ def _check_key_files(cluster: Cluster) -> None:
             users.setdefault(node.ssh_key, []).append(node.name)
     problems = Problems(cluster.source)
     for key, nodes in users.items():
-        if not os.access(key, os.R_OK):
-            reason = "is missing" if not os.path.exists(key) else "cannot be read"
-            problems.error("ssh.key", f"{key} {reason} (the SSH key of {', '.join(nodes)})")
+        if problem := _unreadable(key):
+            problems.error("ssh.key", f"{key} {problem} (the SSH key of {', '.join(nodes)})")
+    serve = cluster.serve
+    secrets = {"api_key_file": serve.api_key_file, "hf_token_file": serve.hf_token_file}
+    for name, path in secrets.items():
+        if serve.enabled and path and (problem := _unreadable(path) or _empty(path)):
+            problems.error(f"serve.{name}", f"{path} {problem}")
     problems.raise_if_any()
+
+
+def _empty(path: str) -> str | None:
+    return None if Path(path).read_text().strip() else "is empty"
+
+
+def _unreadable(path: str) -> str | None:
+    if os.access(path, os.R_OK):
+        return None
+    return "is missing" if not os.path.exists(path) else "cannot be read"
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -136,11 +150,16 @@ class _Checker:
                         self.walk(item, spec.path + "[]", f"{at}[{i}]")
 
     def _apply_rule(self, rule, value: Any, at: str) -> None:
-        items = enumerate(value) if isinstance(value, list) else [(None, value)]
-        for i, item in items:
+        if isinstance(value, list):
+            items = [(f"{at}[{i}]", item) for i, item in enumerate(value)]
+        elif isinstance(value, dict):  # a map of strings: the rule sees each (key, value)
+            items = [(f"{at}.{key}", (key, item)) for key, item in value.items()]
+        else:
+            items = [(at, value)]
+        for where, item in items:
             problem = rule(item)
             if problem:
-                self.error(at if i is None else f"{at}[{i}]", problem, fatal=True)
+                self.error(where, problem, fatal=True)
 
     def _type_ok(self, value: Any, type_name: str, at: str) -> bool:
         ok = {
@@ -150,6 +169,9 @@ class _Checker:
             "mapping": isinstance(value, dict),
             "list of mappings": isinstance(value, list),
             "list of strings": isinstance(value, list) and all(isinstance(v, str) for v in value),
+            "number": isinstance(value, int | float) and not isinstance(value, bool),
+            "map of strings": isinstance(value, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()),
         }[type_name]
         if not ok:
             self.error(at, f"expected {type_name}, got {_type_name(value)} {value!r}", fatal=True)

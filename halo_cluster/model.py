@@ -8,7 +8,7 @@ through `Problems`, one line per mistake, naming the file and the key.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,35 @@ class Node:
 
 
 @dataclass(frozen=True)
+class Serve:
+    """The `serve:` section: Ray on every node, `vllm serve` on the head (docs/roles/serve.md)."""
+
+    enabled: bool = False
+    model: str | None = None
+    served_model_name: str | None = None
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    port: int = 8000
+    listen: str = "data"
+    api_key_file: str | None = None
+    hf_token_file: str | None = None
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    enforce_eager: bool = True
+    extra_args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    ready_timeout: int = 1800
+    wait: bool = True
+    download: bool = False
+    object_store_mib: int | None = None
+
+    @property
+    def gpus(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+
+@dataclass(frozen=True)
 class Cluster:
     source: str
     interconnect: str
@@ -77,6 +106,7 @@ class Cluster:
     max_latency_us: int = 10
     min_bandwidth_gbps: int = 40
     nodes: tuple[Node, ...] = field(default_factory=tuple)
+    serve: Serve = field(default_factory=Serve)
 
     @property
     def head(self) -> Node:
@@ -134,7 +164,42 @@ def derive(doc: dict, problems: Problems, base_dir: Path) -> Cluster:
         max_latency_us=_get(doc, "verify.max_latency_us"),
         min_bandwidth_gbps=_get(doc, "verify.min_bandwidth_gbps"),
         nodes=nodes,
+        serve=_derive_serve(doc, len(nodes), problems, base_dir),
     )
+
+
+def _derive_serve(doc: dict, node_count: int, problems: Problems, base_dir: Path) -> Serve:
+    values = {
+        name: _get(doc, f"serve.{name}")
+        for name in Serve.__dataclass_fields__
+        if name not in ("tensor_parallel_size", "extra_args", "env")
+    }
+    tp = _get(doc, "serve.tensor_parallel_size") or node_count
+    serve = Serve(
+        **{**values, "api_key_file": None, "hf_token_file": None},
+        tensor_parallel_size=tp,
+        extra_args=tuple(_get(doc, "serve.extra_args")),
+        env=dict(_get(doc, "serve.env")),
+    )
+    serve = replace(
+        serve,
+        api_key_file=_resolve(values["api_key_file"], base_dir),
+        hf_token_file=_resolve(values["hf_token_file"], base_dir),
+        served_model_name=values["served_model_name"] or values["model"],
+    )
+    if not serve.enabled:
+        return serve
+    if not serve.model:
+        problems.error("serve.model", "required when serve.enabled is true")
+    if serve.gpus != node_count:
+        problems.error(
+            "serve.tensor_parallel_size",
+            f"TP {tp} x PP {serve.pipeline_parallel_size} = {serve.gpus} GPUs, but the cluster "
+            f"has {node_count} nodes with one GPU each: TP x PP must equal the number of nodes",
+        )
+    if serve.listen == "all" and not serve.api_key_file:
+        problems.error("serve.api_key_file", "required with serve.listen: all (every address)")
+    return serve
 
 
 def _derive_subnet(

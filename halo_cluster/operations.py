@@ -21,14 +21,17 @@ RESTORE_SELINUX_LABEL = "{{ ! command -v restorecon >/dev/null || restorecon -R 
 
 
 @operation()
-def text_file(path: str, text: str, mode: str | None = None, owner: str = "root"):
+def text_file(
+    path: str, text: str, mode: str | None = None, owner: str = "root", secret: bool = False
+):
     """
     Make a text file hold exactly ``text`` with ``mode``, replacing it atomically.
 
     + path: file on the node; a role must declare it in its ``paths(data)`` (the snapshot)
     + text: wanted contents
     + mode: octal permissions; None keeps the present file's (644 for a new file)
-    + owner: owning user (its primary group too)
+    + owner: owning user (its primary group too); a missing folder is made as that user
+    + secret: never show the contents: no diff in the log or in drift's report
 
     The current contents and mode come from the run's snapshot, read before any change. The text
     is uploaded to a hidden temporary file in the same directory (``.NAME.halo-new``: no tool that
@@ -49,16 +52,19 @@ def text_file(path: str, text: str, mode: str | None = None, owner: str = "root"
     if present and present.text == text and present.mode == mode:
         host.noop(f"{path} is up to date")
         return
+    before = present.text if present else None
+    lines = ["(secret: contents not shown)"] if secret else _diff_lines(path, before, text)
     if state.config.DIFF:
-        _log_diff(path, present.text if present else None, text)
-    record(
-        host, "diff", path=path, lines=_diff_lines(path, present.text if present else None, text)
-    )
+        host.log(f"Will {'create' if before is None else 'modify'} {path}", logger.info)
+        for line in lines:
+            logger.info("  %s", line)
+    record(host, "diff", path=path, lines=lines)
     folder, _, base = path.rpartition("/")
     temp = f"{folder}/.{base}.halo-new"
     q = shlex.quote
     if present is None:
-        yield f"mkdir -p {q(folder or '/')}"
+        mkdir = f"mkdir -p {q(folder or '/')}"
+        yield mkdir if owner == "root" else f"runuser -u {q(owner)} -- {mkdir}"
     yield FileUploadCommand(StringIO(text), temp, remote_temp_filename=host.get_temp_filename(temp))
     yield (
         f"chown {q(owner)}: {q(temp)} && chmod {mode} {q(temp)} && "
@@ -72,13 +78,6 @@ def _diff_lines(path: str, current: str | None, text: str) -> list[str]:
             (current or "").splitlines(), text.splitlines(), path, path, lineterm="", n=1
         )
     )
-
-
-def _log_diff(path: str, current: str | None, text: str) -> None:
-    verb = "create" if current is None else "modify"
-    host.log(f"Will {verb} {path}", logger.info)
-    for line in _diff_lines(path, current, text):
-        logger.info("  %s", line)
 
 
 @operation(is_idempotent=False)

@@ -72,6 +72,42 @@ gtt_gib = _between(
 )
 
 
+MODEL_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+SAFE_PATH = re.compile(r"/[\w./+-]*")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# a bare flag, or --key=value; one argument without spaces, quotes or shell characters
+SERVE_ARGUMENT = re.compile(r"[\w.,:/=+@%-]+")
+
+
+def model(value: object) -> str | None:
+    """A Hugging Face id (`org/name`) or an absolute path on the nodes."""
+    text = str(value)
+    if MODEL_ID.fullmatch(text) or (SAFE_PATH.fullmatch(text) and ".." not in text.split("/")):
+        return None
+    return f"{value!r} is not a Hugging Face id (org/name) or an absolute path on the nodes"
+
+
+served_model_name = _matches(re.compile(r"[\w./:-]{1,128}"), "a model name (no spaces or quotes)")
+ready_timeout = _between(10, 86400, " seconds")
+positive = _between(1, 10**9)
+serve_argument = _matches(SERVE_ARGUMENT, "a single vllm serve argument (no spaces or quotes)")
+
+
+def gpu_memory_utilization(value: object) -> str | None:
+    ok = isinstance(value, int | float) and 0 < value <= 0.95
+    return None if ok else f"{value} is outside (0, 0.95]: 0.95 already runs out of memory here"
+
+
+def environment(item: object) -> str | None:
+    """One (name, value) of `serve.env`: a variable name and a one-line value."""
+    name, value = item  # type: ignore[misc]
+    if not ENV_NAME.fullmatch(name):
+        return f"{name!r} is not an environment variable name"
+    if "\n" in value or "\r" in value or "\0" in value:
+        return f"the value of {name} spans lines"
+    return None
+
+
 def interface_name(value: object) -> str | None:
     text = str(value)
     if text in (".", "..") or not re.fullmatch(r"[^\s/:]{1,15}", text):

@@ -147,6 +147,111 @@ SCHEMA: tuple[Field, ...] = (
         "x4 riser).",
     ),
     Field(
+        "serve",
+        "mapping",
+        {},
+        "Ray on every node and `vllm serve` on the head as rootless services (see `serve.*` and "
+        "docs/roles/serve.md). Off by default.",
+    ),
+    Field("serve.enabled", "boolean", False, "Start and keep the cluster serving."),
+    Field(
+        "serve.model",
+        "string",
+        None,
+        "Hugging Face id (`org/name`) or an absolute path that exists on every node; required "
+        "when `serve.enabled`.",
+        rule=rules.model,
+    ),
+    Field(
+        "serve.served_model_name",
+        "string",
+        None,
+        "Name the API answers to (`--served-model-name`); default: the model.",
+        rule=rules.served_model_name,
+    ),
+    Field(
+        "serve.tensor_parallel_size",
+        "integer",
+        DERIVED,
+        "Default: the number of nodes. TP x PP must equal the number of nodes (one GPU each).",
+        rule=rules.positive,
+    ),
+    Field("serve.pipeline_parallel_size", "integer", 1, "Pipeline stages.", rule=rules.positive),
+    Field("serve.port", "integer", 8000, "vLLM's HTTP port on the head.", rule=rules.port),
+    Field(
+        "serve.listen",
+        "string",
+        "data",
+        "`data`: the head's data address only; `all`: every address (then `serve.api_key_file` "
+        "is required).",
+        ("data", "all"),
+    ),
+    Field(
+        "serve.api_key_file",
+        "string",
+        None,
+        "File on the controller holding the API key (relative to cluster.yml); installed 0600 "
+        "for the cluster user, never in a unit file, the log or `ps`.",
+    ),
+    Field(
+        "serve.hf_token_file",
+        "string",
+        None,
+        "File on the controller holding a Hugging Face token (relative to cluster.yml); "
+        "installed like the API key.",
+    ),
+    Field(
+        "serve.gpu_memory_utilization",
+        "number",
+        0.9,
+        "`--gpu-memory-utilization`; 0.95 runs out of memory on this APU.",
+        rule=rules.gpu_memory_utilization,
+    ),
+    Field("serve.max_model_len", "integer", None, "`--max-model-len`.", rule=rules.positive),
+    Field("serve.max_num_seqs", "integer", None, "`--max-num-seqs`.", rule=rules.positive),
+    Field("serve.enforce_eager", "boolean", True, "`--enforce-eager` (no graph capture)."),
+    Field(
+        "serve.extra_args",
+        "list of strings",
+        [],
+        "Further `vllm serve` arguments, one per item (`--trust-remote-code`, `--dtype=auto`).",
+        rule=rules.serve_argument,
+    ),
+    Field(
+        "serve.env",
+        "map of strings",
+        {},
+        "Extra environment of the Ray and vLLM containers (`NAME: value`).",
+        rule=rules.environment,
+    ),
+    Field(
+        "serve.ready_timeout",
+        "integer",
+        1800,
+        "Seconds the deploy waits for vLLM's /health (a real model load takes minutes); "
+        "`--data halo_serve_wait=false` skips the wait.",
+        rule=rules.ready_timeout,
+    ),
+    Field(
+        "serve.wait",
+        "boolean",
+        True,
+        "Wait for /health at the end of the deploy (`--data halo_serve_wait=false` skips it).",
+    ),
+    Field(
+        "serve.download",
+        "boolean",
+        False,
+        "Prefetch the weights on every node (`huggingface-cli download`) before starting.",
+    ),
+    Field(
+        "serve.object_store_mib",
+        "integer",
+        None,
+        "Ray's object store per node in MiB; default Ray's own (30% of memory). The lab sets 256.",
+        rule=rules.positive,
+    ),
+    Field(
         "ssh",
         "mapping",
         {},

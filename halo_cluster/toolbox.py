@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+GPU_DEVICES = ("/dev/dri", "/dev/kfd")
 BASE_OPTIONS = (
     "--device",
     "/dev/dri",

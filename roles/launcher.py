@@ -42,24 +42,28 @@ def paths(data) -> tuple[str, ...]:
 @deploy("Launcher", data_defaults=host_defaults(VARIABLES))
 def apply(node: NodeContext) -> None:
     """Launcher defaults: the data interface, and its RDMA device pinned for RCCL when known."""
-    env = render(
-        "cluster.env.j2",
-        node=host.data.halo_node,
-        role=host.data.halo_role,
-        head_ip=host.data.halo_head_address,
-        worker_ips=host.data.halo_worker_addresses,
-        toolbox=host.data.halo_toolbox,
-        node_ip=host.data.halo_data_address,
-        interface=node.interface or host.data.halo_data_interface,
-        interconnect=host.data.halo_interconnect,
-        hca=node.rdma_device,
-    )
+    env = render("cluster.env.j2", **environment_values(node))
     for path, text in ((ENV_FILE, env), (PROFILE, render("halo-cluster.sh.j2"))):
         text_file(name=f"Launcher defaults in {path}", path=path, text=text)
     if host.data.halo_role == "head":
         _head_reaches_workers()
     else:
         _worker_admits_head()
+
+
+def environment_values(node: NodeContext) -> dict:
+    """What cluster.env.j2 renders from; the serve role's environment starts from the same."""
+    return {
+        "node": host.data.halo_node,
+        "role": host.data.halo_role,
+        "head_ip": host.data.halo_head_address,
+        "worker_ips": host.data.halo_worker_addresses,
+        "toolbox": host.data.halo_toolbox,
+        "node_ip": host.data.halo_data_address,
+        "interface": node.interface or host.data.halo_data_interface,
+        "interconnect": host.data.halo_interconnect,
+        "hca": node.rdma_device,
+    }
 
 
 def node_host(name: str):

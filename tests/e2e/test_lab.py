@@ -20,6 +20,12 @@ def lab() -> Lab:
     return Lab(2, "roce").ensure_up()
 
 
+@pytest.fixture
+def fresh_lab() -> Lab:
+    """Nodes as the lab makes them, never deployed to."""
+    return Lab(2, "roce").fresh()
+
+
 def test_nodes_boot_to_running_with_fedora_identity(lab: Lab) -> None:
     for name in lab.nodes:
         out = lab.ssh(
@@ -39,7 +45,8 @@ def test_network_manager_manages_the_data_link_only(lab: Lab) -> None:
     assert devices["enp1s0f0np0"] != "unmanaged"
 
 
-def test_dnf_sees_only_the_lab_repository(lab: Lab) -> None:
+def test_dnf_sees_only_the_lab_repository(fresh_lab: Lab) -> None:
+    lab = fresh_lab
     repos = lab.ssh("node1", "dnf -q repolist --enabled").splitlines()[1:]
     assert [line.split()[0] for line in repos] == ["halo-lab"]
     info = lab.ssh("node1", "dnf -q info --available perftest")
@@ -70,7 +77,8 @@ def test_data_link_passes_jumbo_frames(lab: Lab) -> None:
     assert "message too long" in too_big.lower()
 
 
-def test_reboot_shows_the_default_entry_options(lab: Lab) -> None:
+def test_reboot_shows_the_default_entry_options(fresh_lab: Lab) -> None:
+    lab = fresh_lab
     lab.ssh("node1", f"sed -i 's/^options .*/& lab.probe=1/' {DEFAULT_ENTRY}")
     assert "lab.probe=1" not in lab.ssh("node1", "cat /proc/cmdline")
     boots = node.NodeDirs(cli.LAB_DIR / "nodes" / "node1").boots()

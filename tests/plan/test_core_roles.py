@@ -112,6 +112,7 @@ def fresh_node(**over) -> dict:
         "nmcli -t -f NAME,DEVICE": over.pop("active", ["eno1:eno1"]),
         "rpm --queryformat": rpm_lines(over.pop("rpms", RPMS)),
         "systemd-detect-virt": over.pop("hardware", strix_halo_hardware()),
+        "systemctl --user show": over.pop("units", []),
     }
     assert not over, over
     return responses

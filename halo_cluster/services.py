@@ -1,0 +1,145 @@
+"""Operations on the cluster user's systemd services: start, restart, remove, wait for serving."""
+
+from __future__ import annotations
+
+import shlex
+import time
+
+from pyinfra import logger
+from pyinfra.api import FunctionCommand, OperationError, operation
+
+from halo_cluster.facts import as_user
+from halo_cluster.progress import waiting
+
+POLL_SECONDS = 3
+
+
+@operation(is_idempotent=False)
+def user_systemctl(user: str, args: list[str]):
+    """
+    Run ``systemctl --user`` as the user, in its lingering systemd session.
+
+    + user: the cluster user
+    + args: systemctl arguments
+
+    **Example:**
+
+    .. code:: python
+
+        user_systemctl(name="Restart Ray", user="vllm", args=["restart", "--no-block", "halo-ray"])
+    """
+    yield as_user(user, "systemctl --user " + " ".join(shlex.quote(a) for a in args))
+
+
+@operation(is_idempotent=False)
+def remove_user_services(user: str, services: list[str], paths: list[str]):
+    """
+    Stop services, then remove their files and reload: a quadlet removed before its service
+    stopped leaves the container behind.
+
+    + user: the cluster user
+    + services: service names without ``.service``
+    + paths: files to remove (unit files, scripts, environment files)
+
+    **Example:**
+
+    .. code:: python
+
+        remove_user_services(name="Remove vLLM", user="vllm", services=["halo-vllm"],
+                             paths=["/home/vllm/.config/containers/systemd/halo-vllm.container"])
+    """
+    units = " ".join(shlex.quote(f"{s}.service") for s in services)
+    yield f"{as_user(user, f'systemctl --user stop {units}')} || true"
+    yield "rm -f " + " ".join(shlex.quote(p) for p in paths)
+    yield as_user(user, "systemctl --user daemon-reload")
+    names = " ".join(shlex.quote(s) for s in services)
+    yield f"{as_user(user, f'podman rm --force --ignore {names}')} >/dev/null"
+
+
+@operation(is_idempotent=False)
+def download_model(user: str, image: str, model: str):
+    """
+    Fetch a model's weights into the user's Hugging Face cache with the image's own tools,
+    saying how long it has taken so far (a real model is tens of gigabytes).
+
+    + user: the cluster user
+    + image: the serving image
+    + model: a Hugging Face id (a path on the node is left as it is)
+
+    **Example:**
+
+    .. code:: python
+
+        download_model(name="Download the model", user="vllm", image="docker.io/kyuz0/...",
+                       model="Qwen/Qwen3-14B")
+    """
+    if model.startswith("/"):
+        return
+    run = (
+        'podman run --rm --network=host --env-file="$HOME/.config/halo-cluster/secrets.env" '
+        '-v "$HOME/.cache/huggingface:/root/.cache/huggingface" '
+        f"{shlex.quote(image)} huggingface-cli download {shlex.quote(model)} >/dev/null"
+    )
+    yield FunctionCommand(_run_saying_what, (as_user(user, f"sh -c {shlex.quote(run)}"), model), {})
+
+
+def _run_saying_what(state, host, command: str, what: str) -> bool:
+    with waiting(host, f"the download of {what}"):
+        done, output = host.run_shell_command(command)
+    if not done:
+        raise OperationError(f"downloading {what} failed: {output.stderr.strip()[-500:]}")
+    return True
+
+
+@operation(is_idempotent=False)
+def wait_for_health(user: str, url: str, model: str, timeout: int, services: list[str]):
+    """
+    Wait, at most ``timeout`` seconds, until vLLM's /health answers 200 on the head, saying what
+    it waits for; then log ``serving MODEL at URL``. On timeout, fail with the first failing
+    service and its last journal lines.
+
+    + user: the cluster user (whose services these are)
+    + url: vLLM's base URL as the head reaches it
+    + model: the served model name, for the final line
+    + timeout: seconds
+    + services: the services to report on when it does not come up, most specific first
+
+    **Example:**
+
+    .. code:: python
+
+        wait_for_health(name="Wait for vLLM", user="vllm", url="http://192.168.100.1:8000",
+                        model="Qwen/Qwen3-14B", timeout=1800, services=["halo-vllm", "halo-ray"])
+    """
+    yield FunctionCommand(_wait_for_health, (user, url, model, timeout, services), {})
+
+
+def _wait_for_health(state, host, user, url, model, timeout, services) -> bool:
+    probe = f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {shlex.quote(url + '/health')}"
+    deadline = time.monotonic() + timeout
+    with waiting(host, f"vLLM's /health at {url} (up to {timeout} s)"):
+        while time.monotonic() < deadline:
+            _, output = host.run_shell_command(probe)
+            if output.stdout.strip() == "200":
+                logger.info(f"{host.print_prefix}serving {model} at {url}")
+                return True
+            time.sleep(POLL_SECONDS)
+    raise OperationError(f"not serving after {timeout} s: {_why(host, user, services)}")
+
+
+def _why(host, user: str, services: list[str]) -> str:
+    """The first service that is not active, with its last journal lines."""
+    for service in services:
+        _, state = host.run_shell_command(
+            as_user(user, f"systemctl --user is-active {shlex.quote(service)}.service")
+        )
+        if state.stdout.strip() != "active":
+            break
+    else:
+        service = services[0]
+    _, journal = host.run_shell_command(
+        as_user(user, f"journalctl --user -u {shlex.quote(service)}.service -n 12 --no-pager -q")
+    )
+    return (
+        f"{service}.service is {state.stdout.strip() or 'unknown'}; last lines:\n{journal.stdout}"
+    )

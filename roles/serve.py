@@ -1,0 +1,285 @@
+"""Cluster services: Ray on every node and `vllm serve` on the head, as rootless podman quadlets
+of the lingering cluster user, started at boot by the user's systemd; on `serve.enabled: false`
+stopped and removed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyinfra import host
+from pyinfra.api import deploy
+
+from halo_cluster import toolbox as toolbox_files
+from halo_cluster.context import NodeContext
+from halo_cluster.facts import UserUnits
+from halo_cluster.nodefiles import cached, node_files
+from halo_cluster.operations import text_file
+from halo_cluster.render import render
+from halo_cluster.schema import host_defaults
+from halo_cluster.services import (
+    download_model,
+    remove_user_services,
+    user_systemctl,
+    wait_for_health,
+)
+from roles import launcher
+
+ORDER = 80
+PACKAGES = ("curl",)
+VARIABLES = (
+    "halo_serve_enabled",
+    "halo_serve_model",
+    "halo_serve_served_model_name",
+    "halo_serve_tensor_parallel_size",
+    "halo_serve_pipeline_parallel_size",
+    "halo_serve_port",
+    "halo_serve_listen",
+    "halo_serve_api_key_file",
+    "halo_serve_hf_token_file",
+    "halo_serve_gpu_memory_utilization",
+    "halo_serve_max_model_len",
+    "halo_serve_max_num_seqs",
+    "halo_serve_enforce_eager",
+    "halo_serve_extra_args",
+    "halo_serve_env",
+    "halo_serve_ready_timeout",
+    "halo_serve_download",
+    "halo_serve_object_store_mib",
+    "halo_serve_wait",
+    "halo_cluster_user",
+    "halo_image",
+    "halo_role",
+    "halo_data_address",
+    "halo_head_address",
+)
+UNITS = ".config/containers/systemd"
+CONFIG = ".config/halo-cluster"
+RAY, VLLM = "halo-ray", "halo-vllm"
+# Ray's ports, pinned so that a firewall can name them (docs/roles/serve.md)
+PORTS = {
+    "port": 6379,
+    "ray-client-server-port": 10001,
+    "node-manager-port": 6380,
+    "object-manager-port": 6381,
+    "runtime-env-agent-port": 6382,
+    "dashboard-agent-grpc-port": 6383,
+    "dashboard-agent-listen-port": 6384,
+    "metrics-export-port": 6385,
+    "min-worker-port": 10002,
+    "max-worker-port": 10199,
+}
+NODE_PORTS = (
+    "node-manager-port",
+    "object-manager-port",
+    "runtime-env-agent-port",
+    "dashboard-agent-grpc-port",
+    "dashboard-agent-listen-port",
+    "metrics-export-port",
+)
+# per-node values vLLM must not copy from the head to the workers' Ray processes
+NON_CARRY_OVER = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "VLLM_ROCE_HCA")
+WAIT_SECONDS = 600  # what a service waits for its prerequisites before failing (then retried)
+# rootless podman options RCCL over RDMA needs, as upstream's refresh_toolbox.sh and run_cluster.sh
+PODMAN_ARGS = ("--ipc=host", "--group-add=keep-groups", "--security-opt=seccomp=unconfined")
+SHM_SIZE = "--shm-size=16g"
+
+
+def files(data) -> dict[str, str]:
+    """Name -> path below the user's home of every file this role may write."""
+    return {
+        "ray_unit": f"{UNITS}/{RAY}.container",
+        "vllm_unit": f"{UNITS}/{VLLM}.container",
+        "ray_start": f"{CONFIG}/ray-start.sh",
+        "vllm_start": f"{CONFIG}/vllm-start.sh",
+        "env": f"{CONFIG}/serve.env",
+        "secrets": f"{CONFIG}/secrets.env",
+        "non_carry_over": f"{CONFIG}/vllm/ray_non_carry_over_env_vars.json",
+        "model": f"{CONFIG}/model",
+    }
+
+
+def paths(data) -> tuple[str, ...]:
+    return tuple(f"~{data.halo_cluster_user}/{p}" for p in files(data).values())
+
+
+@deploy("Cluster services", data_defaults=host_defaults(VARIABLES))
+def apply(node: NodeContext) -> None:
+    user = host.data.halo_cluster_user
+    snapshot = node_files(host)
+    home = snapshot.home(user) or f"/home/{user}"
+    where = {name: f"{home}/{path}" for name, path in files(host.data).items()}
+    if not host.data.halo_serve_enabled:
+        present = [path for path in where.values() if snapshot.exists(path)]
+        if present:
+            remove_user_services(
+                name="Stop and remove the cluster services",
+                user=user,
+                services=[VLLM, RAY],
+                paths=present,
+            )
+        return
+
+    head = host.data.halo_role == "head"
+    wanted = _wanted_files(node, head)
+    changed = {
+        name: _differs(snapshot, where[name], text, mode) for name, (text, mode) in wanted.items()
+    }
+    for name, (text, mode) in wanted.items():
+        text_file(
+            name=f"{'Secrets' if name == 'secrets' else 'Service file'} {where[name]}",
+            path=where[name],
+            text=text,
+            mode=mode,
+            owner=user,
+            secret=name == "secrets",
+        )
+    stale = [where["vllm_unit"], where["vllm_start"]] if not head else []
+    if any(snapshot.exists(path) for path in stale):
+        remove_user_services(
+            name="Remove vLLM from a node that is no longer the head",
+            user=user,
+            services=[VLLM],
+            paths=[path for path in stale if snapshot.exists(path)],
+        )
+
+    if host.data.halo_serve_download and changed["model"]:
+        download_model(
+            name=f"Download {host.data.halo_serve_model} on this node",
+            user=user,
+            image=host.data.halo_image,
+            model=host.data.halo_serve_model,
+        )
+    _start_or_restart(user, head, changed)
+    if head and host.data.halo_serve_wait:
+        _wait_until_serving()
+
+
+def _wanted_files(node: NodeContext, head: bool) -> dict[str, tuple[str, str]]:
+    """Name -> (text, mode) of every file this node needs."""
+    data = host.data
+    ray_ctx = {
+        "node": data.halo_node,
+        "role": data.halo_role,
+        "user": data.halo_cluster_user,
+        "image": data.halo_image,
+        "node_ip": data.halo_data_address,
+        "head_ip": data.halo_head_address,
+        "podman_args": [*PODMAN_ARGS, SHM_SIZE],
+        "devices": _devices(node),
+        "memlock": node.has_infiniband,
+        "ports": PORTS,
+        "node_ports": NODE_PORTS,
+        "wait": WAIT_SECONDS,
+        "object_store_mib": data.halo_serve_object_store_mib,
+    }
+    wanted = {
+        "ray_unit": (render("halo-ray.container.j2", **ray_ctx), "644"),
+        "ray_start": (render("ray-start.sh.j2", **ray_ctx), "755"),
+        "env": (_environment(node), "644"),
+        "non_carry_over": (
+            render("ray_non_carry_over_env_vars.json.j2", names=NON_CARRY_OVER),
+            "644",
+        ),
+        "model": (f"{data.halo_serve_model}\n", "644"),
+    }
+    if head:
+        vllm_ctx = {**ray_ctx, "model": data.halo_serve_model, "gpus": _gpus(), "argv": argv()}
+        wanted["vllm_unit"] = (render("halo-vllm.container.j2", **vllm_ctx), "644")
+        wanted["vllm_start"] = (render("vllm-start.sh.j2", **vllm_ctx), "755")
+        wanted["secrets"] = (_secrets(), "600")
+    return wanted
+
+
+def _devices(node: NodeContext) -> list[str]:
+    devices = list(toolbox_files.GPU_DEVICES)
+    return [*devices, "/dev/infiniband"] if node.has_infiniband else devices
+
+
+def _gpus() -> int:
+    return host.data.halo_serve_tensor_parallel_size * host.data.halo_serve_pipeline_parallel_size
+
+
+def argv() -> list[str]:
+    """`vllm serve` arguments, each a plain word (every value passed its rule)."""
+    data = host.data
+    listen = data.halo_head_address if data.halo_serve_listen == "data" else "0.0.0.0"
+    args = [
+        data.halo_serve_model,
+        f"--host={listen}",
+        f"--port={data.halo_serve_port}",
+        f"--served-model-name={data.halo_serve_served_model_name}",
+        f"--tensor-parallel-size={data.halo_serve_tensor_parallel_size}",
+        f"--pipeline-parallel-size={data.halo_serve_pipeline_parallel_size}",
+        "--distributed-executor-backend=ray",
+        f"--gpu-memory-utilization={data.halo_serve_gpu_memory_utilization}",
+    ]
+    if data.halo_serve_max_model_len:
+        args.append(f"--max-model-len={data.halo_serve_max_model_len}")
+    if data.halo_serve_max_num_seqs:
+        args.append(f"--max-num-seqs={data.halo_serve_max_num_seqs}")
+    if data.halo_serve_enforce_eager:
+        args.append("--enforce-eager")
+    return [*args, *data.halo_serve_extra_args]
+
+
+def _environment(node: NodeContext) -> str:
+    return render(
+        "serve.env.j2",
+        **launcher.environment_values(node),
+        gcs_port=PORTS["port"],
+        env=dict(host.data.halo_serve_env),
+    )
+
+
+def _secrets() -> str:
+    """The API key and HF token, read from the controller at deploy time: never host data."""
+    read = {
+        name: Path(path).read_text().strip() if path else None
+        for name, path in (
+            ("api_key", host.data.halo_serve_api_key_file),
+            ("hf_token", host.data.halo_serve_hf_token_file),
+        )
+    }
+    return render("secrets.env.j2", **read)
+
+
+def _differs(snapshot, path: str, text: str, mode: str) -> bool:
+    present = snapshot.current(path)
+    return present is None or present.text != text or present.mode != mode
+
+
+def _start_or_restart(user: str, head: bool, changed: dict[str, bool]) -> None:
+    units = cached(host, UserUnits, user=user, units=(RAY, VLLM))
+    unit_files = ("ray_unit", "vllm_unit")
+    if any(changed.get(name) for name in unit_files):
+        user_systemctl(name="Reload the user's units", user=user, args=["daemon-reload"])
+    ray_changed = any(changed[n] for n in ("ray_unit", "ray_start", "env", "non_carry_over"))
+    _ensure(user, RAY, ray_changed, units.get(RAY))
+    if head:
+        vllm_changed = ray_changed or any(
+            changed[n] for n in ("vllm_unit", "vllm_start", "secrets")
+        )
+        _ensure(user, VLLM, vllm_changed, units.get(VLLM))
+
+
+def _ensure(user: str, service: str, changed: bool, state: str | None) -> None:
+    running = state in ("active", "activating", "reloading")
+    if changed and running:
+        user_systemctl(
+            name=f"Restart {service}", user=user, args=["restart", "--no-block", service]
+        )
+    elif not running:
+        user_systemctl(name=f"Start {service}", user=user, args=["start", "--no-block", service])
+
+
+def _wait_until_serving() -> None:
+    data = host.data
+    listen = data.halo_head_address if data.halo_serve_listen == "data" else "127.0.0.1"
+    wait_for_health(
+        name="Wait for vLLM's /health",
+        user=data.halo_cluster_user,
+        url=f"http://{listen}:{data.halo_serve_port}",
+        model=data.halo_serve_served_model_name,
+        timeout=data.halo_serve_ready_timeout,
+        services=[VLLM, RAY],
+    )

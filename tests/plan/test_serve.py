@@ -1,0 +1,240 @@
+"""Cluster services planned on recorded real outputs: the quadlets, scripts and environment per
+node, for both interconnects, with and without /dev/infiniband, TP=2 and TP=2 x PP=2."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from halo_cluster.loader import ConfigError, parse_cluster
+from tests.plan.harness import Plan, plan
+from tests.plan.test_core_roles import PASSWD, fresh_node, strix_halo_hardware
+
+HOME = "/home/vllm"
+UNITS = f"{HOME}/.config/containers/systemd"
+CONFIG = f"{HOME}/.config/halo-cluster"
+SERVE = "serve: {enabled: true, model: Qwen/Qwen3-14B, max_model_len: 8192%s}\n"
+TB = {"name": "thunderbolt0", "mac": "02:a1:59:56:2c:c2", "driver": "thunderbolt-net"}
+MGMT = {"name": "eno1", "mac": "9c:6b:00:00:00:01", "addresses": ["10.0.0.11/24"]}
+LO = {"name": "lo", "mac": "00:00:00:00:00:00"}
+
+
+def serve_cluster(
+    nodes: int = 2, interconnect: str = "roce", serve: str = "", tmp_path=None, top: str = ""
+):
+    data = "{interface: auto}" if interconnect == "roce" else "{}"
+    lines = [f"interconnect: {interconnect}", "cluster_user: vllm", top + SERVE % serve]
+    if nodes > 2:
+        lines.append("subnet: 192.168.100.0/29")
+    lines.append("nodes:")
+    lines += [
+        f"  - {{name: halo{i}, ssh: {{host: 10.0.0.{10 + i}}}, data: {data}}}"
+        for i in range(1, nodes + 1)
+    ]
+    return parse_cluster(yaml.safe_load("\n".join(lines)), base_dir=tmp_path)
+
+
+def user_node(infiniband: bool = True, interconnect: str = "roce", **over) -> dict:
+    """A node whose cluster user exists (the services live in its home)."""
+    files = {
+        "/etc/passwd": PASSWD + f"vllm:x:1000:1000::{HOME}:/bin/bash\n",
+        **over.pop("files", {}),
+    }
+    hardware = strix_halo_hardware(infiniband=infiniband)
+    if interconnect == "thunderbolt":
+        over.setdefault("interfaces", [LO, MGMT, TB])
+    return fresh_node(hardware=hardware, files=files, **over)
+
+
+def plan_cluster(cluster, **node) -> Plan:
+    return plan(cluster, {n.name: user_node(**node) for n in cluster.nodes})
+
+
+def test_head_runs_ray_head_and_vllm_with_rdma_options() -> None:
+    result = plan_cluster(serve_cluster())
+    head = result.uploads("halo1")
+    unit = head[f"{UNITS}/halo-ray.container"]
+    for line in (
+        "Network=host",
+        "PodmanArgs=--ipc=host",
+        "PodmanArgs=--group-add=keep-groups",
+        "PodmanArgs=--security-opt=seccomp=unconfined",
+        "AddDevice=/dev/kfd",
+        "AddDevice=/dev/dri",
+        "AddDevice=/dev/infiniband",
+        "Ulimit=memlock=-1",
+        "Image=docker.io/kyuz0/vllm-therock-gfx1151:latest",
+        "Restart=always",
+        "TimeoutStopSec=60",
+        "StopTimeout=40",
+        "DefaultDependencies=false",
+        "WantedBy=default.target",
+    ):
+        assert line in unit.splitlines(), line
+    start = head[f"{CONFIG}/ray-start.sh"]
+    assert "--head --port=6379 --ray-client-server-port=10001" in start
+    assert "--node-ip-address=192.168.100.1 --num-gpus=1" in start
+    assert "--node-manager-port=6380" in start and "--max-worker-port=10199" in start
+    vllm = head[f"{CONFIG}/vllm-start.sh"]
+    assert (
+        "exec vllm serve Qwen/Qwen3-14B --host=192.168.100.1 --port=8000 "
+        "--served-model-name=Qwen/Qwen3-14B --tensor-parallel-size=2 --pipeline-parallel-size=1 "
+        "--distributed-executor-backend=ray --gpu-memory-utilization=0.9 --max-model-len=8192 "
+        "--enforce-eager\n"
+    ) in vllm
+    assert "-ge 2 ]" in vllm  # waits for TP x PP GPUs
+    env = head[f"{CONFIG}/serve.env"].splitlines()
+    for line in (
+        "VLLM_HOST_IP=192.168.100.1",
+        "NCCL_SOCKET_IFNAME=enp194s0np0",
+        "NCCL_IB_GID_INDEX=1",
+        "NCCL_IB_HCA==irdma1:1",
+        "VLLM_CLUSTER_TRANSPORT=roce",
+        "VLLM_ROCE_HCA=irdma1",
+        "RAY_ADDRESS=192.168.100.1:6379",
+        "VLLM_CONFIG_ROOT=/etc/halo-cluster/vllm",
+    ):
+        assert line in env, line
+    names = head[f"{CONFIG}/vllm/ray_non_carry_over_env_vars.json"]
+    assert '"NCCL_IB_HCA"' in names and '"NCCL_SOCKET_IFNAME"' in names
+
+
+def test_worker_joins_the_head_and_runs_no_vllm() -> None:
+    result = plan_cluster(serve_cluster())
+    worker = result.uploads("halo2")
+    start = worker[f"{CONFIG}/ray-start.sh"]
+    assert "--address=192.168.100.1:6379" in start
+    assert "--node-ip-address=192.168.100.2 --num-gpus=1" in start
+    assert 'socket.create_connection(("192.168.100.1", 6379)' in start
+    assert "VLLM_HOST_IP=192.168.100.2" in worker[f"{CONFIG}/serve.env"].splitlines()
+    assert not any("vllm" in path.rsplit("/", 1)[1] for path in worker if path.startswith(UNITS))
+    assert f"{CONFIG}/secrets.env" not in worker
+    names = result.names("halo2")
+    assert "Cluster services | Start halo-ray" in names
+    assert "Cluster services | Start halo-vllm" not in names
+    assert "Cluster services | Wait for vLLM's /health" not in names
+
+
+def test_no_rdma_options_without_dev_infiniband() -> None:
+    unit = plan_cluster(serve_cluster(), infiniband=False).uploads("halo1")
+    text = unit[f"{UNITS}/halo-ray.container"]
+    assert "AddDevice=/dev/infiniband" not in text and "Ulimit=memlock=-1" not in text
+    assert "AddDevice=/dev/kfd" in text
+
+
+def test_thunderbolt_uses_sockets() -> None:
+    cluster = serve_cluster(interconnect="thunderbolt")
+    result = plan_cluster(cluster, interconnect="thunderbolt", infiniband=False)
+    env = result.uploads("halo1")[f"{CONFIG}/serve.env"].splitlines()
+    assert "NCCL_IB_DISABLE=1" in env and "VLLM_CLUSTER_TRANSPORT=ethernet" in env
+    assert "NCCL_SOCKET_IFNAME=thunderbolt0" in env
+    assert not any(line.startswith("NCCL_IB_HCA") for line in env)
+
+
+def test_four_nodes_tp2_pp2() -> None:
+    cluster = serve_cluster(4, serve=", tensor_parallel_size: 2, pipeline_parallel_size: 2")
+    result = plan_cluster(cluster)
+    vllm = result.uploads("halo1")[f"{CONFIG}/vllm-start.sh"]
+    assert "--tensor-parallel-size=2 --pipeline-parallel-size=2" in vllm
+    assert "-ge 4 ]" in vllm
+    for name in ("halo2", "halo3", "halo4"):
+        start = result.uploads(name)[f"{CONFIG}/ray-start.sh"]
+        assert "--address=192.168.100.1:6379" in start
+
+
+def test_api_key_only_in_the_secret_file(tmp_path) -> None:
+    (tmp_path / "key").write_text("sk-lab-secret-123\n")
+    cluster = serve_cluster(serve=", listen: all, api_key_file: key", tmp_path=tmp_path)
+    result = plan_cluster(cluster)
+    head = result.uploads("halo1")
+    assert head[f"{CONFIG}/secrets.env"] == "VLLM_API_KEY=sk-lab-secret-123\n"
+    assert "--host=0.0.0.0" in head[f"{CONFIG}/vllm-start.sh"]
+    others = [text for path, text in head.items() if not path.endswith("secrets.env")]
+    assert not any("sk-lab-secret" in text for text in others)
+    assert not any("sk-lab-secret" in c for c in result.commands("halo1"))
+    chmod = [c for c in result.commands("halo1") if ".secrets.env.halo-new" in c]
+    assert any("chmod 600" in c and "chown vllm:" in c for c in chmod)
+
+
+@pytest.mark.parametrize(
+    ("serve", "message"),
+    [
+        (", tensor_parallel_size: 4", "TP 4 x PP 1 = 4 GPUs, but the cluster has 2 nodes"),
+        (", listen: all", "serve.api_key_file: required with serve.listen: all"),
+        (", gpu_memory_utilization: 0.97", "0.97 is outside (0, 0.95]"),
+        (", extra_args: ['--x y']", "serve.extra_args[0]: '--x y' is not a single"),
+        (", env: {'BAD NAME': x}", "'BAD NAME' is not an environment variable name"),
+    ],
+)
+def test_bad_serve_values_are_one_line(serve: str, message: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        serve_cluster(serve=serve)
+    assert any(message in line for line in refused.value.problems), refused.value.problems
+
+
+def converged(cluster, name: str, active: bool = True) -> dict:
+    """A node as a first deploy leaves it: every service file in place, the services running."""
+    first = plan_cluster(cluster).uploads(name)
+    files = {
+        path: (
+            text,
+            "600" if path.endswith("secrets.env") else "755" if path.endswith(".sh") else "644",
+        )
+        for path, text in first.items()
+        if path.startswith(HOME)
+    }
+    units = ["Id=halo-ray.service", "ActiveState=active", "", "Id=halo-vllm.service"]
+    units.append("ActiveState=active" if active else "ActiveState=failed")
+    return user_node(files=files, units=units)
+
+
+def serve_ops(result: Plan, name: str) -> list[str]:
+    """The serve role's operations that do something on this node."""
+    return [
+        op.name
+        for op in result.ops[name]
+        if op.name.startswith("Cluster services") and (op.commands or op.uploads)
+    ]
+
+
+def test_rerun_writes_nothing_and_restarts_nothing() -> None:
+    cluster = serve_cluster(top="")
+    nodes = {n.name: converged(cluster, n.name) for n in cluster.nodes}
+    result = plan(cluster, nodes)
+    assert serve_ops(result, "halo2") == []
+    assert serve_ops(result, "halo1") == ["Cluster services | Wait for vLLM's /health"]
+    assert not any(p.startswith((CONFIG, UNITS)) for p in result.uploads("halo1"))
+
+
+def test_new_max_model_len_restarts_vllm_only() -> None:
+    before = serve_cluster()
+    after = serve_cluster(serve=", max_model_len: 4096".replace("max_model_len", "max_num_seqs"))
+    nodes = {n.name: converged(before, n.name) for n in before.nodes}
+    result = plan(after, nodes)
+    ops = serve_ops(result, "halo1")
+    assert "Cluster services | Restart halo-vllm" in ops
+    assert "Cluster services | Restart halo-ray" not in ops
+    assert serve_ops(result, "halo2") == []
+
+
+def test_failed_vllm_is_started_again() -> None:
+    cluster = serve_cluster()
+    nodes = {n.name: converged(cluster, n.name, active=False) for n in cluster.nodes}
+    assert "Cluster services | Start halo-vllm" in serve_ops(plan(cluster, nodes), "halo1")
+
+
+def test_disabled_stops_and_removes_the_services() -> None:
+    enabled = serve_cluster()
+    disabled = parse_cluster(
+        yaml.safe_load(
+            "cluster_user: vllm\nnodes:\n"
+            "  - {name: halo1, ssh: {host: 10.0.0.11}, data: {interface: auto}}\n"
+            "  - {name: halo2, ssh: {host: 10.0.0.12}, data: {interface: auto}}\n"
+        )
+    )
+    nodes = {n.name: converged(enabled, n.name) for n in enabled.nodes}
+    result = plan(disabled, nodes)
+    assert serve_ops(result, "halo1") == ["Cluster services | Stop and remove the cluster services"]
+    commands = "\n".join(result.commands("halo1"))
+    assert commands.index("systemctl --user stop") < commands.index("rm -f")
+    assert f"{UNITS}/halo-vllm.container" in commands
