@@ -6,6 +6,8 @@ LINK   ?= roce
 NODE   ?= node1
 CLUSTER_CONFIG ?= cluster.yml
 LAB_CONFIG := .lab/cluster.yml
+SERVE  ?=
+DEMO_CONFIG := $(if $(SERVE),.lab/cluster-serve.yml,$(LAB_CONFIG))
 
 .PHONY: venv test unit lint demo lab-up lab-down lab-status lab-reboot deploy verify drift bench
 
@@ -40,9 +42,10 @@ lab-reboot: venv
 	$(PY) -m lab reboot $(NODE)
 
 demo: lab-up
-	CLUSTER_CONFIG=$(LAB_CONFIG) $(VENV)/bin/pyinfra -y --data halo_reboot=if-needed inventory.py deploy.py
+	$(if $(SERVE),cat $(LAB_CONFIG) lab/serve.yml > $(DEMO_CONFIG))
+	CLUSTER_CONFIG=$(DEMO_CONFIG) $(VENV)/bin/pyinfra -y --data halo_reboot=if-needed inventory.py deploy.py
 	$(PY) -m lab status
-	$(MAKE) --no-print-directory verify CLUSTER_CONFIG=$(LAB_CONFIG)
+	$(MAKE) --no-print-directory verify CLUSTER_CONFIG=$(DEMO_CONFIG)
 
 verify: venv
 	CLUSTER_CONFIG=$(CLUSTER_CONFIG) $(PY) -m pytest tests/infra -q -p no:cacheprovider \

@@ -50,6 +50,5 @@ else:
         host.data.halo_kernel_gtt_gib,
     ):
         LOG[check.status](f"{host.print_prefix}preflight {check.line()}")
-    for role in roles.all_roles():
-        role.apply(node)
+    roles.apply_all(node)
     record(host, "planned")  # every role prepared: drift tells a full plan from a crashed one

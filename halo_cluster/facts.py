@@ -247,6 +247,21 @@ class UserUnits(FactBase):
         return states
 
 
+class HttpStatus(FactBase):
+    """The HTTP status a URL answers with from this node (0: no answer within 5 s)."""
+
+    @staticmethod
+    def default() -> int:
+        return 0
+
+    def command(self, url: str) -> str:
+        return f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {shlex.quote(url)} || true"
+
+    def process(self, output: list[str]) -> int:
+        text = "".join(output).strip()
+        return int(text) if text.isdigit() else 0
+
+
 IMAGE_ID = "podman image inspect --format '{{.Id}}' "
 CONTAINER_IMAGE = "podman container inspect --format '{{.Image}}' "
 

@@ -124,7 +124,9 @@ def _wait_for_health(state, host, user, url, model, timeout, services) -> bool:
                 logger.info(f"{host.print_prefix}serving {model} at {url}")
                 return True
             time.sleep(POLL_SECONDS)
-    raise OperationError(f"not serving after {timeout} s: {_why(host, user, services)}")
+    # logged, not raised: pyinfra prints a raised error from a callback with a traceback
+    logger.error(f"{host.print_prefix}not serving after {timeout} s: {_why(host, user, services)}")
+    return False
 
 
 def _why(host, user: str, services: list[str]) -> str:

@@ -14,6 +14,7 @@ Adding a role is adding its module: nothing here or in deploy.py lists the roles
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
 from functools import cache
@@ -29,6 +30,19 @@ def all_roles() -> tuple[ModuleType, ...]:
         if not info.name.startswith("_")
     ]
     return tuple(sorted(modules, key=lambda module: module.ORDER))
+
+
+def apply_all(node: Any) -> None:
+    """Run every role's `apply(node)`, in ORDER.
+
+    pyinfra orders operations by the line numbers of the call stack, file names aside: roles
+    called from one line of a loop would interleave by their own line numbers. Each role is
+    therefore called from a frame whose line number is its ORDER.
+    """
+    for role in all_roles():
+        call = ast.parse("apply(node)", mode="eval")
+        ast.increment_lineno(call, role.ORDER - 1)
+        eval(compile(call, f"<role {name(role)}>", "eval"), {"apply": role.apply, "node": node})
 
 
 def declared_paths(data: Any) -> tuple[str, ...]:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pyinfra import host
+from pyinfra import host, logger
 from pyinfra.api import deploy
 
 from halo_cluster import toolbox as toolbox_files
 from halo_cluster.context import NodeContext
-from halo_cluster.facts import UserUnits
+from halo_cluster.facts import HttpStatus, UserUnits
 from halo_cluster.nodefiles import cached, node_files
 from halo_cluster.operations import text_file
 from halo_cluster.render import render
@@ -24,7 +24,7 @@ from halo_cluster.services import (
 )
 from roles import launcher
 
-ORDER = 80
+ORDER = 95  # after the reboot role: a cluster ends its deploy serving, not rebooting
 PACKAGES = ("curl",)
 VARIABLES = (
     "halo_serve_enabled",
@@ -58,7 +58,6 @@ RAY, VLLM = "halo-ray", "halo-vllm"
 # Ray's ports, pinned so that a firewall can name them (docs/roles/serve.md)
 PORTS = {
     "port": 6379,
-    "ray-client-server-port": 10001,
     "node-manager-port": 6380,
     "object-manager-port": 6381,
     "runtime-env-agent-port": 6382,
@@ -80,8 +79,14 @@ NODE_PORTS = (
 NON_CARRY_OVER = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "VLLM_ROCE_HCA")
 WAIT_SECONDS = 600  # what a service waits for its prerequisites before failing (then retried)
 # rootless podman options RCCL over RDMA needs, as upstream's refresh_toolbox.sh and run_cluster.sh
-PODMAN_ARGS = ("--ipc=host", "--group-add=keep-groups", "--security-opt=seccomp=unconfined")
-SHM_SIZE = "--shm-size=16g"
+# (host IPC also gives the host's /dev/shm: podman refuses --shm-size with it)
+# --pid=host: a Ray driver (vLLM) finds its node's raylet by looking for its process
+PODMAN_ARGS = (
+    "--ipc=host",
+    "--pid=host",
+    "--group-add=keep-groups",
+    "--security-opt=seccomp=unconfined",
+)
 
 
 def files(data) -> dict[str, str]:
@@ -149,9 +154,9 @@ def apply(node: NodeContext) -> None:
             image=host.data.halo_image,
             model=host.data.halo_serve_model,
         )
-    _start_or_restart(user, head, changed)
+    acted = _start_or_restart(user, head, changed)
     if head and host.data.halo_serve_wait:
-        _wait_until_serving()
+        _wait_until_serving(acted or any(changed.values()))
 
 
 def _wanted_files(node: NodeContext, head: bool) -> dict[str, tuple[str, str]]:
@@ -164,7 +169,7 @@ def _wanted_files(node: NodeContext, head: bool) -> dict[str, tuple[str, str]]:
         "image": data.halo_image,
         "node_ip": data.halo_data_address,
         "head_ip": data.halo_head_address,
-        "podman_args": [*PODMAN_ARGS, SHM_SIZE],
+        "podman_args": list(PODMAN_ARGS),
         "devices": _devices(node),
         "memlock": node.has_infiniband,
         "ports": PORTS,
@@ -248,37 +253,43 @@ def _differs(snapshot, path: str, text: str, mode: str) -> bool:
     return present is None or present.text != text or present.mode != mode
 
 
-def _start_or_restart(user: str, head: bool, changed: dict[str, bool]) -> None:
+def _start_or_restart(user: str, head: bool, changed: dict[str, bool]) -> bool:
+    """Start what is not running, restart what changed; True when anything was."""
     units = cached(host, UserUnits, user=user, units=(RAY, VLLM))
-    unit_files = ("ray_unit", "vllm_unit")
-    if any(changed.get(name) for name in unit_files):
+    if changed["ray_unit"] or changed.get("vllm_unit"):
         user_systemctl(name="Reload the user's units", user=user, args=["daemon-reload"])
     ray_changed = any(changed[n] for n in ("ray_unit", "ray_start", "env", "non_carry_over"))
-    _ensure(user, RAY, ray_changed, units.get(RAY))
+    acted = _ensure(user, RAY, ray_changed, units.get(RAY))
     if head:
-        vllm_changed = ray_changed or any(
-            changed[n] for n in ("vllm_unit", "vllm_start", "secrets")
-        )
-        _ensure(user, VLLM, vllm_changed, units.get(VLLM))
+        vllm_inputs = ("vllm_unit", "vllm_start", "secrets")
+        vllm_changed = ray_changed or any(changed[n] for n in vllm_inputs)
+        acted = _ensure(user, VLLM, vllm_changed, units.get(VLLM)) or acted
+    return acted
 
 
-def _ensure(user: str, service: str, changed: bool, state: str | None) -> None:
+def _ensure(user: str, service: str, changed: bool, state: str | None) -> bool:
     running = state in ("active", "activating", "reloading")
-    if changed and running:
+    verb = "restart" if changed and running else "start" if not running else None
+    if verb:
         user_systemctl(
-            name=f"Restart {service}", user=user, args=["restart", "--no-block", service]
+            name=f"{verb.capitalize()} {service}", user=user, args=[verb, "--no-block", service]
         )
-    elif not running:
-        user_systemctl(name=f"Start {service}", user=user, args=["start", "--no-block", service])
+    return verb is not None
 
 
-def _wait_until_serving() -> None:
+def _wait_until_serving(acted: bool) -> None:
+    """Wait for /health when this run started or changed something, or vLLM does not answer;
+    a converged, healthy cluster is only reported (so a re-run plans no change)."""
     data = host.data
     listen = data.halo_head_address if data.halo_serve_listen == "data" else "127.0.0.1"
+    url = f"http://{listen}:{data.halo_serve_port}"
+    if not acted and cached(host, HttpStatus, url=f"{url}/health") == 200:
+        logger.info(f"{host.print_prefix}serving {data.halo_serve_served_model_name} at {url}")
+        return
     wait_for_health(
         name="Wait for vLLM's /health",
         user=data.halo_cluster_user,
-        url=f"http://{listen}:{data.halo_serve_port}",
+        url=url,
         model=data.halo_serve_served_model_name,
         timeout=data.halo_serve_ready_timeout,
         services=[VLLM, RAY],

@@ -113,6 +113,7 @@ def fresh_node(**over) -> dict:
         "rpm --queryformat": rpm_lines(over.pop("rpms", RPMS)),
         "systemd-detect-virt": over.pop("hardware", strix_halo_hardware()),
         "systemctl --user show": over.pop("units", []),
+        "%{http_code}": over.pop("health", []),
     }
     assert not over, over
     return responses

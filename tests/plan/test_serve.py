@@ -72,7 +72,7 @@ def test_head_runs_ray_head_and_vllm_with_rdma_options() -> None:
     ):
         assert line in unit.splitlines(), line
     start = head[f"{CONFIG}/ray-start.sh"]
-    assert "--head --port=6379 --ray-client-server-port=10001" in start
+    assert "--head --port=6379 \\\n    --include-dashboard=false" in start
     assert "--node-ip-address=192.168.100.1 --num-gpus=1" in start
     assert "--node-manager-port=6380" in start and "--max-worker-port=10199" in start
     vllm = head[f"{CONFIG}/vllm-start.sh"]
@@ -113,6 +113,17 @@ def test_worker_joins_the_head_and_runs_no_vllm() -> None:
     assert "Cluster services | Start halo-ray" in names
     assert "Cluster services | Start halo-vllm" not in names
     assert "Cluster services | Wait for vLLM's /health" not in names
+
+
+def test_operations_run_in_role_order_and_end_waiting_for_health() -> None:
+    """pyinfra orders operations by call-stack line numbers; roles must not interleave."""
+    result = plan_cluster(serve_cluster(top="reboot: if-needed\n"))
+    roles = [name.split(" | ")[0] for name in result.names("halo1")]
+    firsts = list(dict.fromkeys(roles))
+    assert firsts == sorted(firsts, key=roles.index)
+    assert [r for i, r in enumerate(roles) if i == 0 or roles[i - 1] != r] == firsts
+    assert result.names("halo1")[-1] == "Cluster services | Wait for vLLM's /health"
+    assert roles.index("Reboot") < roles.index("Cluster services")
 
 
 def test_no_rdma_options_without_dev_infiniband() -> None:
@@ -172,7 +183,7 @@ def test_bad_serve_values_are_one_line(serve: str, message: str) -> None:
     assert any(message in line for line in refused.value.problems), refused.value.problems
 
 
-def converged(cluster, name: str, active: bool = True) -> dict:
+def converged(cluster, name: str, active: bool = True, health: str = "200") -> dict:
     """A node as a first deploy leaves it: every service file in place, the services running."""
     first = plan_cluster(cluster).uploads(name)
     files = {
@@ -185,7 +196,7 @@ def converged(cluster, name: str, active: bool = True) -> dict:
     }
     units = ["Id=halo-ray.service", "ActiveState=active", "", "Id=halo-vllm.service"]
     units.append("ActiveState=active" if active else "ActiveState=failed")
-    return user_node(files=files, units=units)
+    return user_node(files=files, units=units, health=[health])
 
 
 def serve_ops(result: Plan, name: str) -> list[str]:
@@ -202,13 +213,20 @@ def test_rerun_writes_nothing_and_restarts_nothing() -> None:
     nodes = {n.name: converged(cluster, n.name) for n in cluster.nodes}
     result = plan(cluster, nodes)
     assert serve_ops(result, "halo2") == []
-    assert serve_ops(result, "halo1") == ["Cluster services | Wait for vLLM's /health"]
+    assert serve_ops(result, "halo1") == []
     assert not any(p.startswith((CONFIG, UNITS)) for p in result.uploads("halo1"))
 
 
-def test_new_max_model_len_restarts_vllm_only() -> None:
+def test_rerun_waits_when_vllm_does_not_answer() -> None:
+    cluster = serve_cluster()
+    nodes = {n.name: converged(cluster, n.name, health="503") for n in cluster.nodes}
+    ops = serve_ops(plan(cluster, nodes), "halo1")
+    assert ops == ["Cluster services | Wait for vLLM's /health"]
+
+
+def test_a_changed_vllm_option_restarts_vllm_only() -> None:
     before = serve_cluster()
-    after = serve_cluster(serve=", max_model_len: 4096".replace("max_model_len", "max_num_seqs"))
+    after = serve_cluster(serve=", max_num_seqs: 4")
     nodes = {n.name: converged(before, n.name) for n in before.nodes}
     result = plan(after, nodes)
     ops = serve_ops(result, "halo1")
