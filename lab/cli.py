@@ -32,6 +32,7 @@ HOST_TOOLS = {  # command -> Debian package
     "mountpoint": "util-linux",
 }
 BOOT_TIMEOUT = 90.0
+DOWN_TIMEOUT = 5.0  # seconds `lab down` lets all nodes power off cleanly before killing them
 SEED_NAME = "127.0.0.1:5000/kyuz0/vllm-therock-gfx1151:latest"
 
 
@@ -196,8 +197,11 @@ def down(quiet: bool = False) -> None:
     names |= {g.name.removeprefix(node.CGROUP_PREFIX) for g in node.lab_cgroups()}
     names |= {ns.removeprefix(network.NETNS_PREFIX) for ns in network.lab_namespaces()}
     names.discard(network.SWITCH.removeprefix(network.NETNS_PREFIX))
+    # every node powers off at once; a lab being removed need not wait for services to drain
     for name in sorted(names):
-        node.stop(node_dirs(name), name)
+        node.request_stop(node_dirs(name))
+    for name in sorted(names):
+        node.stop(node_dirs(name), name, timeout=DOWN_TIMEOUT)
     network.destroy()
     unmount_stale_roots()
     if (LAB_DIR / "nodes").exists():

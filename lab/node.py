@@ -179,12 +179,18 @@ def is_running(dirs: NodeDirs) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def stop(dirs: NodeDirs, name: str, timeout: float = 20.0) -> None:
-    """Clean poweroff (SIGTERM to nspawn), then make sure nothing of the node is left."""
+def request_stop(dirs: NodeDirs) -> None:
+    """Ask for a clean poweroff (SIGTERM to nspawn); the supervisor will not restart it."""
     if dirs.root.exists():
         dirs.stop_file.touch()
         with contextlib.suppress(OSError, ValueError):
             os.kill(int(dirs.nspawn_pid.read_text()), signal.SIGTERM)
+
+
+def stop(dirs: NodeDirs, name: str, timeout: float = 20.0) -> None:
+    """Clean poweroff, for at most `timeout` s, then make sure nothing of the node is left."""
+    if dirs.root.exists():
+        request_stop(dirs)
         deadline = time.monotonic() + timeout
         while is_running(dirs) and time.monotonic() < deadline:
             time.sleep(0.2)

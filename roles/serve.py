@@ -271,9 +271,9 @@ def _ensure(user: str, service: str, changed: bool, state: str | None) -> bool:
     running = state in ("active", "activating", "reloading")
     verb = "restart" if changed and running else "start" if not running else None
     if verb:
-        user_systemctl(
-            name=f"{verb.capitalize()} {service}", user=user, args=[verb, "--no-block", service]
-        )
+        # blocking: returns once the old container is gone and the new one runs, so the wait
+        # for /health that follows cannot be answered by the old one
+        user_systemctl(name=f"{verb.capitalize()} {service}", user=user, args=[verb, service])
     return verb is not None
 
 

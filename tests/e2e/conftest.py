@@ -56,12 +56,13 @@ class Lab:
         self.lab("up", "--nodes", str(len(self.nodes)), "--link", self.link)
         return self
 
-    def ensure_converged(self) -> Lab:
-        """These nodes up and converged with `reboot: if-needed`: a precondition a test sets up
-        itself, so that it runs alone and in any order (a no-op deploy when already there)."""
+    def ensure_converged(self, extra: str = "") -> Lab:
+        """These nodes up and converged with `reboot: if-needed` (and `extra` config): a
+        precondition a test sets up itself, so that it runs alone and in any order (a no-op
+        deploy when already there)."""
         self.ensure_up()
-        result = self.deploy(config=self.config("reboot: if-needed\n"))
-        assert result.returncode == 0, result.stderr[-3000:]
+        result = self.deploy(config=self.config("reboot: if-needed\n" + extra))
+        assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
         return self
 
     def ssh(self, node: str, command: str, check: bool = True) -> str:

@@ -1,0 +1,175 @@
+"""The lab serves: real Ray on every node and the lab's stand-in vllm on the head, as rootless
+services that a deploy starts, a reboot brings back and `serve.enabled: false` removes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from halo_cluster.facts import as_user
+from lab import cli
+from tests.e2e.conftest import ROOT, Lab, changed_hosts
+
+SERVE = (ROOT / "lab" / "serve.yml").read_text()
+MODEL = "facebook/opt-125m"
+HEAD = "192.168.100.1"
+USER = as_user("vllm", "")
+
+
+def health(lab: Lab, url: str = f"http://{HEAD}:8000") -> str:
+    return lab.ssh("node1", f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {url}/health", False)
+
+
+def wait_serving(lab: Lab, timeout: float = 300) -> float:
+    """Seconds until /health answers 200 on the head's data address."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if health(lab) == "200":
+            return time.monotonic() - start
+        time.sleep(1)
+    journal = lab.ssh("node1", f"{USER} journalctl --user -n 40 --no-pager -q", check=False)
+    raise AssertionError(f"not serving after {timeout} s:\n{journal[-3000:]}")
+
+
+def user(lab: Lab, node: str, command: str, check: bool = True) -> str:
+    return lab.ssh(node, f"{USER} {command}", check=check)
+
+
+@pytest.fixture
+def serving() -> Lab:
+    lab = Lab(2, "roce").ensure_converged(SERVE)
+    wait_serving(lab)
+    return lab
+
+
+def test_serves_the_model_on_the_head_data_address(serving: Lab) -> None:
+    lab = serving
+    assert health(lab) == "200"
+    models = json.loads(lab.ssh("node1", f"curl -s http://{HEAD}:8000/v1/models"))
+    assert [m["id"] for m in models["data"]] == [MODEL]
+    reply = lab.ssh(
+        "node1",
+        f"curl -s http://{HEAD}:8000/v1/completions -H 'Content-Type: application/json' "
+        '-d \'{"prompt": "ping"}\'',
+    )
+    assert "stand-in" in json.loads(reply)["choices"][0]["text"]
+    # bound to the data address only (listen: data): not on the management address
+    assert health(lab, "http://10.99.1.2:8000") == "000"
+
+
+def test_ray_runs_on_both_nodes_as_the_cluster_user_at_the_data_addresses(serving: Lab) -> None:
+    lab = serving
+    status = user(lab, "node1", "podman exec halo-ray ray status")
+    assert status.split("Pending:")[0].count(" node_") == 2, status
+    assert "/2.0 GPU" in status
+    for index, name in enumerate(lab.nodes, start=1):
+        raylets = lab.ssh(name, "ps -eo user:20,args | grep '[r]aylet/raylet'")
+        assert raylets.split()[0] == "vllm", raylets
+        assert f"--node_ip_address=192.168.100.{index}" in raylets
+    recorded = json.loads(
+        user(lab, "node1", "podman exec halo-vllm cat /tmp/halo-standin-vllm.json")
+    )
+    argv, env = recorded["argv"], recorded["env"]
+    assert argv[:3] == ["vllm", "serve", MODEL]
+    for arg in (
+        f"--host={HEAD}",
+        "--tensor-parallel-size=2",
+        "--distributed-executor-backend=ray",
+        "--max-model-len=2048",
+        "--enforce-eager",
+    ):
+        assert arg in argv
+    assert env["VLLM_HOST_IP"] == HEAD and env["NCCL_SOCKET_IFNAME"] == "enp1s0f0np0"
+    assert env["RAY_ADDRESS"] == f"{HEAD}:6379"
+
+
+def test_rerun_changes_nothing(serving: Lab) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "halo_cluster.drift", "--json-out", "/dev/null"],
+        cwd=ROOT,
+        env={
+            **cli.os.environ,
+            "CLUSTER_CONFIG": str(serving.config("reboot: if-needed\n" + SERVE)),
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    again = serving.deploy("--json", config=serving.config("reboot: if-needed\n" + SERVE))
+    assert changed_hosts(json.loads(again.stdout)) == {}
+    assert f"serving {MODEL} at http://{HEAD}:8000" in again.stderr
+
+
+def test_both_nodes_rebooted_serve_again_with_no_deploy(serving: Lab) -> None:
+    lab = serving
+    reboots = [
+        subprocess.Popen([sys.executable, "-m", "lab", "reboot", name], cwd=ROOT)
+        for name in lab.nodes
+    ]
+    assert all(process.wait(timeout=300) == 0 for process in reboots)
+    seconds = wait_serving(lab)
+    print(f"serving again {seconds:.1f} s after both nodes booted")
+
+
+def test_killed_worker_ray_is_restarted_and_vllm_serves_again(serving: Lab) -> None:
+    lab = serving
+    before = user(lab, "node2", "systemctl --user show -p NRestarts --value halo-ray")
+    lab.ssh("node2", "pkill -KILL -f '[r]aylet/raylet'")
+    deadline = time.monotonic() + 120
+    while user(lab, "node2", "systemctl --user show -p NRestarts --value halo-ray") == before:
+        assert time.monotonic() < deadline, "systemd did not restart the worker's Ray"
+        time.sleep(1)
+    time.sleep(5)  # vLLM notices the lost node and restarts in turn
+    wait_serving(lab)
+    status = user(lab, "node1", "podman exec halo-ray ray status")
+    assert "/2.0 GPU" in status
+
+
+def test_changed_max_model_len_restarts_vllm_only(serving: Lab) -> None:
+    lab = serving
+    ray_ids = {n: user(lab, n, "podman inspect -f '{{.Id}}' halo-ray") for n in lab.nodes}
+    changed = lab.config("reboot: if-needed\n" + SERVE.replace("2048", "1024"))
+    result = lab.deploy("--json", config=changed)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ops = changed_hosts(json.loads(result.stdout))
+    assert ops["Cluster services | Restart halo-vllm"] == ["node1"]
+    assert not any("halo-ray" in name for name in ops)
+    assert {n: user(lab, n, "podman inspect -f '{{.Id}}' halo-ray") for n in lab.nodes} == ray_ids
+    recorded = user(lab, "node1", "podman exec halo-vllm cat /tmp/halo-standin-vllm.json")
+    assert "--max-model-len=1024" in json.loads(recorded)["argv"]
+
+
+def test_disabled_leaves_no_unit_and_no_container(serving: Lab) -> None:
+    lab = serving
+    result = lab.deploy(config=lab.config("reboot: if-needed\nserve: {enabled: false}\n"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name in lab.nodes:
+        left = lab.ssh(
+            name,
+            "ls ~vllm/.config/containers/systemd ~vllm/.config/halo-cluster 2>/dev/null || true",
+        )
+        assert not [f for f in left.split() if f.startswith("halo-") or f.endswith((".sh", ".env"))]
+        assert "halo-" not in user(lab, name, "podman ps -a --format '{{.Names}}'")
+        assert user(lab, name, "systemctl --user is-active halo-ray", check=False).strip() in (
+            "inactive",
+            "unknown",
+        )
+
+
+def test_four_nodes_tp2_pp2_serve() -> None:
+    lab = Lab(4, "roce").ensure_converged(
+        SERVE.replace("  enabled: true", "  enabled: true\n  tensor_parallel_size: 2\n"
+                      "  pipeline_parallel_size: 2")
+    )  # fmt: skip
+    wait_serving(lab)
+    status = user(lab, "node1", "podman exec halo-ray ray status")
+    assert "/4.0 GPU" in status
+    recorded = json.loads(
+        user(lab, "node1", "podman exec halo-vllm cat /tmp/halo-standin-vllm.json")
+    )
+    assert "--pipeline-parallel-size=2" in recorded["argv"]
