@@ -9,7 +9,7 @@ LAB_CONFIG := .lab/cluster.yml
 SERVE  ?=
 DEMO_CONFIG := $(if $(SERVE),.lab/cluster-serve.yml,$(LAB_CONFIG))
 
-.PHONY: venv test unit lint demo lab-up lab-down lab-status lab-reboot deploy verify drift bench
+.PHONY: venv test unit lint demo lab-up lab-down lab-status lab-reboot deploy verify drift status bench
 
 venv: $(VENV)/.installed
 
@@ -53,6 +53,9 @@ verify: venv
 
 drift: venv
 	CLUSTER_CONFIG=$(CLUSTER_CONFIG) $(PY) -m halo_cluster.drift
+
+status: venv
+	CLUSTER_CONFIG=$(CLUSTER_CONFIG) $(PY) -m halo_cluster.status
 
 deploy: venv
 	CLUSTER_CONFIG=$(CLUSTER_CONFIG) $(VENV)/bin/pyinfra inventory.py deploy.py

@@ -80,6 +80,7 @@ class Serve:
     env: dict[str, str] = field(default_factory=dict)
     ready_timeout: int = 1800
     wait: bool = True
+    nccl_debug: bool = False
     download: bool = False
     object_store_mib: int | None = None
 

@@ -239,6 +239,12 @@ SCHEMA: tuple[Field, ...] = (
         "Wait for /health at the end of the deploy (`--data halo_serve_wait=false` skips it).",
     ),
     Field(
+        "serve.nccl_debug",
+        "boolean",
+        False,
+        "`NCCL_DEBUG=INFO` for vLLM's RCCL: `make verify` then reads which transport RCCL used.",
+    ),
+    Field(
         "serve.download",
         "boolean",
         False,

@@ -46,6 +46,7 @@ VARIABLES = (
     "halo_serve_download",
     "halo_serve_object_store_mib",
     "halo_serve_wait",
+    "halo_serve_nccl_debug",
     "halo_cluster_user",
     "halo_image",
     "halo_role",
@@ -233,6 +234,7 @@ def _environment(node: NodeContext) -> str:
         **launcher.environment_values(node),
         gcs_port=PORTS["port"],
         env=dict(host.data.halo_serve_env),
+        nccl_debug=host.data.halo_serve_nccl_debug,
     )
 
 

@@ -8,6 +8,7 @@ end shows passed / FAILED / NOT VERIFIED per node and check, with measured value
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -20,10 +21,12 @@ from pathlib import Path
 import pytest
 import testinfra
 
+from halo_cluster import sshconfig
 from halo_cluster.facts import CONTAINER_IMAGE, IMAGE_ID, NetworkInterfaces, as_user
 from halo_cluster.loader import ConfigError, load_cluster
 from halo_cluster.model import Cluster, Node
 from halo_cluster.safety import resolve_interface
+from halo_cluster.status import RAY_NODES
 
 ROOT = Path(__file__).resolve().parents[2]
 NOT_VERIFIED = "NOT VERIFIED"
@@ -101,9 +104,25 @@ class Target:
             )
         return self._frames[key]
 
+    @cached_property
+    def ray_nodes(self) -> list[list]:
+        """[address, alive, GPUs] of every node Ray knows, read in the head's Ray container."""
+        ray = (
+            "py=$(sed -n '1s/^#!//p' \"$(command -v ray)\"); "
+            f'"${{py:-python3}}" -c {shlex.quote(RAY_NODES)}'
+        )
+        found = self.user_podman(f"podman exec halo-ray sh -c {shlex.quote(ray)}")
+        try:
+            return json.loads(found.splitlines()[-1]) if found else []
+        except ValueError:
+            return []
+
     def gather(self) -> None:
         """Read the slow values (rootless podman, toolbox) now, so nodes can be read at once."""
-        for value in ("interface", "container", "image_id", "toolbox_image", "inside_toolbox"):
+        values = ["interface", "container", "image_id", "toolbox_image", "inside_toolbox"]
+        if self.cluster.serve.enabled and self.node.role == "head":
+            values.append("ray_nodes")
+        for value in values:
             getattr(self, value)
 
     def not_verified(self, what: str) -> None:
@@ -120,29 +139,6 @@ def pytest_configure(config: pytest.Config) -> None:
         pytest.exit("\n".join(error.problems), returncode=2)
 
 
-def _ssh_config(cluster: Cluster, folder: Path) -> str:
-    lines = []
-    for node in cluster.nodes:
-        lines += [
-            f"Host halo-{node.name}",
-            f"  HostName {node.ssh_host}",
-            f"  Port {node.ssh_port}",
-            f"  User {node.ssh_user}",
-            "  BatchMode yes",
-            "  ConnectTimeout 10",
-            "  LogLevel ERROR",
-            # one connection per node for every check: a handshake costs more than most checks
-            "  ControlMaster auto",
-            f"  ControlPath {folder}/%C",
-            "  ControlPersist 120",
-        ]
-        if node.ssh_key:
-            lines.append(f"  IdentityFile {node.ssh_key}")
-        if node.ssh_known_hosts:
-            lines += [f"  UserKnownHostsFile {node.ssh_known_hosts}", "  StrictHostKeyChecking yes"]
-    return "\n".join(lines) + "\n"
-
-
 @pytest.fixture(scope="session")
 def cluster(pytestconfig: pytest.Config) -> Cluster:
     return pytestconfig.halo_cluster  # type: ignore[attr-defined]
@@ -150,15 +146,15 @@ def cluster(pytestconfig: pytest.Config) -> Cluster:
 
 @pytest.fixture(scope="session")
 def targets(cluster: Cluster) -> dict[str, Target]:
-    folder = Path(tempfile.mkdtemp(prefix="halo-verify-"))
-    config = folder / "ssh_config"
-    config.write_text(_ssh_config(cluster, folder))
+    config = sshconfig.write(cluster, Path(tempfile.mkdtemp(prefix="halo-verify-")))
     found = {
         node.name: Target(
             cluster,
             node,
             testinfra.get_host(
-                f"ssh://halo-{node.name}", ssh_config=str(config), sudo=node.ssh_user != "root"
+                f"ssh://{sshconfig.alias(node)}",
+                ssh_config=str(config),
+                sudo=node.ssh_user != "root",
             ),
         )
         for node in cluster.nodes
@@ -173,6 +169,18 @@ def targets(cluster: Cluster) -> dict[str, Target]:
                 if peer is not target:
                     pool.submit(target.frames_to, peer.node.address, size)
     return found
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The serving checks run only where the config serves; elsewhere they are not collected."""
+    cluster: Cluster = config.halo_cluster  # type: ignore[attr-defined]
+    if cluster.serve.enabled:
+        return
+    kept = [item for item in items if "test_serving.py" not in item.nodeid]
+    if len(kept) != len(items):
+        print(f"serving checks left out: serve.enabled is false in {cluster.source}")
+        config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+        items[:] = kept
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -1,0 +1,244 @@
+"""The serving cluster at a glance: `make status` or `python -m halo_cluster.status [--json]`.
+
+One SSH command per node, all nodes at once: each service unit (state, restarts, since when, the
+last error line of a failed one), and from the head the Ray nodes (address, alive, GPUs) and
+vLLM's health, model and URL. Exit 0 when everything is up, 2 when something is down, 1 when a
+node cannot be reached (or the config is bad).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from halo_cluster import sshconfig
+from halo_cluster.facts import as_user
+from halo_cluster.loader import ConfigError, load_cluster
+from halo_cluster.model import Cluster, Node
+
+ROOT = Path(__file__).resolve().parents[1]
+UP, DOWN, UNREACHABLE = 0, 2, 1
+VERDICTS = {UP: "up", DOWN: "something is down", UNREACHABLE: "a node cannot be reached"}
+SERVICES = ("halo-ray", "halo-vllm")
+SECRETS = ".config/halo-cluster/secrets.env"
+# run inside the Ray container with the Python that runs `ray`: the image's own, whatever it is
+RAY_NODES = (
+    "import json, ray; ray.init(address='auto', logging_level='ERROR'); "
+    "print(json.dumps([[n['NodeManagerAddress'], n['Alive'], n['Resources'].get('GPU', 0)] "
+    "for n in ray.nodes()]))"
+)
+
+
+@dataclass
+class Unit:
+    name: str
+    state: str = "absent"
+    restarts: int = 0
+    since: str = ""
+    error: str = ""
+
+
+@dataclass
+class NodeStatus:
+    name: str
+    role: str
+    address: str
+    reachable: bool = True
+    ray: str = "absent"  # alive, dead, absent (not among Ray's nodes)
+    gpus: float = 0
+    units: list[Unit] = field(default_factory=list)
+    vllm: dict = field(default_factory=dict)  # head only: health, models, url
+
+
+def gather_script(cluster: Cluster, node: Node) -> str:
+    user = cluster.cluster_user
+    units = " ".join(f"{s}.service" for s in SERVICES)
+    show = f"systemctl --user show -p Id,ActiveState,NRestarts,StateChangeTimestamp {units}"
+    failed = as_user(user, "systemctl --user is-failed $u.service")
+    last = as_user(user, "journalctl --user -u $u.service -n 1 -q --no-pager -o cat")
+    lines = [
+        "echo @@units",
+        f"{as_user(user, show)} 2>/dev/null",
+        "echo @@errors",
+        f"for u in {' '.join(SERVICES)}; do "
+        f'if [ "$({failed} 2>/dev/null)" = failed ]; then echo "$u $({last})"; fi; done',
+    ]
+    if node.role == "head":
+        serve = cluster.serve
+        url = f"http://{_listen(cluster)}:{serve.port}"
+        ray = (
+            "py=$(sed -n '1s/^#!//p' \"$(command -v ray)\"); "
+            f'"${{py:-python3}}" -c {shlex.quote(RAY_NODES)}'
+        )
+        lines += [
+            "echo @@ray",
+            f"{as_user(user, f'podman exec halo-ray sh -c {shlex.quote(ray)}')} 2>/dev/null",
+            "echo @@health",
+            f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {url}/health",
+            "echo",
+            "echo @@models",
+            f"key=$(sed -n 's/^VLLM_API_KEY=//p' ~{user}/{SECRETS} 2>/dev/null); "
+            f'curl -s -m 5 ${{key:+-H "Authorization: Bearer $key"}} {url}/v1/models',
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _listen(cluster: Cluster) -> str:
+    return cluster.head.address if cluster.serve.listen == "data" else "127.0.0.1"
+
+
+def sections(output: str) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    current = None
+    for line in output.splitlines():
+        if line.startswith("@@"):
+            current = found.setdefault(line[2:], [])
+        elif current is not None and line.strip():
+            current.append(line)
+    return found
+
+
+def parse_units(lines: list[str], errors: list[str]) -> list[Unit]:
+    units: dict[str, Unit] = {}
+    unit = None
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key == "Id":
+            unit = units.setdefault(
+                value.removesuffix(".service"), Unit(value.removesuffix(".service"))
+            )
+        elif unit and key == "ActiveState":
+            unit.state = value
+        elif unit and key == "NRestarts":
+            unit.restarts = int(value or 0)
+        elif unit and key == "StateChangeTimestamp":
+            unit.since = value
+    for line in errors:
+        name, _, message = line.partition(" ")
+        if name in units:
+            units[name].error = message
+    return [units.get(name, Unit(name)) for name in SERVICES]
+
+
+def read_node(cluster: Cluster, node: Node, config: Path) -> tuple[NodeStatus, list]:
+    status = NodeStatus(node.name, node.role, node.address)
+    result = subprocess.run(
+        ["ssh", "-F", str(config), sshconfig.alias(node), "sh", "-s"],
+        input=gather_script(cluster, node),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if result.returncode == 255:
+        status.reachable = False
+        status.vllm = {"error": result.stderr.strip().splitlines()[-1:] or ["unreachable"]}
+        return status, []
+    found = sections(result.stdout)
+    status.units = parse_units(found.get("units", []), found.get("errors", []))
+    if node.role == "worker":
+        status.units = [u for u in status.units if u.name != "halo-vllm"]
+        return status, []
+    status.vllm = _vllm(cluster, found)
+    try:
+        ray_nodes = json.loads((found.get("ray") or ["[]"])[-1])
+    except ValueError:
+        ray_nodes = []
+    return status, ray_nodes
+
+
+def _vllm(cluster: Cluster, found: dict[str, list[str]]) -> dict:
+    health = (found.get("health") or ["000"])[0].strip()
+    try:
+        models = [m["id"] for m in json.loads(" ".join(found.get("models", [])))["data"]]
+    except (ValueError, KeyError, TypeError):
+        models = []
+    url = f"http://{_listen(cluster)}:{cluster.serve.port}"
+    return {"health": int(health) if health.isdigit() else 0, "models": models, "url": url}
+
+
+def collect(cluster: Cluster) -> list[NodeStatus]:
+    with tempfile.TemporaryDirectory(prefix="halo-status-") as folder:
+        config = sshconfig.write(cluster, Path(folder))
+        with ThreadPoolExecutor(max_workers=len(cluster.nodes)) as pool:
+            results = list(pool.map(lambda n: read_node(cluster, n, config), cluster.nodes))
+        subprocess.run(
+            ["ssh", "-F", str(config), "-O", "exit", *[sshconfig.alias(n) for n in cluster.nodes]],
+            capture_output=True,
+        )
+    statuses = [status for status, _ in results]
+    ray_nodes = next((nodes for _, nodes in results if nodes), [])
+    for status in statuses:
+        mine = [n for n in ray_nodes if n[0] == status.address]
+        if mine:
+            status.ray = "alive" if any(alive for _, alive, _ in mine) else "dead"
+            status.gpus = sum(gpus for _, alive, gpus in mine if alive)
+    return statuses
+
+
+def exit_code(cluster: Cluster, statuses: list[NodeStatus]) -> int:
+    if not all(s.reachable for s in statuses):
+        return UNREACHABLE
+    up = (
+        all(s.ray == "alive" and all(u.state == "active" for u in s.units) for s in statuses)
+        and next(s for s in statuses if s.role == "head").vllm.get("health") == 200
+    )
+    return UP if up else DOWN
+
+
+def table(cluster: Cluster, statuses: list[NodeStatus]) -> str:
+    rows = [("node", "role", "ray", "node ip", "gpus", "services", "vllm")]
+    for s in statuses:
+        if not s.reachable:
+            rows.append((s.name, s.role, "?", s.address, "?", "unreachable", s.vllm["error"][0]))
+            continue
+        services = ", ".join(
+            f"{u.name} {u.state}" + (f" ({u.restarts} restarts)" if u.restarts else "")
+            + (f" since {u.since}" if u.since else "")
+            for u in s.units
+        )  # fmt: skip
+        vllm = ""
+        if s.role == "head":
+            health = s.vllm.get("health")
+            vllm = f"health {health or 'no answer'}, {' '.join(s.vllm['models']) or 'no model'}"
+            vllm += f", {s.vllm['url']}"
+        rows.append((s.name, s.role, s.ray, s.address, f"{s.gpus:g}", services, vllm))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    lines = [
+        "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    ]
+    lines += [f"{s.name}: {u.name} failed: {u.error}" for s in statuses for u in s.units if u.error]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m halo_cluster.status", description=__doc__)
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    args = parser.parse_args(argv)
+    try:
+        cluster = load_cluster(os.environ.get("CLUSTER_CONFIG") or ROOT / "cluster.yml")
+    except ConfigError as error:
+        print("\n".join(error.problems), file=sys.stderr)
+        return UNREACHABLE
+    if not cluster.serve.enabled:
+        print(f"status: serve.enabled is false in {cluster.source}: no services to show")
+        return DOWN
+    statuses = collect(cluster)
+    code = exit_code(cluster, statuses)
+    if args.json:
+        print(json.dumps({"exit_code": code, "nodes": [asdict(s) for s in statuses]}, indent=2))
+    else:
+        print(table(cluster, statuses))
+        print(f"status: {VERDICTS[code]}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,103 @@
+"""The serving cluster (when `serve.enabled`): Ray's nodes, vLLM's health, models, API key and a
+completion, and which transport RCCL really used between the nodes."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+
+from halo_cluster import nccl
+from halo_cluster.facts import as_user
+from tests.infra.conftest import NOT_VERIFIED, Target
+
+STANDIN = "stand-in"
+
+
+def url(head: Target) -> str:
+    serve = head.cluster.serve
+    listen = head.node.address if serve.listen == "data" else "127.0.0.1"
+    return f"http://{listen}:{serve.port}"
+
+
+def api_key(head: Target) -> str:
+    path = head.cluster.serve.api_key_file
+    return open(path).read().strip() if path else ""
+
+
+def curl(head: Target, path: str, key: str = "", body: str = "") -> tuple[int, str]:
+    auth = f"-H {shlex.quote('Authorization: Bearer ' + key)} " if key else ""
+    data = f"-H 'Content-Type: application/json' -d {shlex.quote(body)} " if body else ""
+    out = head.run(f"curl -s -m 20 -w '\\n%{{http_code}}' {auth}{data}{url(head)}{path}").stdout
+    text, _, code = out.rpartition("\n")
+    return int(code) if code.strip().isdigit() else 0, text
+
+
+def test_ray_has_every_node_with_one_gpu(head: Target, measured) -> None:
+    nodes = head.ray_nodes
+    alive = {address: gpus for address, is_alive, gpus in nodes if is_alive}
+    wanted = {n.address: 1 for n in head.cluster.nodes}
+    assert alive == wanted, (
+        f"Ray sees {alive or 'no node'}, expected {wanted} (one GPU per node at its data "
+        "address): `systemctl --user status halo-ray` on the missing nodes; check the data link"
+    )
+    measured(f"{len(alive)} nodes, {sum(alive.values()):g} GPUs")
+
+
+def test_vllm_health(head: Target, measured) -> None:
+    code, _ = curl(head, "/health")
+    assert code == 200, (
+        f"{url(head)}/health answered {code or 'nothing'}: "
+        "`journalctl --user -u halo-vllm` on the head (still loading, or failed)"
+    )
+    measured(f"{url(head)}/health 200")
+
+
+def test_vllm_serves_the_model(head: Target, measured) -> None:
+    key = api_key(head)
+    code, text = curl(head, "/v1/models", key)
+    assert code == 200, f"/v1/models answered {code}: {text[:200]}"
+    names = [m["id"] for m in json.loads(text)["data"]]
+    wanted = head.cluster.serve.served_model_name
+    assert wanted in names, f"/v1/models names {names}, expected {wanted}: re-run the deploy"
+    if key:
+        refused, _ = curl(head, "/v1/models")
+        assert refused == 401, f"/v1/models without the API key answered {refused}, expected 401"
+        measured(f"{wanted}; 401 without the key")
+    else:
+        measured(wanted)
+
+
+def test_completion_returns_text(head: Target, measured) -> None:
+    body = json.dumps(
+        {"model": head.cluster.serve.served_model_name, "prompt": "2+2=", "max_tokens": 4}
+    )
+    code, text = curl(head, "/v1/completions", api_key(head), body)
+    assert code == 200, f"/v1/completions answered {code}: {text[:200]}"
+    answer = json.loads(text)["choices"][0]["text"]
+    assert answer, "the completion returned no text"
+    if STANDIN in answer:
+        pytest.skip(f"{NOT_VERIFIED}: model output: the lab's stand-in answered, not a model")
+    measured(repr(answer[:40]))
+
+
+def test_rccl_transport(head: Target, measured) -> None:
+    if head.cluster.interconnect != "roce":
+        pytest.skip("thunderbolt: RCCL uses sockets by design (NCCL_IB_DISABLE=1)")
+    head.not_verified("RCCL transport (no RDMA device, no GPU, a stand-in vLLM)")
+    log = head.run(
+        as_user(
+            head.cluster.cluster_user, "journalctl --user -u halo-vllm.service -o cat --no-pager"
+        )
+    ).stdout
+    found = nccl.parse(log)
+    assert found.transport, (
+        "no NCCL transport line in halo-vllm's journal: set `serve.nccl_debug: true` and re-run "
+        "the deploy, then verify again once vLLM has served a request"
+    )
+    assert found.rdma, (
+        f"RCCL uses sockets ({found.evidence}): check /dev/infiniband inside the container, irdma "
+        f"loaded, NCCL_IB_HCA naming the data port's RDMA device, GID index 1 (RoCE v2)"
+    )
+    measured(f"via NET/IB on {', '.join(found.devices) or '?'}")

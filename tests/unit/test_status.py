@@ -1,0 +1,78 @@
+"""`make status`: what it reads from a node and how it decides up, down or unreachable."""
+
+from __future__ import annotations
+
+import yaml
+
+from halo_cluster import status
+from halo_cluster.loader import parse_cluster
+
+CLUSTER = parse_cluster(
+    yaml.safe_load(
+        "cluster_user: vllm\nserve: {enabled: true, model: org/model}\nnodes:\n"
+        "  - {name: a, ssh: {host: h1}, data: {interface: eth1}}\n"
+        "  - {name: b, ssh: {host: h2}, data: {interface: eth1}}\n"
+    )
+)
+HEAD_OUTPUT = """@@units
+Id=halo-ray.service
+ActiveState=active
+NRestarts=0
+StateChangeTimestamp=Mon 2026-11-30 08:49:47 UTC
+
+Id=halo-vllm.service
+ActiveState=failed
+NRestarts=3
+StateChangeTimestamp=Mon 2026-11-30 08:50:01 UTC
+@@errors
+halo-vllm ValueError: the number of required GPUs (2) exceeds the total number of available GPUs
+@@ray
+[["192.168.100.1", true, 1.0], ["192.168.100.2", false, 1.0]]
+@@health
+000
+@@models
+"""
+
+
+def test_sections_and_units() -> None:
+    found = status.sections(HEAD_OUTPUT)
+    units = status.parse_units(found["units"], found["errors"])
+    assert [(u.name, u.state, u.restarts) for u in units] == [
+        ("halo-ray", "active", 0),
+        ("halo-vllm", "failed", 3),
+    ]
+    assert units[1].error.startswith("ValueError: the number of required GPUs (2)")
+    assert found["ray"] == ['[["192.168.100.1", true, 1.0], ["192.168.100.2", false, 1.0]]']
+
+
+def test_down_when_a_worker_left_ray_and_vllm_failed() -> None:
+    found = status.sections(HEAD_OUTPUT)
+    head = status.NodeStatus("a", "head", "192.168.100.1", ray="alive", gpus=1)
+    head.units = status.parse_units(found["units"], found["errors"])
+    head.vllm = status._vllm(CLUSTER, found)
+    worker = status.NodeStatus("b", "worker", "192.168.100.2", ray="dead")
+    worker.units = [status.Unit("halo-ray", "active")]
+    assert status.exit_code(CLUSTER, [head, worker]) == status.DOWN
+    text = status.table(CLUSTER, [head, worker])
+    assert "a: halo-vllm failed: ValueError" in text
+    assert "health no answer, no model, http://192.168.100.1:8000" in text
+
+
+def test_up_and_unreachable() -> None:
+    head = status.NodeStatus("a", "head", "192.168.100.1", ray="alive", gpus=1)
+    head.units = [status.Unit("halo-ray", "active"), status.Unit("halo-vllm", "active")]
+    head.vllm = {"health": 200, "models": ["org/model"], "url": "http://192.168.100.1:8000"}
+    worker = status.NodeStatus("b", "worker", "192.168.100.2", ray="alive", gpus=1)
+    worker.units = [status.Unit("halo-ray", "active")]
+    assert status.exit_code(CLUSTER, [head, worker]) == status.UP
+    gone = status.NodeStatus("b", "worker", "192.168.100.2", reachable=False)
+    gone.vllm = {"error": ["ssh: connect to host h2 port 22: No route to host"]}
+    assert status.exit_code(CLUSTER, [head, gone]) == status.UNREACHABLE
+
+
+def test_gather_script_never_prints_the_api_key() -> None:
+    script = status.gather_script(CLUSTER, CLUSTER.head)
+    assert "VLLM_API_KEY=//p" in script and "echo $key" not in script
+    assert "podman exec halo-ray" in script
+    assert "halo-ray" in status.gather_script(CLUSTER, CLUSTER.workers[0])
+    assert "@@ray" not in status.gather_script(CLUSTER, CLUSTER.workers[0])
