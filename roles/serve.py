@@ -115,39 +115,12 @@ def apply(node: NodeContext) -> None:
     home = snapshot.home(user) or f"/home/{user}"
     where = {name: f"{home}/{path}" for name, path in files(host.data).items()}
     if not host.data.halo_serve_enabled:
-        present = [path for path in where.values() if snapshot.exists(path)]
-        if present:
-            remove_user_services(
-                name="Stop and remove the cluster services",
-                user=user,
-                services=[VLLM, RAY],
-                paths=present,
-            )
+        _remove(user, snapshot, list(where.values()), [VLLM, RAY], "the cluster services")
         return
-
     head = host.data.halo_role == "head"
-    wanted = _wanted_files(node, head)
-    changed = {
-        name: _differs(snapshot, where[name], text, mode) for name, (text, mode) in wanted.items()
-    }
-    for name, (text, mode) in wanted.items():
-        text_file(
-            name=f"{'Secrets' if name == 'secrets' else 'Service file'} {where[name]}",
-            path=where[name],
-            text=text,
-            mode=mode,
-            owner=user,
-            secret=name == "secrets",
-        )
-    stale = [where["vllm_unit"], where["vllm_start"]] if not head else []
-    if any(snapshot.exists(path) for path in stale):
-        remove_user_services(
-            name="Remove vLLM from a node that is no longer the head",
-            user=user,
-            services=[VLLM],
-            paths=[path for path in stale if snapshot.exists(path)],
-        )
-
+    changed = _write_files(user, snapshot, where, _wanted_files(node, head))
+    if not head:
+        _remove(user, snapshot, [where["vllm_unit"], where["vllm_start"]], [VLLM], "vLLM")
     if host.data.halo_serve_download and changed["model"]:
         download_model(
             name=f"Download {host.data.halo_serve_model} on this node",
@@ -158,6 +131,33 @@ def apply(node: NodeContext) -> None:
     acted = _start_or_restart(user, head, changed)
     if head and host.data.halo_serve_wait:
         _wait_until_serving(acted or any(changed.values()))
+
+
+def _write_files(
+    user: str, snapshot, where: dict[str, str], wanted: dict[str, tuple[str, str]]
+) -> dict[str, bool]:
+    """Write every wanted file; which of them change."""
+    changed = {}
+    for name, (text, mode) in wanted.items():
+        changed[name] = _differs(snapshot, where[name], text, mode)
+        text_file(
+            name=f"{'Secrets' if name == 'secrets' else 'Service file'} {where[name]}",
+            path=where[name],
+            text=text,
+            mode=mode,
+            owner=user,
+            secret=name == "secrets",
+        )
+    return changed
+
+
+def _remove(user: str, snapshot, paths: list[str], services: list[str], what: str) -> None:
+    """Stop `services` and remove those of `paths` that exist (nothing when none does)."""
+    present = [path for path in paths if snapshot.exists(path)]
+    if present:
+        remove_user_services(
+            name=f"Stop and remove {what}", user=user, services=services, paths=present
+        )
 
 
 def _wanted_files(node: NodeContext, head: bool) -> dict[str, tuple[str, str]]:

@@ -253,6 +253,7 @@ def test_disabled_stops_and_removes_the_services() -> None:
     nodes = {n.name: converged(enabled, n.name) for n in enabled.nodes}
     result = plan(disabled, nodes)
     assert serve_ops(result, "halo1") == ["Cluster services | Stop and remove the cluster services"]
+    assert serve_ops(result, "halo2") == ["Cluster services | Stop and remove the cluster services"]
     commands = "\n".join(result.commands("halo1"))
     assert commands.index("systemctl --user stop") < commands.index("rm -f")
     assert f"{UNITS}/halo-vllm.container" in commands
