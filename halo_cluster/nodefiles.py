@@ -58,6 +58,11 @@ class NodeFiles:
             raise UndeclaredPath(f"{path} is in no role's paths(): declare it next to the role")
         return self.files.get(path)
 
+    def differs(self, path: str, text: str, mode: str) -> bool:
+        """Whether `path` must be written to hold `text` with `mode` (missing counts)."""
+        present = self.current(path)
+        return present is None or present.text != text or present.mode != mode
+
     def _expand(self, pattern: str) -> str:
         """`~user/...` as the node's shell expands it (/home/user when the user is new)."""
         if not pattern.startswith("~"):

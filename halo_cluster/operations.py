@@ -47,9 +47,10 @@ def text_file(
         text_file(name="Kernel arguments for new kernels", path="/etc/kernel/cmdline",
                   text="ro rhgb quiet iommu=pt\\n")
     """
-    present = node_files(host).current(path)
+    files = node_files(host)
+    present = files.current(path)
     mode = mode or (present.mode if present else "644")
-    if present and present.text == text and present.mode == mode:
+    if not files.differs(path, text, mode):
         host.noop(f"{path} is up to date")
         return
     before = present.text if present else None
@@ -180,10 +181,10 @@ def pull_image(user: str, image: str):
                    image="docker.io/kyuz0/vllm-therock-gfx1151:latest")
     """
     command = as_user(user, f"podman pull --quiet {shlex.quote(image)} >/dev/null")
-    yield FunctionCommand(_run_saying_what, (command, f"podman pull {image} as {user}"), {})
+    yield FunctionCommand(run_saying_what, (command, f"podman pull {image} as {user}"), {})
 
 
-def _run_saying_what(state, host, command: str, what: str) -> bool:
+def run_saying_what(state, host, command: str, what: str) -> bool:
     """Run a long command, logging what it waits for and for how long so far."""
     with waiting(host, what):
         done, output = host.run_shell_command(command)

@@ -6,9 +6,10 @@ import shlex
 import time
 
 from pyinfra import logger
-from pyinfra.api import FunctionCommand, OperationError, operation
+from pyinfra.api import FunctionCommand, operation
 
 from halo_cluster.facts import as_user
+from halo_cluster.operations import run_saying_what
 from halo_cluster.progress import waiting
 
 POLL_SECONDS = 3
@@ -80,15 +81,11 @@ def download_model(user: str, image: str, model: str):
         '-v "$HOME/.cache/huggingface:/root/.cache/huggingface" '
         f"{shlex.quote(image)} huggingface-cli download {shlex.quote(model)} >/dev/null"
     )
-    yield FunctionCommand(_run_saying_what, (as_user(user, f"sh -c {shlex.quote(run)}"), model), {})
-
-
-def _run_saying_what(state, host, command: str, what: str) -> bool:
-    with waiting(host, f"the download of {what}"):
-        done, output = host.run_shell_command(command)
-    if not done:
-        raise OperationError(f"downloading {what} failed: {output.stderr.strip()[-500:]}")
-    return True
+    yield FunctionCommand(
+        run_saying_what,
+        (as_user(user, f"sh -c {shlex.quote(run)}"), f"the download of {model}"),
+        {},
+    )
 
 
 @operation(is_idempotent=False)

@@ -37,6 +37,14 @@ RAY_NODES = (
 )
 
 
+def ray_nodes_command() -> str:
+    """Inside the Ray container: Ray's nodes as JSON, with the Python that runs `ray`."""
+    return (
+        "py=$(sed -n '1s/^#!//p' \"$(command -v ray)\"); "
+        f'"${{py:-python3}}" -c {shlex.quote(RAY_NODES)}'
+    )
+
+
 @dataclass
 class Unit:
     name: str
@@ -74,10 +82,7 @@ def gather_script(cluster: Cluster, node: Node) -> str:
     if node.role == "head":
         serve = cluster.serve
         url = f"http://{_listen(cluster)}:{serve.port}"
-        ray = (
-            "py=$(sed -n '1s/^#!//p' \"$(command -v ray)\"); "
-            f'"${{py:-python3}}" -c {shlex.quote(RAY_NODES)}'
-        )
+        ray = ray_nodes_command()
         lines += [
             "echo @@ray",
             f"{as_user(user, f'podman exec halo-ray sh -c {shlex.quote(ray)}')} 2>/dev/null",

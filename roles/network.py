@@ -57,10 +57,9 @@ def apply(node: NodeContext) -> None:
     )
     path = keyfile(host.data)
     # NetworkManager ignores a keyfile that others can read: text_file rewrites one of another mode
-    present = node_files(host).current(path)
+    changed = node_files(host).differs(path, wanted, "600")
     text_file(name=f"NetworkManager profile {path}", path=path, text=wanted, mode="600")
 
-    changed = present is None or present.text != wanted or present.mode != "600"
     if interface and (changed or not _live(interface)):
         connection = host.data.halo_nm_connection
         activate_connection(name=f"Activate {connection} on {interface}", connection=connection)

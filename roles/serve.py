@@ -4,6 +4,7 @@ stopped and removed."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from pyinfra import host, logger
@@ -139,7 +140,7 @@ def _write_files(
     """Write every wanted file; which of them change."""
     changed = {}
     for name, (text, mode) in wanted.items():
-        changed[name] = _differs(snapshot, where[name], text, mode)
+        changed[name] = snapshot.differs(where[name], text, mode)
         text_file(
             name=f"{'Secrets' if name == 'secrets' else 'Service file'} {where[name]}",
             path=where[name],
@@ -189,7 +190,12 @@ def _wanted_files(node: NodeContext, head: bool) -> dict[str, tuple[str, str]]:
         "model": (f"{data.halo_serve_model}\n", "644"),
     }
     if head:
-        vllm_ctx = {**ray_ctx, "model": data.halo_serve_model, "gpus": _gpus(), "argv": argv()}
+        vllm_ctx = {
+            **ray_ctx,
+            "model": data.halo_serve_model,
+            "gpus": _gpus(),
+            "argv": [shlex.quote(a) for a in argv()],
+        }
         wanted["vllm_unit"] = (render("halo-vllm.container.j2", **vllm_ctx), "644")
         wanted["vllm_start"] = (render("vllm-start.sh.j2", **vllm_ctx), "755")
         wanted["secrets"] = (_secrets(), "600")
@@ -248,11 +254,6 @@ def _secrets() -> str:
         )
     }
     return render("secrets.env.j2", **read)
-
-
-def _differs(snapshot, path: str, text: str, mode: str) -> bool:
-    present = snapshot.current(path)
-    return present is None or present.text != text or present.mode != mode
 
 
 def _start_or_restart(user: str, head: bool, changed: dict[str, bool]) -> bool:

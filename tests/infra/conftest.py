@@ -26,7 +26,7 @@ from halo_cluster.facts import CONTAINER_IMAGE, IMAGE_ID, NetworkInterfaces, as_
 from halo_cluster.loader import ConfigError, load_cluster
 from halo_cluster.model import Cluster, Node
 from halo_cluster.safety import resolve_interface
-from halo_cluster.status import RAY_NODES
+from halo_cluster.status import ray_nodes_command
 
 ROOT = Path(__file__).resolve().parents[2]
 NOT_VERIFIED = "NOT VERIFIED"
@@ -107,11 +107,8 @@ class Target:
     @cached_property
     def ray_nodes(self) -> list[list]:
         """[address, alive, GPUs] of every node Ray knows, read in the head's Ray container."""
-        ray = (
-            "py=$(sed -n '1s/^#!//p' \"$(command -v ray)\"); "
-            f'"${{py:-python3}}" -c {shlex.quote(RAY_NODES)}'
-        )
-        found = self.user_podman(f"podman exec halo-ray sh -c {shlex.quote(ray)}")
+        ray = shlex.quote(ray_nodes_command())
+        found = self.user_podman(f"podman exec halo-ray sh -c {ray}")
         try:
             return json.loads(found.splitlines()[-1]) if found else []
         except ValueError:
