@@ -24,11 +24,12 @@ LOG = {
 }
 
 interfaces = cached(host, NetworkInterfaces)
+sessions = cached(host, SshSessionInterfaces, port=host.data.get("ssh_port") or 22)
 verdict = check_node(
     {key: host.data.get(key) for key in SELECTOR},
     node_files(host).os_release(),
     interfaces,
-    cached(host, SshSessionInterfaces, port=host.data.get("ssh_port") or 22),
+    sessions,
 )
 record(host, "reached")  # its facts were read: drift tells it from an unreachable node
 for warning in verdict.warnings:
@@ -41,6 +42,7 @@ else:
         interface=verdict.interface,
         interfaces=interfaces,
         hardware=cached(host, Hardware, interface=verdict.interface),
+        ssh_interfaces=tuple(dict.fromkeys(s["interface"] for s in sessions if s["interface"])),
     )
     for check in preflight.run(
         node.hardware,

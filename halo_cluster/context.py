@@ -8,11 +8,13 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class NodeContext:
     """`interface`: the data interface (None when it is not there yet, as thunderbolt0 before the
-    cable); `interfaces`: the NetworkInterfaces fact; `hardware`: the Hardware fact."""
+    cable); `interfaces`: the NetworkInterfaces fact; `hardware`: the Hardware fact;
+    `ssh_interfaces`: the interfaces that carry SSH sessions to the node (its management side)."""
 
     interface: str | None
     interfaces: dict
     hardware: dict
+    ssh_interfaces: tuple[str, ...] = ()
 
     @property
     def has_infiniband(self) -> bool:

@@ -274,3 +274,42 @@ def as_user(user: str, command: str) -> str:
         f"runuser -u {shlex.quote(user)} -- env -C / XDG_RUNTIME_DIR=/run/user/{uid} "
         f"DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/{uid}/bus {command}"
     )
+
+
+class Firewalld(FactBase):
+    """firewalld's zones, runtime and permanent: {"state": "running" | "not running" | "absent",
+    "default": zone, "runtime": {zone: settings}, "permanent": {zone: settings}}, where settings
+    maps `firewall-cmd --list-all-zones` keys (target, interfaces, services, ports, ...) to lists.
+    """
+
+    @staticmethod
+    def default() -> dict:
+        return {"state": "absent", "default": "", "runtime": {}, "permanent": {}}
+
+    def command(self) -> str:
+        # `--list-all-zones` fails when firewalld is not running: no separate --state round trip
+        return (
+            "command -v firewall-cmd >/dev/null || { echo 'state absent'; exit 0; }; "
+            "zones=$(firewall-cmd --list-all-zones 2>/dev/null) || { echo 'state not running'; "
+            "exit 0; }; echo 'state running'; echo '== runtime'; echo \"$zones\"; "
+            "echo '== permanent'; firewall-cmd --permanent --list-all-zones"
+        )
+
+    def process(self, output: list[str]) -> dict:
+        found = self.default()
+        zones: dict = {}
+        zone: dict = {}
+        for line in output:
+            if line.startswith("state "):
+                found["state"] = line.partition(" ")[2].strip()
+            elif line.startswith("== "):
+                zones = found[line[3:].strip()]
+            elif line and not line[0].isspace():
+                name, _, marks = line.partition(" ")
+                zone = zones.setdefault(name, {})
+                if "default" in marks and zones is found["runtime"]:
+                    found["default"] = name
+            elif ":" in line:
+                key, _, value = line.strip().partition(":")
+                zone[key] = value.split()
+        return found

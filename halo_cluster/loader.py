@@ -8,12 +8,13 @@ one run; each is a single line `FILE: KEY.PATH: what is wrong`, and nothing is c
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from halo_cluster.model import Cluster, ConfigError, Problems, derive
+from halo_cluster.model import DEFAULT_RAY_TOKEN, Cluster, ConfigError, Problems, derive
 from halo_cluster.schema import REQUIRED, children_of
 
 
@@ -27,6 +28,7 @@ def load_cluster(path: str | Path) -> Cluster:
         raise ConfigError([f"{label}: cannot read: {exc.strerror}"]) from None
     raw = _parse_yaml(text, label)
     cluster = parse_cluster(raw, label, base_dir=path.parent)
+    ensure_ray_token(cluster, path.parent)
     _check_key_files(cluster)
     return cluster
 
@@ -56,11 +58,27 @@ def _check_key_files(cluster: Cluster) -> None:
         if problem := _unreadable(key):
             problems.error("ssh.key", f"{key} {problem} (the SSH key of {', '.join(nodes)})")
     serve = cluster.serve
-    secrets = {"api_key_file": serve.api_key_file, "hf_token_file": serve.hf_token_file}
-    for name, path in secrets.items():
+    files = {
+        "api_key_file": serve.api_key_file,
+        "hf_token_file": serve.hf_token_file,
+        "ray_token_file": serve.ray_token_file,
+    }
+    for name, path in files.items():
         if serve.enabled and path and (problem := _unreadable(path) or _empty(path)):
             problems.error(f"serve.{name}", f"{path} {problem}")
     problems.raise_if_any()
+
+
+def ensure_ray_token(cluster: Cluster, base_dir: Path) -> None:
+    """Ray's cluster token when the config names none: made once on the controller (0600 in a
+    0700 folder) and kept, so that every run gives the nodes the same token."""
+    path = (base_dir / DEFAULT_RAY_TOKEN).resolve()
+    if not cluster.serve.enabled or cluster.serve.ray_token_file != str(path) or path.exists():
+        return
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as token:
+        token.write(secrets.token_hex(32) + "\n")
 
 
 def _empty(path: str) -> str | None:

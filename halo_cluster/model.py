@@ -16,6 +16,8 @@ from halo_cluster import rules
 from halo_cluster.schema import DEFAULT_SUBNETS, DERIVED, FIELDS, MTU_RANGES, REQUIRED
 
 NM_CONNECTION_ID = "halo-data"
+# Ray's cluster token when `serve.ray_token_file` is not given: made once by the loader
+DEFAULT_RAY_TOKEN = ".halo-cluster/ray-token"
 # thunderbolt-net links are point to point: one cable, one interface and one subnet per pair
 MAX_THUNDERBOLT_NODES = 2
 
@@ -72,6 +74,7 @@ class Serve:
     listen: str = "data"
     api_key_file: str | None = None
     hf_token_file: str | None = None
+    ray_token_file: str | None = None
     gpu_memory_utilization: float = 0.9
     max_model_len: int | None = None
     max_num_seqs: int | None = None
@@ -177,7 +180,7 @@ def _derive_serve(doc: dict, node_count: int, problems: Problems, base_dir: Path
     }
     tp = _get(doc, "serve.tensor_parallel_size") or node_count
     serve = Serve(
-        **{**values, "api_key_file": None, "hf_token_file": None},
+        **{**values, "api_key_file": None, "hf_token_file": None, "ray_token_file": None},
         tensor_parallel_size=tp,
         extra_args=tuple(_get(doc, "serve.extra_args")),
         env=dict(_get(doc, "serve.env")),
@@ -186,6 +189,7 @@ def _derive_serve(doc: dict, node_count: int, problems: Problems, base_dir: Path
         serve,
         api_key_file=_resolve(values["api_key_file"], base_dir),
         hf_token_file=_resolve(values["hf_token_file"], base_dir),
+        ray_token_file=_resolve(values["ray_token_file"] or DEFAULT_RAY_TOKEN, base_dir),
         served_model_name=values["served_model_name"] or values["model"],
     )
     if not serve.enabled:

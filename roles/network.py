@@ -4,7 +4,8 @@ from pyinfra import host
 from pyinfra.api import deploy
 
 from halo_cluster.context import NodeContext
-from halo_cluster.facts import NetworkInterfaces, NmActiveConnections
+from halo_cluster import firewall
+from halo_cluster.facts import Firewalld, NetworkInterfaces, NmActiveConnections
 from halo_cluster.nodefiles import cached, node_files
 from halo_cluster.operations import activate_connection, text_file
 from halo_cluster.render import render
@@ -66,10 +67,17 @@ def apply(node: NodeContext) -> None:
 
 
 def _live(interface: str) -> bool:
-    """The profile is up on the interface with the configured MTU and address (someone may have
-    changed them by hand, behind NetworkManager's back)."""
+    """The profile is up on the interface with the configured MTU and address, and in firewalld's
+    trusted zone where firewalld runs (someone may have changed them behind NetworkManager's back;
+    activating the profile again puts them back)."""
     connection = host.data.halo_nm_connection
     active = cached(host, NmActiveConnections).get(connection) == interface
     link = cached(host, NetworkInterfaces).get(interface, {})
     address = f"{host.data.halo_data_address}/{host.data.halo_data_prefix}"
-    return active and link.get("mtu") == host.data.halo_mtu and address in link.get("addresses", [])
+    addressed = link.get("mtu") == host.data.halo_mtu and address in link.get("addresses", [])
+    return active and addressed and _trusted(interface)
+
+
+def _trusted(interface: str) -> bool:
+    state = cached(host, Firewalld)
+    return not firewall.running(state) or firewall.zone_of(state, interface) == firewall.DATA_ZONE

@@ -37,6 +37,7 @@ VARIABLES = (
     "halo_serve_listen",
     "halo_serve_api_key_file",
     "halo_serve_hf_token_file",
+    "halo_serve_ray_token_file",
     "halo_serve_gpu_memory_utilization",
     "halo_serve_max_model_len",
     "halo_serve_max_num_seqs",
@@ -77,8 +78,20 @@ NODE_PORTS = (
     "dashboard-agent-listen-port",
     "metrics-export-port",
 )
+# the head's Ray client server: `ray start --head` opens it unasked
+RAY_CLIENT_PORT = 10001
+
+
+def ray_ports() -> list[int]:
+    """Every TCP port Ray may listen on, for the firewall's checks."""
+    workers = range(PORTS["min-worker-port"], PORTS["max-worker-port"] + 1)
+    named = [p for name, p in PORTS.items() if "worker-port" not in name]
+    return sorted({*named, RAY_CLIENT_PORT, *workers})
+
+
 # per-node values vLLM must not copy from the head to the workers' Ray processes
 NON_CARRY_OVER = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "VLLM_ROCE_HCA")
+SECRETS = ("secrets", "ray_token")  # never shown in a diff or the log
 WAIT_SECONDS = 600  # what a service waits for its prerequisites before failing (then retried)
 # rootless podman options RCCL over RDMA needs, as upstream's refresh_toolbox.sh and run_cluster.sh
 # (host IPC also gives the host's /dev/shm: podman refuses --shm-size with it)
@@ -100,6 +113,7 @@ def files(data) -> dict[str, str]:
         "vllm_start": f"{CONFIG}/vllm-start.sh",
         "env": f"{CONFIG}/serve.env",
         "secrets": f"{CONFIG}/secrets.env",
+        "ray_token": f"{CONFIG}/ray-token",
         "non_carry_over": f"{CONFIG}/vllm/ray_non_carry_over_env_vars.json",
         "model": f"{CONFIG}/model",
     }
@@ -142,12 +156,12 @@ def _write_files(
     for name, (text, mode) in wanted.items():
         changed[name] = snapshot.differs(where[name], text, mode)
         text_file(
-            name=f"{'Secrets' if name == 'secrets' else 'Service file'} {where[name]}",
+            name=f"{'Secrets' if name in SECRETS else 'Service file'} {where[name]}",
             path=where[name],
             text=text,
             mode=mode,
             owner=user,
-            secret=name == "secrets",
+            secret=name in SECRETS,
         )
     return changed
 
@@ -188,6 +202,7 @@ def _wanted_files(node: NodeContext, head: bool) -> dict[str, tuple[str, str]]:
             "644",
         ),
         "model": (f"{data.halo_serve_model}\n", "644"),
+        "ray_token": (Path(data.halo_serve_ray_token_file).read_text().strip() + "\n", "600"),
     }
     if head:
         vllm_ctx = {
@@ -261,7 +276,8 @@ def _start_or_restart(user: str, head: bool, changed: dict[str, bool]) -> bool:
     units = cached(host, UserUnits, user=user, units=(RAY, VLLM))
     if changed["ray_unit"] or changed.get("vllm_unit"):
         user_systemctl(name="Reload the user's units", user=user, args=["daemon-reload"])
-    ray_changed = any(changed[n] for n in ("ray_unit", "ray_start", "env", "non_carry_over"))
+    ray_inputs = ("ray_unit", "ray_start", "env", "non_carry_over", "ray_token")
+    ray_changed = any(changed[n] for n in ray_inputs)
     acted = _ensure(user, RAY, ray_changed, units.get(RAY))
     if head:
         vllm_inputs = ("vllm_unit", "vllm_start", "secrets")

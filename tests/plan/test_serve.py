@@ -3,10 +3,13 @@ node, for both interconnects, with and without /dev/infiniband, TP=2 and TP=2 x 
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 import yaml
 
-from halo_cluster.loader import ConfigError, parse_cluster
+from halo_cluster.loader import ConfigError, ensure_ray_token, parse_cluster
 from tests.plan.harness import Plan, plan
 from tests.plan.test_core_roles import PASSWD, fresh_node, strix_halo_hardware
 
@@ -17,6 +20,8 @@ SERVE = "serve: {enabled: true, model: Qwen/Qwen3-14B, max_model_len: 8192%s}\n"
 TB = {"name": "thunderbolt0", "mac": "02:a1:59:56:2c:c2", "driver": "thunderbolt-net"}
 MGMT = {"name": "eno1", "mac": "9c:6b:00:00:00:01", "addresses": ["10.0.0.11/24"]}
 LO = {"name": "lo", "mac": "00:00:00:00:00:00"}
+# beside a cluster.yml: the Ray token made once, the same for every plan of this module
+SHARED_DIR = Path(tempfile.mkdtemp(prefix="halo-plan-"))
 
 
 def serve_cluster(
@@ -31,7 +36,10 @@ def serve_cluster(
         f"  - {{name: halo{i}, ssh: {{host: 10.0.0.{10 + i}}}, data: {data}}}"
         for i in range(1, nodes + 1)
     ]
-    return parse_cluster(yaml.safe_load("\n".join(lines)), base_dir=tmp_path)
+    base_dir = tmp_path or SHARED_DIR
+    cluster = parse_cluster(yaml.safe_load("\n".join(lines)), base_dir=base_dir)
+    ensure_ray_token(cluster, base_dir)
+    return cluster
 
 
 def user_node(infiniband: bool = True, interconnect: str = "roce", **over) -> dict:
@@ -189,7 +197,11 @@ def converged(cluster, name: str, active: bool = True, health: str = "200") -> d
     files = {
         path: (
             text,
-            "600" if path.endswith("secrets.env") else "755" if path.endswith(".sh") else "644",
+            "600"
+            if path.endswith(("secrets.env", "ray-token"))
+            else "755"
+            if path.endswith(".sh")
+            else "644",
         )
         for path, text in first.items()
         if path.startswith(HOME)

@@ -1,0 +1,96 @@
+"""firewalld as the deploy sees it: which zone an interface is in, which ports a zone lets in,
+and the operations that add or remove our service in a zone.
+
+Decisions read the Firewalld fact (facts.py); nothing here reads a node by itself.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra.api import operation
+
+SERVICE = "halo-vllm"
+DATA_ZONE = "trusted"  # the data link's zone, set by its NetworkManager profile (as the guide)
+# zones that let every port in, whatever their port list says
+OPEN_TARGETS = ("ACCEPT",)
+OPEN_ZONES = ("trusted",)
+
+
+def running(state: dict) -> bool:
+    return state.get("state") == "running"
+
+
+def zone_of(state: dict, interface: str, view: str = "runtime") -> str:
+    """The zone an interface is in: the zone that names it, else the default zone."""
+    for zone, settings in state.get(view, {}).items():
+        if interface in settings.get("interfaces", []):
+            return zone
+    return state.get("default", "")
+
+
+def zones_with_service(state: dict, service: str, view: str) -> set[str]:
+    return {z for z, s in state.get(view, {}).items() if service in s.get("services", [])}
+
+
+def open_ports(settings: dict, ports: list[int]) -> list[int]:
+    """Which of `ports` (TCP) a zone lets in by its target or its port list (services aside)."""
+    if settings.get("target", [""])[0] in OPEN_TARGETS:
+        return list(ports)
+    ranges = [_port_range(entry) for entry in settings.get("ports", [])]
+    return [p for p in ports if any(low <= p <= high for low, high in ranges if low)]
+
+
+def _port_range(entry: str) -> tuple[int, int]:
+    """'8000/tcp' -> (8000, 8000); '1025-65535/tcp' -> (1025, 65535); UDP -> (0, 0)."""
+    ports, _, protocol = entry.partition("/")
+    if protocol != "tcp":
+        return 0, 0
+    low, _, high = ports.partition("-")
+    return int(low), int(high or low)
+
+
+def exposed_in(state: dict, zone: str, ports: list[int]) -> list[int]:
+    """Ports of `ports` a zone lets in, at runtime or after the next reload."""
+    if zone in OPEN_ZONES:
+        return list(ports)
+    found = set()
+    for view in ("runtime", "permanent"):
+        found.update(open_ports(state.get(view, {}).get(zone, {}), ports))
+    return sorted(found)
+
+
+@operation(is_idempotent=False)
+def zone_service(zone: str, service: str, present: bool = True):
+    """
+    Add a service to a firewalld zone, or remove it, now and permanently.
+
+    + zone: the zone, as firewalld names it
+    + service: a service firewalld knows (its own or one in /etc/firewalld/services)
+    + present: add (True) or remove (False)
+
+    **Example:**
+
+    .. code:: python
+
+        zone_service(name="Open vLLM in public", zone="public", service="halo-vllm")
+    """
+    verb = "add" if present else "remove"
+    change = f"--zone={shlex.quote(zone)} --{verb}-service={shlex.quote(service)}"
+    yield f"firewall-cmd --permanent {change} && firewall-cmd {change}"
+
+
+@operation(is_idempotent=False)
+def reload_firewall():
+    """
+    Make firewalld read its permanent configuration again (a new or changed service file).
+
+    Runtime-only changes made by hand are lost; interfaces NetworkManager placed keep their zone.
+
+    **Example:**
+
+    .. code:: python
+
+        reload_firewall(name="Reload firewalld")
+    """
+    yield "firewall-cmd --reload"

@@ -1,0 +1,99 @@
+"""Firewall: firewalld lets vLLM's port in on the management side only with `serve.listen: all`,
+and never Ray's; the data link's `trusted` zone comes from its NetworkManager profile."""
+
+from __future__ import annotations
+
+from pyinfra import host, logger
+from pyinfra.api import deploy
+from pyinfra.operations import server
+
+from halo_cluster import firewall
+from halo_cluster.context import NodeContext
+from halo_cluster.facts import Firewalld
+from halo_cluster.nodefiles import cached, node_files
+from halo_cluster.operations import text_file
+from halo_cluster.render import render
+from halo_cluster.schema import host_defaults
+from roles.serve import ray_ports
+
+ORDER = 35
+PACKAGES = ("firewalld",)
+VARIABLES = ("halo_serve_enabled", "halo_serve_listen", "halo_serve_port", "halo_role")
+SERVICE_FILE = f"/etc/firewalld/services/{firewall.SERVICE}.xml"
+
+
+def paths(data) -> tuple[str, ...]:
+    return (SERVICE_FILE,)
+
+
+@deploy("Firewall", data_defaults=host_defaults(VARIABLES))
+def apply(node: NodeContext) -> None:
+    state = cached(host, Firewalld)
+    management = management_zones(state, node)
+    if not firewall.running(state):
+        if host.data.halo_serve_enabled:
+            logger.warning(
+                f"{host.print_prefix}firewalld is {state['state']}: Ray's ports are open to every "
+                "network this node is on (`systemctl enable --now firewalld`)"
+            )
+        return
+    _warn_about_open_ray_ports(state, management)
+    wanted = management if vllm_open_to_management() else set()
+    if wanted:
+        text = render(f"{firewall.SERVICE}.xml.j2", port=host.data.halo_serve_port)
+        if node_files(host).differs(SERVICE_FILE, text, "644"):
+            text_file(name=f"firewalld service {SERVICE_FILE}", path=SERVICE_FILE, text=text)
+            firewall.reload_firewall(name="Reload firewalld (its services changed)")
+    _converge_service_zones(state, wanted)
+    if not wanted and node_files(host).exists(SERVICE_FILE):
+        server.shell(name=f"Remove {SERVICE_FILE}", commands=[f"rm -f {SERVICE_FILE}"])
+
+
+def vllm_open_to_management() -> bool:
+    data = host.data
+    return data.halo_serve_enabled and data.halo_serve_listen == "all" and data.halo_role == "head"
+
+
+def management_zones(state: dict, node: NodeContext) -> set[str]:
+    """The zones of the interfaces SSH reaches this node by, the data link aside."""
+    return {
+        firewall.zone_of(state, interface)
+        for interface in node.ssh_interfaces
+        if interface not in (node.interface, "lo")
+    }
+
+
+def _converge_service_zones(state: dict, wanted: set[str]) -> None:
+    """Our service in exactly the wanted zones, now and after a reload."""
+    service = firewall.SERVICE
+    runtime = firewall.zones_with_service(state, service, "runtime")
+    permanent = firewall.zones_with_service(state, service, "permanent")
+    for zone in sorted(wanted - (runtime & permanent)):
+        firewall.zone_service(name=f"Open vLLM's port in zone {zone}", zone=zone, service=service)
+    for zone in sorted((runtime | permanent) - wanted):
+        firewall.zone_service(
+            name=f"Close vLLM's port in zone {zone}", zone=zone, service=service, present=False
+        )
+
+
+def _warn_about_open_ray_ports(state: dict, zones: set[str]) -> None:
+    if not host.data.halo_serve_enabled:
+        return
+    for zone in sorted(zones):
+        exposed = firewall.exposed_in(state, zone, ray_ports())
+        if exposed:
+            logger.warning(
+                f"{host.print_prefix}zone {zone} (management side) lets Ray's ports in "
+                f"({_ranges(exposed)}): anyone there can run code on the cluster; move the "
+                "management interface to a stricter zone or remove those ports from it"
+            )
+
+
+def _ranges(ports: list[int]) -> str:
+    runs: list[list[int]] = []
+    for port in ports:
+        if runs and port == runs[-1][1] + 1:
+            runs[-1][1] = port
+        else:
+            runs.append([port, port])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
