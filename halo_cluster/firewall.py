@@ -29,6 +29,15 @@ def zone_of(state: dict, interface: str, view: str = "runtime") -> str:
     return state.get("default", "")
 
 
+def management_zones(state: dict, ssh_interfaces, data_interface: str | None) -> set[str]:
+    """The zones of the interfaces SSH reaches the node by, the data link and loopback aside."""
+    return {
+        zone_of(state, interface)
+        for interface in ssh_interfaces
+        if interface not in (data_interface, "lo")
+    }
+
+
 def zones_with_service(state: dict, service: str, view: str) -> set[str]:
     return {z for z, s in state.get(view, {}).items() if service in s.get("services", [])}
 

@@ -29,7 +29,7 @@ def paths(data) -> tuple[str, ...]:
 @deploy("Firewall", data_defaults=host_defaults(VARIABLES))
 def apply(node: NodeContext) -> None:
     state = cached(host, Firewalld)
-    management = management_zones(state, node)
+    management = firewall.management_zones(state, node.ssh_interfaces, node.interface)
     if not firewall.running(state):
         if host.data.halo_serve_enabled:
             logger.warning(
@@ -52,15 +52,6 @@ def apply(node: NodeContext) -> None:
 def vllm_open_to_management() -> bool:
     data = host.data
     return data.halo_serve_enabled and data.halo_serve_listen == "all" and data.halo_role == "head"
-
-
-def management_zones(state: dict, node: NodeContext) -> set[str]:
-    """The zones of the interfaces SSH reaches this node by, the data link aside."""
-    return {
-        firewall.zone_of(state, interface)
-        for interface in node.ssh_interfaces
-        if interface not in (node.interface, "lo")
-    }
 
 
 def _converge_service_zones(state: dict, wanted: set[str]) -> None:

@@ -3,8 +3,8 @@
 from pyinfra import host
 from pyinfra.api import deploy
 
-from halo_cluster.context import NodeContext
 from halo_cluster import firewall
+from halo_cluster.context import NodeContext
 from halo_cluster.facts import Firewalld, NetworkInterfaces, NmActiveConnections
 from halo_cluster.nodefiles import cached, node_files
 from halo_cluster.operations import activate_connection, text_file

@@ -22,7 +22,14 @@ import pytest
 import testinfra
 
 from halo_cluster import sshconfig
-from halo_cluster.facts import CONTAINER_IMAGE, IMAGE_ID, NetworkInterfaces, as_user
+from halo_cluster.facts import (
+    CONTAINER_IMAGE,
+    IMAGE_ID,
+    Firewalld,
+    NetworkInterfaces,
+    SshSessionInterfaces,
+    as_user,
+)
 from halo_cluster.loader import ConfigError, load_cluster
 from halo_cluster.model import Cluster, Node
 from halo_cluster.safety import resolve_interface
@@ -68,6 +75,19 @@ class Target:
         name, problem = resolve_interface(interfaces, self.node.interface, self.node.mac)
         assert name, f"{self.name}: {problem}"
         return name
+
+    @cached_property
+    def firewall(self) -> dict:
+        """firewalld's runtime and permanent zones (the deploy's own fact)."""
+        fact = Firewalld()
+        return fact.process(self.run(fact.command()).stdout.splitlines())
+
+    @cached_property
+    def ssh_interfaces(self) -> list[str]:
+        """The interfaces that carry SSH sessions to this node: its management side."""
+        fact = SshSessionInterfaces()
+        sessions = fact.process(self.out(fact.command(self.node.ssh_port)).splitlines())
+        return [s["interface"] for s in sessions if s["interface"]]
 
     def user_podman(self, command: str) -> str:
         return self.run(as_user(self.cluster.cluster_user, command)).stdout.strip()
@@ -117,6 +137,7 @@ class Target:
     def gather(self) -> None:
         """Read the slow values (rootless podman, toolbox) now, so nodes can be read at once."""
         values = ["interface", "container", "image_id", "toolbox_image", "inside_toolbox"]
+        values += ["firewall", "ssh_interfaces"]
         if self.cluster.serve.enabled and self.node.role == "head":
             values.append("ray_nodes")
         for value in values:

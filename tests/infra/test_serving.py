@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import shlex
+import socket
 
 import pytest
 
-from halo_cluster import nccl
+from halo_cluster import firewall, nccl
 from halo_cluster.facts import as_user
+from roles.serve import PORTS, ray_ports
 from tests.infra.conftest import NOT_VERIFIED, Target
 
 STANDIN = "stand-in"
@@ -101,3 +103,62 @@ def test_rccl_transport(head: Target, measured) -> None:
         f"loaded, NCCL_IB_HCA naming the data port's RDMA device, GID index 1 (RoCE v2)"
     )
     measured(f"via NET/IB on {', '.join(found.devices) or '?'}")
+
+
+def connects(address: str, port: int) -> bool:
+    """A TCP connection from here (the controller, on the management side) to the node."""
+    try:
+        socket.create_connection((address, port), timeout=3).close()
+    except OSError:
+        return False
+    return True
+
+
+def test_ray_ports_closed_on_the_management_side(node: Target, measured) -> None:
+    zones = firewall.management_zones(node.firewall, node.ssh_interfaces, node.interface)
+    exposed = {zone: firewall.exposed_in(node.firewall, zone, ray_ports()) for zone in zones}
+    exposed = {zone: ports for zone, ports in exposed.items() if ports}
+    assert not exposed, (
+        f"{node.name}: zone(s) {', '.join(exposed)} on the management side let Ray's ports in "
+        f"({', '.join(f'{p[0]}..{p[-1]}' for p in exposed.values())}): anyone there can run code "
+        "on the cluster; move the management interface to a stricter zone or remove those ports"
+    )
+    probed = [PORTS["port"], PORTS["node-manager-port"], PORTS["object-manager-port"]]
+    reached = [p for p in probed if connects(node.node.ssh_host, p)]
+    assert not reached, (
+        f"{node.name}: Ray's port(s) {reached} answer at {node.node.ssh_host} from this machine"
+    )
+    measured(f"zones {', '.join(sorted(zones)) or 'none'}; {probed} closed from here")
+
+
+def test_vllm_port_on_the_management_side(head: Target, measured) -> None:
+    serve, address = head.cluster.serve, head.node.ssh_host
+    reached = connects(address, serve.port)
+    if serve.listen == "all":
+        assert reached, (
+            f"{address}:{serve.port} does not answer from this machine with serve.listen: all: "
+            "re-run the deploy (it opens halo-vllm in the management zone)"
+        )
+    else:
+        assert not reached, (
+            f"{address}:{serve.port} answers from this machine with serve.listen: data: vLLM "
+            "should listen on the data address only; re-run the deploy"
+        )
+    measured(f"{address}:{serve.port} {'open' if reached else 'closed'} (listen: {serve.listen})")
+
+
+def test_ray_refuses_a_client_without_the_token(head: Target, measured) -> None:
+    anonymous = "env -u RAY_AUTH_MODE -u RAY_AUTH_TOKEN_PATH -u RAY_AUTH_TOKEN HOME=/nonexistent"
+    version = head.user_podman("podman exec halo-ray ray --version").split()[-1:]
+    answer = head.run(
+        as_user(
+            head.cluster.cluster_user,
+            f"podman exec halo-ray {anonymous} timeout 60 ray status 2>&1",
+        )
+    ).stdout
+    refused = "InvalidAuthToken" in answer or "AuthenticationError" in answer
+    assert refused, (
+        f"Ray {version} answered a client without the cluster token: RAY_AUTH_MODE=token is not "
+        "in effect (Ray older than 2.52 has no token authentication); re-run the deploy"
+    )
+    measured(f"Ray {' '.join(version)}: a client without the token is refused")
