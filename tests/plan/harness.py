@@ -65,6 +65,20 @@ def text_files_output(files: dict[str, str | tuple[str, str]], mode: str = "644"
     return lines
 
 
+def firewalld_output(text: str | None = None, **zones: dict[str, str]) -> list[str]:
+    """The Firewalld fact's output, recorded (fixtures/firewalld-debian13-lab-fresh.txt) or
+    `text`, with zone keys replaced in both views: zone -> {key: value}."""
+    lines, zone = [], ""
+    for line in (text or fixture("firewalld-debian13-lab-fresh.txt")).splitlines():
+        if line and not line[0].isspace() and not line.startswith(("state", "==")):
+            zone = line.split()[0]
+        key = line.strip().partition(":")[0]
+        if line.startswith("  ") and key in zones.get(zone, {}):
+            line = f"  {key}: {zones[zone][key]}"
+        lines.append(line)
+    return lines
+
+
 def interfaces_output(interfaces: list[dict]) -> list[str]:
     """What the NetworkInterfaces fact prints: `ip -j addr` then one sysfs line per interface."""
     ip_json = [

@@ -8,7 +8,14 @@ import pytest
 
 from halo_cluster.loader import parse_cluster
 from roles import all_packages
-from tests.plan.harness import Plan, fixture, interfaces_output, plan, text_files_output
+from tests.plan.harness import (
+    Plan,
+    firewalld_output,
+    fixture,
+    interfaces_output,
+    plan,
+    text_files_output,
+)
 
 GRUB = "/etc/default/grub"
 CORE_ROLES = ("Packages", "Kernel arguments", "Data link")
@@ -114,6 +121,7 @@ def fresh_node(**over) -> dict:
         "systemd-detect-virt": over.pop("hardware", strix_halo_hardware()),
         "systemctl --user show": over.pop("units", []),
         "%{http_code}": over.pop("health", []),
+        "firewall-cmd": over.pop("firewall", None) or firewalld_output(),
     }
     assert not over, over
     return responses
@@ -193,7 +201,7 @@ def test_other_values_replaced_in_place_and_iommu_off_removes_pt() -> None:
 OUR_PACKAGES = all_packages()
 
 
-def converged_node(mtu: int = 9000) -> dict:
+def converged_node(mtu: int = 9000, firewall: list[str] | None = None) -> dict:
     """halo1 as the first run leaves it: files in place, packages in, link up."""
     uploads = plan_both(cluster()).uploads("halo1")
     boot = {
@@ -209,6 +217,7 @@ def converged_node(mtu: int = 9000) -> dict:
         rpms=RPMS + [f"{p}-1.0-1.fc43" for p in OUR_PACKAGES],
         active=["eno1:eno1", "halo-data:enp194s0np0"],
         interfaces=[LOOPBACK, MGMT, link],
+        firewall=firewall or firewalld_output(trusted={"interfaces": "enp194s0np0"}),
     )
 
 
