@@ -4,9 +4,12 @@ services that a deploy starts, a reboot brings back and `serve.enabled: false` r
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -59,6 +62,77 @@ def test_serves_the_model_on_the_head_data_address(serving: Lab) -> None:
     assert "stand-in" in json.loads(reply)["choices"][0]["text"]
     # bound to the data address only (listen: data): not on the management address
     assert health(lab, "http://10.99.1.2:8000") == "000"
+
+
+def management_address(name: str) -> str:
+    return cli.node_address(cli.load_state(), name)
+
+
+def connects(address: str, port: int) -> bool:
+    """A TCP connection from this machine: the lab's management side."""
+    try:
+        socket.create_connection((address, port), timeout=3).close()
+    except OSError:
+        return False
+    return True
+
+
+def http_status(url: str, key: str = "") -> int:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+RAY_PROBES = {"node1": (6379, 6380, 6381), "node2": (6380, 6381)}
+
+
+def assert_ray_closed_from_here(lab: Lab) -> None:
+    """Ray's pinned ports do not connect from the management side, although Ray listens on
+    every address there: the firewall keeps them out, not the binding."""
+    assert "*:6379" in lab.ssh("node1", "ss -Htln '( sport = :6379 )'")
+    for name, ports in RAY_PROBES.items():
+        address = management_address(name)
+        assert connects(address, 22), f"{name}: SSH does not connect: the probe itself is broken"
+        assert [p for p in ports if connects(address, p)] == [], f"{name}: Ray reachable"
+
+
+def test_management_side_reaches_neither_ray_nor_vllm(serving: Lab) -> None:
+    assert_ray_closed_from_here(serving)
+    assert not connects(management_address("node1"), 8000)
+    zones = serving.ssh("node1", "firewall-cmd --get-active-zones")
+    assert "trusted\n  interfaces: enp1s0f0np0" in zones, zones
+
+
+def test_listen_all_opens_vllm_only_and_listen_data_closes_it(serving: Lab) -> None:
+    lab, head = serving, management_address("node1")
+    key = cli.LAB_DIR / "api-key"
+    key.write_text("sk-lab-test\n")
+    lab.ensure_converged(SERVE + f"  listen: all\n  api_key_file: {key}\n")
+    assert http_status(f"http://{head}:8000/health") == 200
+    assert http_status(f"http://{head}:8000/v1/models") == 401
+    assert http_status(f"http://{head}:8000/v1/models", "sk-lab-test") == 200
+    assert_ray_closed_from_here(lab)
+    assert not connects(management_address("node2"), 8000)
+    lab.ensure_converged(SERVE)
+    wait_serving(lab)
+    assert not connects(head, 8000)
+    services = lab.ssh("node1", "firewall-cmd --permanent --zone=public --list-services")
+    assert "halo-vllm" not in services
+    lab.ssh("node1", "test ! -e /etc/firewalld/services/halo-vllm.xml")
+
+
+def test_ray_refuses_a_client_without_the_token(serving: Lab) -> None:
+    lab = serving
+    for name in lab.nodes:
+        mode = lab.ssh(name, "stat -c '%a %U' ~vllm/.config/halo-cluster/ray-token").strip()
+        assert mode == "600 vllm", f"{name}: ray-token is {mode}"
+    anonymous = "env -u RAY_AUTH_MODE -u RAY_AUTH_TOKEN_PATH HOME=/nonexistent timeout 60"
+    answer = user(lab, "node1", f"podman exec halo-ray {anonymous} ray status 2>&1", check=False)
+    assert "InvalidAuthToken" in answer, answer[-2000:]
+    assert "node_" in user(lab, "node1", "podman exec halo-ray ray status")
 
 
 def test_ray_runs_on_both_nodes_as_the_cluster_user_at_the_data_addresses(serving: Lab) -> None:
@@ -171,7 +245,8 @@ def test_disabled_leaves_no_unit_and_no_container(serving: Lab) -> None:
             name,
             "ls ~vllm/.config/containers/systemd ~vllm/.config/halo-cluster 2>/dev/null || true",
         )
-        assert not [f for f in left.split() if f.startswith("halo-") or f.endswith((".sh", ".env"))]
+        ours = [f for f in left.split() if f.startswith("halo-") or f.endswith((".sh", ".env"))]
+        assert ours == [] and "ray-token" not in left.split()
         assert "halo-" not in user(lab, name, "podman ps -a --format '{{.Names}}'")
         assert user(lab, name, "systemctl --user is-active halo-ray", check=False).strip() in (
             "inactive",
