@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import shlex
 import socket
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from halo_cluster import firewall, nccl
+from halo_cluster import allreduce, firewall, nccl
 from halo_cluster.facts import as_user
 from roles.serve import PORTS, ray_ports
 from tests.infra.conftest import NOT_VERIFIED, Target
@@ -84,25 +85,56 @@ def test_completion_returns_text(head: Target, measured) -> None:
     measured(repr(answer[:40]))
 
 
-def test_rccl_transport(head: Target, measured) -> None:
+def test_rccl_transport(head: Target, targets: dict[str, Target], measured) -> None:
     if head.cluster.interconnect != "roce":
         pytest.skip("thunderbolt: RCCL uses sockets by design (NCCL_IB_DISABLE=1)")
     head.not_verified("RCCL transport (no RDMA device, no GPU, a stand-in vLLM)")
-    log = head.run(
-        as_user(
-            head.cluster.cluster_user, "journalctl --user -u halo-vllm.service -o cat --no-pager"
-        )
-    ).stdout
+    if head.cluster.serve.nccl_debug:
+        log, bandwidth = vllm_journal(head), None
+        where = "halo-vllm's journal (set `serve.nccl_debug: false` to measure an all-reduce)"
+    else:
+        log = run_allreduce(head.cluster, targets)
+        bandwidth, where = allreduce.measured(log), "the all-reduce's output"
+        assert bandwidth, f"the all-reduce between the nodes did not finish: {log[-1500:]}"
     found = nccl.parse(log)
     assert found.transport, (
-        "no NCCL transport line in halo-vllm's journal: set `serve.nccl_debug: true` and re-run "
-        "the deploy, then verify again once vLLM has served a request"
+        f"no NCCL transport line in {where}: with `serve.nccl_debug: true`, verify again once "
+        "vLLM has served a request"
     )
     assert found.rdma, (
         f"RCCL uses sockets ({found.evidence}): check /dev/infiniband inside the container, irdma "
         f"loaded, NCCL_IB_HCA naming the data port's RDMA device, GID index 1 (RoCE v2)"
+        + (f"; {bandwidth.line()}" if bandwidth else "")
     )
-    measured(f"via NET/IB on {', '.join(found.devices) or '?'}")
+    devices = ", ".join(found.devices) or "?"
+    measured(f"via NET/IB on {devices}" + (f"; {bandwidth.line()}" if bandwidth else ""))
+
+
+def vllm_journal(head: Target) -> str:
+    command = "journalctl --user -u halo-vllm.service -o cat --no-pager"
+    return head.run(as_user(head.cluster.cluster_user, command)).stdout
+
+
+def run_allreduce(cluster, targets: dict[str, Target]) -> str:
+    """One rank per node, all at once; the head's output (rank 0)."""
+    user = cluster.cluster_user
+
+    def rank(index: int, node) -> str:
+        target = targets[node.name]
+        home = target.out(f"getent passwd {shlex.quote(user)} | cut -d: -f6").strip()
+        command = allreduce.command(
+            cluster.image,
+            index,
+            len(cluster.nodes),
+            cluster.head.address,
+            f"{home}/.config/halo-cluster/serve.env",
+            target.has_infiniband,
+        )
+        return target.run(as_user(user, command)).stdout
+
+    with ThreadPoolExecutor(max_workers=len(cluster.nodes)) as pool:
+        outputs = list(pool.map(rank, range(len(cluster.nodes)), cluster.nodes))
+    return outputs[0]
 
 
 def connects(address: str, port: int) -> bool:
