@@ -134,14 +134,27 @@ class Target:
         except ValueError:
             return []
 
-    def gather(self) -> None:
-        """Read the slow values (rootless podman, toolbox) now, so nodes can be read at once."""
+    @cached_property
+    def ray_without_token(self) -> tuple[str, str]:
+        """(Ray's version, what `ray status` answers a client without the token), read in the
+        head's Ray container."""
+        anonymous = "env -u RAY_AUTH_MODE -u RAY_AUTH_TOKEN_PATH -u RAY_AUTH_TOKEN HOME=/none"
+        probe = shlex.quote(
+            f"ray --version | sed -n 's/.*version //p'; {anonymous} timeout 60 ray status 2>&1"
+        )
+        command = f"podman exec halo-ray sh -c {probe}"
+        found = self.run(as_user(self.cluster.cluster_user, command)).stdout
+        first, _, rest = found.partition("\n")
+        return first.strip(), rest
+
+    def slow_values(self) -> list[str]:
+        """The values worth reading before the checks, each at once with the others (one SSH
+        connection per node carries them all)."""
         values = ["interface", "container", "image_id", "toolbox_image", "inside_toolbox"]
         values += ["firewall", "ssh_interfaces"]
         if self.cluster.serve.enabled and self.node.role == "head":
-            values.append("ray_nodes")
-        for value in values:
-            getattr(self, value)
+            values += ["ray_nodes", "ray_without_token"]
+        return values
 
     def not_verified(self, what: str) -> None:
         """Skip as NOT VERIFIED when the hardware cannot exist here; return on real hosts."""
@@ -180,9 +193,10 @@ def targets(cluster: Cluster) -> dict[str, Target]:
     # every node at once: one SSH connection each (ControlMaster), the slow reads in parallel;
     # a node that cannot be read fails its own checks below, with their messages
     size = cluster.mtu - 28  # IPv4 and ICMP headers
-    with ThreadPoolExecutor(max_workers=len(found) ** 2) as pool:
+    with ThreadPoolExecutor(max_workers=len(found) * 10) as pool:
         for target in found.values():
-            pool.submit(target.gather)
+            for value in target.slow_values():
+                pool.submit(getattr, target, value)
             for peer in found.values():
                 if peer is not target:
                     pool.submit(target.frames_to, peer.node.address, size)

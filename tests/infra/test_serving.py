@@ -180,17 +180,10 @@ def test_vllm_port_on_the_management_side(head: Target, measured) -> None:
 
 
 def test_ray_refuses_a_client_without_the_token(head: Target, measured) -> None:
-    anonymous = "env -u RAY_AUTH_MODE -u RAY_AUTH_TOKEN_PATH -u RAY_AUTH_TOKEN HOME=/nonexistent"
-    version = head.user_podman("podman exec halo-ray ray --version").split()[-1:]
-    answer = head.run(
-        as_user(
-            head.cluster.cluster_user,
-            f"podman exec halo-ray {anonymous} timeout 60 ray status 2>&1",
-        )
-    ).stdout
+    version, answer = head.ray_without_token
     refused = "InvalidAuthToken" in answer or "AuthenticationError" in answer
     assert refused, (
         f"Ray {version} answered a client without the cluster token: RAY_AUTH_MODE=token is not "
         "in effect (Ray older than 2.52 has no token authentication); re-run the deploy"
     )
-    measured(f"Ray {' '.join(version)}: a client without the token is refused")
+    measured(f"Ray {version}: a client without the token is refused")
