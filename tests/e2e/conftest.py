@@ -99,6 +99,39 @@ class Lab:
         return path
 
 
+def verify() -> subprocess.CompletedProcess:
+    env = dict(os.environ, CLUSTER_CONFIG=str(cli.CONFIG))
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests/infra",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--junitxml",
+            str(ROOT / "reports" / "verify-lab.xml"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def summary(result: subprocess.CompletedProcess) -> dict[tuple[str, str], str]:
+    rows = {}
+    table = result.stdout.split("halo-cluster verification of", 1)[1].split("\nverification:")[0]
+    for line in table.splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 3:
+            status = "NOT VERIFIED" if parts[2] == "NOT" else parts[2]
+            rows[(parts[0], parts[1])] = status
+    return rows
+
+
 def changed_hosts(result: dict) -> dict[str, list[str]]:
     """{operation name: hosts it changed} from pyinfra's --json results."""
     return {op["name"]: op["success"] for op in result["results"]["operations"] if op["success"]}

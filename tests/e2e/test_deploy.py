@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lab import cli, node
-from tests.e2e.conftest import Lab, changed_hosts
+from tests.e2e.conftest import Lab, changed_hosts, summary, verify
 
 SEED_ARGS = "iommu=pt pci=realloc pcie_aspm=off amdgpu.gttsize=126976 ttm.pages_limit=32505856"
 KEYFILE = "/etc/NetworkManager/system-connections/halo-data.nmconnection"
@@ -133,6 +133,22 @@ def test_thunderbolt_module_listed(deployed: Lab) -> None:
     lab = deployed
     listed = lab.ssh("node1", "cat /etc/modules-load.d/thunderbolt-net.conf 2>/dev/null || true")
     assert ("thunderbolt_net" in listed.split()) == (lab.link == "thunderbolt")
+
+
+def test_thunderbolt_lab_passes_verify_with_link_speed_not_verified(link: str) -> None:
+    if link != "thunderbolt":
+        pytest.skip("roce: tests/e2e/test_verify.py verifies the roce lab")
+    # after the thunderbolt tests above: the same nodes, made active by a reboot
+    lab = Lab(2, link).ensure_converged()
+    result = verify()
+    assert result.returncode == 0, result.stdout[-4000:]
+    rows = summary(result)
+    for name in lab.nodes:
+        assert rows[(name, "thunderbolt_link_speed")] == "NOT VERIFIED"
+        assert rows[(name, "rdma_link_active")] == "skipped"
+        assert rows[(name, "data_link_profile")] == "passed"
+        assert rows[(name, "data_link_in_the_trusted_zone")] == "passed"
+    assert rows[("node1->node2", "full_size_frames")] == "passed"
 
 
 def test_refuses_the_management_interface() -> None:

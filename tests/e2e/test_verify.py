@@ -1,49 +1,12 @@
 """`make verify` against the lab: passes what the lab supports, shows hardware as NOT VERIFIED,
-and fails with a clear message for a node broken on purpose."""
+and fails with a clear message for a node broken on purpose (the thunderbolt lab is verified in
+test_deploy.py, on the nodes its thunderbolt tests left)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
-from lab import cli
-from tests.e2e.conftest import ROOT, Lab
-
-
-def verify() -> subprocess.CompletedProcess:
-    env = dict(os.environ, CLUSTER_CONFIG=str(cli.CONFIG))
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "tests/infra",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--junitxml",
-            str(ROOT / "reports" / "verify-lab.xml"),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
-def summary(result: subprocess.CompletedProcess) -> dict[tuple[str, str], str]:
-    rows = {}
-    table = result.stdout.split("halo-cluster verification of", 1)[1].split("\nverification:")[0]
-    for line in table.splitlines()[1:]:
-        parts = line.split()
-        if len(parts) >= 3:
-            status = "NOT VERIFIED" if parts[2] == "NOT" else parts[2]
-            rows[(parts[0], parts[1])] = status
-    return rows
+from tests.e2e.conftest import ROOT, Lab, summary, verify
 
 
 @pytest.fixture
@@ -96,15 +59,3 @@ def test_broken_node_fails_with_clear_messages(lab: Lab) -> None:
     # the deploy repairs all three
     assert lab.deploy().returncode == 0
     assert verify().returncode == 0
-
-
-def test_thunderbolt_lab_passes_with_link_speed_not_verified() -> None:
-    lab = Lab(2, "thunderbolt").converged()
-    result = verify()
-    assert result.returncode == 0, result.stdout[-4000:]
-    rows = summary(result)
-    for node in lab.nodes:
-        assert rows[(node, "thunderbolt_link_speed")] == "NOT VERIFIED"
-        assert rows[(node, "rdma_link_active")] == "skipped"
-        assert rows[(node, "data_link_profile")] == "passed"
-    assert rows[("node1->node2", "full_size_frames")] == "passed"
