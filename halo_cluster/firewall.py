@@ -21,9 +21,9 @@ def running(state: dict) -> bool:
     return state.get("state") == "running"
 
 
-def zone_of(state: dict, interface: str, view: str = "runtime") -> str:
-    """The zone an interface is in: the zone that names it, else the default zone."""
-    for zone, settings in state.get(view, {}).items():
+def zone_of(state: dict, interface: str) -> str:
+    """The zone an interface is in now: the zone that names it, else the default zone."""
+    for zone, settings in state.get("runtime", {}).items():
         if interface in settings.get("interfaces", []):
             return zone
     return state.get("default", "")

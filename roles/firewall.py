@@ -29,21 +29,14 @@ def paths(data) -> tuple[str, ...]:
 @deploy("Firewall", data_defaults=host_defaults(VARIABLES))
 def apply(node: NodeContext) -> None:
     state = cached(host, Firewalld)
-    management = firewall.management_zones(state, node.ssh_interfaces, node.interface)
     if not firewall.running(state):
-        if host.data.halo_serve_enabled:
-            logger.warning(
-                f"{host.print_prefix}firewalld is {state['state']}: Ray's ports are open to every "
-                "network this node is on (`systemctl enable --now firewalld`)"
-            )
+        _warn_not_running(state)
         return
+    management = firewall.management_zones(state, node.ssh_interfaces, node.interface)
     _warn_about_open_ray_ports(state, management)
     wanted = management if vllm_open_to_management() else set()
     if wanted:
-        text = render(f"{firewall.SERVICE}.xml.j2", port=host.data.halo_serve_port)
-        if node_files(host).differs(SERVICE_FILE, text, "644"):
-            text_file(name=f"firewalld service {SERVICE_FILE}", path=SERVICE_FILE, text=text)
-            firewall.reload_firewall(name="Reload firewalld (its services changed)")
+        _write_service_file()
     _converge_service_zones(state, wanted)
     if not wanted and node_files(host).exists(SERVICE_FILE):
         server.shell(name=f"Remove {SERVICE_FILE}", commands=[f"rm -f {SERVICE_FILE}"])
@@ -52,6 +45,14 @@ def apply(node: NodeContext) -> None:
 def vllm_open_to_management() -> bool:
     data = host.data
     return data.halo_serve_enabled and data.halo_serve_listen == "all" and data.halo_role == "head"
+
+
+def _write_service_file() -> None:
+    """Our service's definition; firewalld knows a new or changed one only after a reload."""
+    text = render(f"{firewall.SERVICE}.xml.j2", port=host.data.halo_serve_port)
+    if node_files(host).differs(SERVICE_FILE, text, "644"):
+        text_file(name=f"firewalld service {SERVICE_FILE}", path=SERVICE_FILE, text=text)
+        firewall.reload_firewall(name="Reload firewalld (its services changed)")
 
 
 def _converge_service_zones(state: dict, wanted: set[str]) -> None:
@@ -64,6 +65,14 @@ def _converge_service_zones(state: dict, wanted: set[str]) -> None:
     for zone in sorted((runtime | permanent) - wanted):
         firewall.zone_service(
             name=f"Close vLLM's port in zone {zone}", zone=zone, service=service, present=False
+        )
+
+
+def _warn_not_running(state: dict) -> None:
+    if host.data.halo_serve_enabled:
+        logger.warning(
+            f"{host.print_prefix}firewalld is {state['state']}: Ray's ports are open to every "
+            "network this node is on (`systemctl enable --now firewalld`)"
         )
 
 
