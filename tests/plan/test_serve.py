@@ -269,3 +269,24 @@ def test_disabled_stops_and_removes_the_services() -> None:
     commands = "\n".join(result.commands("halo1"))
     assert commands.index("systemctl --user stop") < commands.index("rm -f")
     assert f"{UNITS}/halo-vllm.container" in commands
+
+
+def test_ray_token_on_every_node_0600_and_a_new_one_restarts_ray(tmp_path) -> None:
+    cluster = serve_cluster(tmp_path=tmp_path)
+    token = Path(cluster.serve.ray_token_file).read_text()
+    first = plan_cluster(cluster)
+    for name in ("halo1", "halo2"):
+        assert first.uploads(name)[f"{CONFIG}/ray-token"] == token
+        assert not any(token.strip() in c for c in first.commands(name))
+        chmod = [c for c in first.commands(name) if ".ray-token.halo-new" in c]
+        assert any("chmod 600" in c and "chown vllm:" in c for c in chmod)
+    env = first.uploads("halo1")[f"{CONFIG}/serve.env"]
+    assert "RAY_AUTH_MODE=token\nRAY_AUTH_TOKEN_PATH=/etc/halo-cluster/ray-token\n" in env
+    for unit in ("halo-ray", "halo-vllm"):
+        mount = "Volume=%h/.config/halo-cluster/ray-token:/etc/halo-cluster/ray-token:ro"
+        assert mount in first.uploads("halo1")[f"{UNITS}/{unit}.container"].splitlines()
+    nodes = {n.name: converged(cluster, n.name) for n in cluster.nodes}
+    Path(cluster.serve.ray_token_file).write_text("f" * 64 + "\n")
+    again = plan(cluster, nodes)
+    assert "Cluster services | Restart halo-ray" in serve_ops(again, "halo2")
+    assert "Cluster services | Restart halo-vllm" in serve_ops(again, "halo1")

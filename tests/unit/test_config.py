@@ -341,3 +341,26 @@ def test_docs_example_is_valid(tmp_path: Path) -> None:
     assert len(examples) == 2
     for text in examples:
         assert parse_cluster(yaml.safe_load(text), base_dir=tmp_path)
+
+
+SERVING = VALID_ROCE + "serve: {enabled: true, model: Qwen/Qwen3-14B}\n"
+
+
+def test_ray_token_made_once_beside_the_config(tmp_path: Path) -> None:
+    token = tmp_path / ".halo-cluster" / "ray-token"
+    assert load_cluster(write(tmp_path, VALID_ROCE)).serve.ray_token_file and not token.exists()
+    cluster = load_cluster(write(tmp_path, SERVING))
+    assert cluster.serve.ray_token_file == str(token)
+    first = token.read_text()
+    assert len(first.strip()) == 64 and int(first, 16) >= 0
+    assert (token.stat().st_mode & 0o777, token.parent.stat().st_mode & 0o777) == (0o600, 0o700)
+    load_cluster(write(tmp_path, SERVING))
+    assert token.read_text() == first
+
+
+def test_a_given_ray_token_file_must_exist(tmp_path: Path) -> None:
+    text = SERVING.replace("enabled: true", "enabled: true, ray_token_file: secrets/ray")
+    found = problems(tmp_path, text)
+    assert found == [f"{tmp_path / 'cluster.yml'}: serve.ray_token_file: "
+                     f"{tmp_path / 'secrets/ray'} is missing"]  # fmt: skip
+    assert not (tmp_path / ".halo-cluster").exists()
