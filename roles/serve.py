@@ -92,6 +92,7 @@ def ray_ports() -> list[int]:
 # per-node values vLLM must not copy from the head to the workers' Ray processes
 NON_CARRY_OVER = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "VLLM_ROCE_HCA")
 SECRETS = ("secrets", "ray_token")  # never shown in a diff or the log
+GPU_LEAK_GRACE_SECONDS = 45  # GPUs Ray holds with vLLM stopped: a leak (vllm-prestart.sh)
 WAIT_SECONDS = 600  # what a service waits for its prerequisites before failing (then retried)
 # rootless podman options RCCL over RDMA needs, as upstream's refresh_toolbox.sh and run_cluster.sh
 # (host IPC also gives the host's /dev/shm: podman refuses --shm-size with it)
@@ -111,6 +112,7 @@ def files(data) -> dict[str, str]:
         "vllm_unit": f"{UNITS}/{VLLM}.container",
         "ray_start": f"{CONFIG}/ray-start.sh",
         "vllm_start": f"{CONFIG}/vllm-start.sh",
+        "vllm_prestart": f"{CONFIG}/vllm-prestart.sh",
         "env": f"{CONFIG}/serve.env",
         "secrets": f"{CONFIG}/secrets.env",
         "ray_token": f"{CONFIG}/ray-token",
@@ -135,7 +137,8 @@ def apply(node: NodeContext) -> None:
     head = host.data.halo_role == "head"
     changed = _write_files(user, snapshot, where, _wanted_files(node, head))
     if not head:
-        _remove(user, snapshot, [where["vllm_unit"], where["vllm_start"]], [VLLM], "vLLM")
+        head_only = [where[name] for name in ("vllm_unit", "vllm_start", "vllm_prestart")]
+        _remove(user, snapshot, head_only, [VLLM], "vLLM")
     if host.data.halo_serve_download and changed["model"]:
         download_model(
             name=f"Download {host.data.halo_serve_model} on this node",
@@ -209,10 +212,12 @@ def _wanted_files(node: NodeContext, head: bool) -> dict[str, tuple[str, str]]:
             **ray_ctx,
             "model": data.halo_serve_model,
             "gpus": _gpus(),
+            "grace": GPU_LEAK_GRACE_SECONDS,
             "argv": [shlex.quote(a) for a in argv()],
         }
         wanted["vllm_unit"] = (render("halo-vllm.container.j2", **vllm_ctx), "644")
         wanted["vllm_start"] = (render("vllm-start.sh.j2", **vllm_ctx), "755")
+        wanted["vllm_prestart"] = (render("vllm-prestart.sh.j2", **vllm_ctx), "755")
         wanted["secrets"] = (_secrets(), "600")
     return wanted
 
@@ -280,7 +285,7 @@ def _start_or_restart(user: str, head: bool, changed: dict[str, bool]) -> bool:
     ray_changed = any(changed[n] for n in ray_inputs)
     acted = _ensure(user, RAY, ray_changed, units.get(RAY))
     if head:
-        vllm_inputs = ("vllm_unit", "vllm_start", "secrets")
+        vllm_inputs = ("vllm_unit", "vllm_start", "vllm_prestart", "secrets")
         vllm_changed = ray_changed or any(changed[n] for n in vllm_inputs)
         acted = _ensure(user, VLLM, vllm_changed, units.get(VLLM)) or acted
     return acted
