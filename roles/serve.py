@@ -92,7 +92,7 @@ def ray_ports() -> list[int]:
 # per-node values vLLM must not copy from the head to the workers' Ray processes
 NON_CARRY_OVER = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "VLLM_ROCE_HCA")
 SECRETS = ("secrets", "ray_token")  # never shown in a diff or the log
-GPU_LEAK_GRACE_SECONDS = 45  # GPUs Ray holds with vLLM stopped: a leak (vllm-prestart.sh)
+GPU_LEAK_GRACE_SECONDS = 30  # GPUs Ray holds with vLLM stopped: a leak (vllm-prestart.sh)
 WAIT_SECONDS = 600  # what a service waits for its prerequisites before failing (then retried)
 # rootless podman options RCCL over RDMA needs, as upstream's refresh_toolbox.sh and run_cluster.sh
 # (host IPC also gives the host's /dev/shm: podman refuses --shm-size with it)

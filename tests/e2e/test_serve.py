@@ -209,7 +209,7 @@ def test_killed_worker_ray_is_restarted_and_vllm_serves_again(serving: Lab) -> N
         assert time.monotonic() < deadline, "the worker's Ray and vLLM were not both restarted"
         time.sleep(2)
     # when Ray 2.60 keeps a GPU of the old engine reserved, vllm-prestart.sh restarts the head's
-    # Ray after 45 s and everything comes back by itself: allow for that round
+    # Ray after 30 s and everything comes back by itself: allow for that round
     wait_serving(lab, timeout=300)
     if "restarting the head's Ray" in journal(lab, "halo-vllm"):
         print("Ray kept a GPU reserved: vllm-prestart.sh restarted the head's Ray")
@@ -279,6 +279,7 @@ def test_disabled_leaves_no_unit_and_no_container(serving: Lab) -> None:
         )
 
 
+@pytest.mark.last
 def test_four_nodes_tp2_pp2_serve() -> None:
     lab = Lab(4, "roce").ensure_converged(
         SERVE.replace("  enabled: true", "  enabled: true\n  tensor_parallel_size: 2\n"
