@@ -16,12 +16,14 @@ POLL_SECONDS = 3
 
 
 @operation(is_idempotent=False)
-def user_systemctl(user: str, args: list[str]):
+def user_systemctl(user: str, args: list[str], retried_by_systemd: bool = False):
     """
     Run ``systemctl --user`` as the user, in its lingering systemd session.
 
     + user: the cluster user
     + args: systemctl arguments
+    + retried_by_systemd: a failed start job is not an error here: the unit's ``Restart=`` tries
+      again, and what follows (the wait for /health) judges the outcome
 
     **Example:**
 
@@ -29,7 +31,10 @@ def user_systemctl(user: str, args: list[str]):
 
         user_systemctl(name="Restart Ray", user="vllm", args=["restart", "--no-block", "halo-ray"])
     """
-    yield as_user(user, "systemctl --user " + " ".join(shlex.quote(a) for a in args))
+    command = as_user(user, "systemctl --user " + " ".join(shlex.quote(a) for a in args))
+    if retried_by_systemd:
+        command += " || echo 'the start failed: systemd tries again (Restart=always)'"
+    yield command
 
 
 @operation(is_idempotent=False)
