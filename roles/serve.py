@@ -296,13 +296,14 @@ def _ensure(user: str, service: str, changed: bool, state: str | None) -> bool:
     verb = "restart" if changed and running else "start" if not running else None
     if verb:
         # blocking: returns once the old container is gone and the new one runs, so the wait
-        # for /health that follows cannot be answered by the old one. vLLM's start may fail
-        # while vllm-prestart.sh frees the GPUs Ray kept: systemd retries, the wait judges.
+        # for /health that follows cannot be answered by the old one. A failed start (vLLM's,
+        # while vllm-prestart.sh frees the GPUs Ray kept) is retried by systemd; with the wait
+        # on, the wait judges the whole cluster: vLLM needs every node's Ray to answer.
         user_systemctl(
             name=f"{verb.capitalize()} {service}",
             user=user,
             args=[verb, service],
-            retried_by_systemd=service == VLLM and host.data.halo_serve_wait,
+            retried_by_systemd=host.data.halo_serve_wait,
         )
     return verb is not None
 

@@ -65,7 +65,7 @@ class Lab:
         deploy when already there)."""
         self.ensure_up()
         result = self.deploy(config=self.config("reboot: if-needed\n" + extra))
-        assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
+        assert result.returncode == 0, failure(result)
         return self
 
     def ssh(self, node: str, command: str, check: bool = True) -> str:
@@ -133,6 +133,13 @@ def summary(result: subprocess.CompletedProcess) -> dict[tuple[str, str], str]:
             status = "NOT VERIFIED" if parts[2] == "NOT" else parts[2]
             rows[(parts[0], parts[1])] = status
     return rows
+
+
+def failure(result: subprocess.CompletedProcess) -> str:
+    """A failed deploy's node errors (pyinfra prints them long before its summary table)."""
+    lines = (result.stderr + result.stdout).splitlines()
+    errors = [line for line in lines if line.strip().startswith("[node") and "Success" not in line]
+    return "\n".join(errors[-40:]) + "\n" + "\n".join(lines[-15:])
 
 
 def changed_hosts(result: dict) -> dict[str, list[str]]:

@@ -292,17 +292,19 @@ def test_ray_token_on_every_node_0600_and_a_new_one_restarts_ray(tmp_path) -> No
     assert "Cluster services | Restart halo-vllm" in serve_ops(again, "halo1")
 
 
-def test_vllm_start_failure_is_left_to_systemd_and_the_wait() -> None:
+def test_a_failed_start_is_left_to_systemd_and_the_wait() -> None:
     result = plan_cluster(serve_cluster())
-    start = next(
-        op for op in result.ops["halo1"] if op.name == "Cluster services | Start halo-vllm"
-    )
-    assert start.commands[0].endswith(
-        "|| echo 'the start failed: systemd tries again (Restart=always)'"
-    )
-    ray = next(op for op in result.ops["halo1"] if op.name == "Cluster services | Start halo-ray")
-    assert "||" not in ray.commands[0]
+    starts = [c for c in result.commands("halo1") if "systemctl --user start" in c]
+    assert len(starts) == 2
+    for start in starts:
+        assert start.endswith("|| echo 'the start failed: systemd tries again (Restart=always)'")
     unit = result.uploads("halo1")[f"{UNITS}/halo-vllm.container"].splitlines()
     assert "ExecStartPre=/bin/sh %h/.config/halo-cluster/vllm-prestart.sh" in unit
     assert "grace" not in result.uploads("halo1")[f"{CONFIG}/vllm-prestart.sh"]
     assert f"{CONFIG}/vllm-prestart.sh" not in result.uploads("halo2")
+
+
+def test_without_the_wait_a_failed_start_fails_the_deploy() -> None:
+    result = plan_cluster(serve_cluster(serve=", wait: false"))
+    starts = [c for c in result.commands("halo1") if "systemctl --user start" in c]
+    assert len(starts) == 2 and not any("||" in c for c in starts)
