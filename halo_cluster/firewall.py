@@ -14,7 +14,7 @@ SERVICE = "halo-vllm"
 DATA_ZONE = "trusted"  # the data link's zone, set by its NetworkManager profile (as the guide)
 # zones that let every port in, whatever their port list says
 OPEN_TARGETS = ("ACCEPT",)
-OPEN_ZONES = ("trusted",)
+OPEN_ZONES = (DATA_ZONE,)
 
 
 def running(state: dict) -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import pytest
 from halo_cluster.facts import as_user
 from lab import cli
 from tests.e2e.conftest import ROOT, Lab, changed_hosts
+from tests.infra.conftest import connects
 
 SERVE = (ROOT / "lab" / "serve.yml").read_text()
 MODEL = "facebook/opt-125m"
@@ -67,15 +67,6 @@ def test_serves_the_model_on_the_head_data_address(serving: Lab) -> None:
 
 def management_address(name: str) -> str:
     return cli.node_address(cli.load_state(), name)
-
-
-def connects(address: str, port: int) -> bool:
-    """A TCP connection from this machine: the lab's management side."""
-    try:
-        socket.create_connection((address, port), timeout=3).close()
-    except OSError:
-        return False
-    return True
 
 
 def http_status(url: str, key: str = "") -> int:

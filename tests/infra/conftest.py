@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shlex
+import socket
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -160,6 +161,15 @@ class Target:
         """Skip as NOT VERIFIED when the hardware cannot exist here; return on real hosts."""
         if self.container:
             pytest.skip(f"{NOT_VERIFIED}: {what}: {self.container} container, no such hardware")
+
+
+def connects(address: str, port: int) -> bool:
+    """A TCP connection from this machine (the controller, on the management side) to a node."""
+    try:
+        socket.create_connection((address, port), timeout=3).close()
+    except OSError:
+        return False
+    return True
 
 
 def pytest_configure(config: pytest.Config) -> None:

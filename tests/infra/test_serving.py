@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import socket
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 from halo_cluster import allreduce, firewall, nccl
 from halo_cluster.facts import as_user
 from roles.serve import PORTS, ray_ports
-from tests.infra.conftest import NOT_VERIFIED, Target
+from tests.infra.conftest import NOT_VERIFIED, Target, connects
 
 STANDIN = "stand-in"
 
@@ -135,15 +134,6 @@ def run_allreduce(cluster, targets: dict[str, Target]) -> str:
     with ThreadPoolExecutor(max_workers=len(cluster.nodes)) as pool:
         outputs = list(pool.map(rank, range(len(cluster.nodes)), cluster.nodes))
     return outputs[0]
-
-
-def connects(address: str, port: int) -> bool:
-    """A TCP connection from here (the controller, on the management side) to the node."""
-    try:
-        socket.create_connection((address, port), timeout=3).close()
-    except OSError:
-        return False
-    return True
 
 
 def test_ray_ports_closed_on_the_management_side(node: Target, measured) -> None:
