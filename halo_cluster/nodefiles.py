@@ -101,6 +101,15 @@ class NodeFiles:
                 result[fields[0]] = [m for m in fields[3].split(",") if m]
         return result
 
+    def group_ids(self) -> dict[str, int]:
+        """{group: gid} from /etc/group."""
+        result = {}
+        for line in (self.text("/etc/group") or "").splitlines():
+            fields = line.split(":")
+            if len(fields) >= 4 and fields[2].isdigit():
+                result[fields[0]] = int(fields[2])
+        return result
+
     def user_file(self, user: str, relative: str) -> str | None:
         home = self.home(user)
         return self.text(f"{home}/{relative}") if home else None

@@ -55,36 +55,45 @@ def remove_user_services(user: str, services: list[str], paths: list[str]):
                              paths=["/home/vllm/.config/containers/systemd/halo-vllm.container"])
     """
     units = " ".join(shlex.quote(f"{s}.service") for s in services)
-    yield f"{as_user(user, f'systemctl --user stop {units}')} || true"
+    if services:
+        yield f"{as_user(user, f'systemctl --user stop {units}')} || true"
     yield "rm -f " + " ".join(shlex.quote(p) for p in paths)
     yield as_user(user, "systemctl --user daemon-reload")
-    names = " ".join(shlex.quote(s) for s in services)
-    yield f"{as_user(user, f'podman rm --force --ignore {names}')} >/dev/null"
+    if services:
+        names = " ".join(shlex.quote(s) for s in services)
+        yield f"{as_user(user, f'podman rm --force --ignore {names}')} >/dev/null"
 
 
 @operation(is_idempotent=False)
-def download_model(user: str, image: str, model: str):
+def download_model(user: str, image: str, model: str, token: bool):
     """
-    Fetch a model's weights into the user's Hugging Face cache with the image's own tools,
-    saying how long it has taken so far (a real model is tens of gigabytes).
+    Fetch a model's weights into the user's Hugging Face cache with the image's own CLI
+    (``hf download``, huggingface_hub 1.x), saying how long it has taken so far (a real model
+    is tens of gigabytes). It reads this node's serve.env (HF_HOME, HF_TOKEN_PATH and the user's
+    ``serve.env``, e.g. HF_HUB_OFFLINE); the token, when there is one, is the node's own 0600
+    file mounted read-only: never an argument, never the head's secrets.
 
     + user: the cluster user
     + image: the serving image
     + model: a Hugging Face id (a path on the node is left as it is)
+    + token: whether the node has an HF token file
 
     **Example:**
 
     .. code:: python
 
         download_model(name="Download the model", user="vllm", image="docker.io/kyuz0/...",
-                       model="Qwen/Qwen3-14B")
+                       model="Qwen/Qwen3-14B", token=False)
     """
     if model.startswith("/"):
         return
+    config = "$HOME/.config/halo-cluster"
+    mounts = ['-v "$HOME/.cache/huggingface:/root/.cache/huggingface"']
+    if token:
+        mounts.append(f'-v "{config}/hf-token:/etc/halo-cluster/hf-token:ro"')
     run = (
-        'podman run --rm --network=host --env-file="$HOME/.config/halo-cluster/secrets.env" '
-        '-v "$HOME/.cache/huggingface:/root/.cache/huggingface" '
-        f"{shlex.quote(image)} huggingface-cli download {shlex.quote(model)} >/dev/null"
+        f'podman run --rm --network=host --env-file="{config}/serve.env" {" ".join(mounts)} '
+        f"{shlex.quote(image)} hf download {shlex.quote(model)} >/dev/null"
     )
     yield FunctionCommand(
         run_saying_what,

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from lab import network, node, rootfs, sh
+from lab import image, network, node, rootfs, sh
 from lab.sh import LabError
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -110,7 +110,9 @@ def up(count: int, link: str) -> None:
     down(quiet=True)
     lower = rootfs.ensure_rootfs()
     shared = node.Shared(
-        rootfs.ensure_repo(), rootfs.ensure_image(), rootfs.registry_storage(lower)
+        rootfs.ensure_repo(),
+        image.ensure_image(),
+        rootfs.registry_storage(lower, image.image_hash()),
     )
     KEY.parent.mkdir(parents=True, exist_ok=True)
     if not KEY.exists():

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab import sh
+from lab import hub, sh
 from lab.network import netns
 
 CGROUP_PREFIX = "halolab-"
@@ -113,8 +113,12 @@ def _prepare_home(dirs: NodeDirs, merged: Path, user: str) -> None:
         if fields[0] == user:
             home = dirs.root / "home" / user
             home.mkdir(exist_ok=True)
-            os.chown(home, int(fields[2]), int(fields[3]))
+            uid, gid = int(fields[2]), int(fields[3])
+            os.chown(home, uid, gid)
             home.chmod(0o700)
+            (home / ".cache").mkdir(exist_ok=True)
+            hub.seed(home / ".cache" / "huggingface", uid, gid)
+            os.chown(home / ".cache", uid, gid)
 
 
 @dataclass(frozen=True)

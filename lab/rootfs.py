@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
@@ -31,11 +30,6 @@ PACKAGES = (
     # the lab's image registry
     "docker-registry"
 ).split()
-IMAGE_PACKAGES = ("sudo", "libcap2-bin", "passwd", "bash", "python3", "python3-venv", "procps")
-# Real Ray in the lab image (the cluster services run it); the newest release on PyPI when chosen
-RAY_VERSION = "2.60.0"
-IMAGE_PYTHON = "3.13"  # trixie's python3
-STANDIN = Path(__file__).resolve().parent / "standin"
 # Fedora 43 kernels the seed guide verified; the second is the default boot entry.
 KERNELS = ("6.18.5-200.fc43.x86_64", "6.18.6-200.fc43.x86_64")
 MACHINE_ID = "5e0d1c3b2a4f48e6b7c8d9e0f1a2b3c4"
@@ -48,12 +42,15 @@ def recipe_hash() -> str:
     digest.update(" ".join(PACKAGES).encode())
     # the stand-in RPMs: one per package a role declares
     digest.update(" ".join(all_packages()).encode())
-    for folder in (OVERLAY_FILES, STANDIN):
-        for path in sorted(folder.rglob("*")):
-            if path.is_file():
-                digest.update(str(path.relative_to(folder)).encode())
-                digest.update(path.read_bytes())
+    folder_digest(digest, OVERLAY_FILES)
     return digest.hexdigest()[:12]
+
+
+def folder_digest(digest, folder: Path) -> None:
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            digest.update(str(path.relative_to(folder)).encode())
+            digest.update(path.read_bytes())
 
 
 def rootfs_path() -> Path:
@@ -80,8 +77,8 @@ def ensure_rootfs() -> Path:
     if (target / ".complete").exists():
         return target
     CACHE.mkdir(parents=True, exist_ok=True)
-    # an older recipe's root, repository, image and registry go: only one recipe is cached
-    for stale in CACHE.glob("*-*"):
+    # an older recipe's root and repository go: only one recipe is cached
+    for stale in (*CACHE.glob("rootfs-*"), *CACHE.glob("repo-*")):
         if not stale.name.endswith(recipe_hash()) and not _in_use(stale):
             shutil.rmtree(stale, ignore_errors=True)
     build = Path(tempfile.mkdtemp(prefix="build-", dir=CACHE))
@@ -173,59 +170,13 @@ def bls_entry(version: str, options: str) -> str:
     )
 
 
-def ensure_image() -> Path:
-    """A folder with image.tar: a small Debian root that toolbox accepts (sudo, capsh, useradd),
-    with real Ray in /opt/ray (`ray` on PATH) and the lab-only stand-in `vllm` command.
-
-    The lab seeds its registry with it under the upstream image's name (see lab.cli.seed).
-    """
-    folder = CACHE / f"image-{recipe_hash()}"
-    if not (folder / "image.tar").exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        wheels = ray_wheels()
-        partial = folder / "image.tar.partial"
-        clean = 'env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin chroot "$1"'
-        sh.run(
-            "mmdebstrap",
-            "--quiet",
-            "--variant=minbase",
-            f"--include={','.join(IMAGE_PACKAGES)}",
-            f"--customize-hook=copy-in {wheels} /tmp",
-            f"--customize-hook={clean} python3 -m venv /opt/ray",
-            f"--customize-hook={clean} /opt/ray/bin/pip install --quiet --no-index "
-            f"--find-links /tmp/{wheels.name} ray=={RAY_VERSION}",
-            f'--customize-hook=rm -rf "$1/tmp/{wheels.name}"',
-            '--customize-hook=ln -s /opt/ray/bin/ray "$1/usr/local/bin/ray"',
-            f"--customize-hook=copy-in {STANDIN / 'vllm'} /usr/local/bin",
-            '--customize-hook=chmod 755 "$1/usr/local/bin/vllm"',
-            "--format=tar",
-            SUITE,
-            str(partial),
-            apt_mirror(),
-        )
-        partial.rename(folder / "image.tar")
-    return folder
-
-
-def ray_wheels() -> Path:
-    """Ray and what it needs, for the image's Python, downloaded once from PyPI by this machine's
-    pip (with its own index settings) and kept beside the other caches."""
-    wheels = CACHE / f"wheels-ray-{RAY_VERSION}-cp{IMAGE_PYTHON.replace('.', '')}"
-    if not (wheels / ".complete").exists():
-        platforms = ("manylinux2014", "manylinux_2_17", "manylinux_2_28", "manylinux_2_34")
-        sh.run(
-            sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(wheels),
-            "--only-binary=:all:", "--implementation", "cp", "--python-version", IMAGE_PYTHON,
-            *(f"--platform={p}_x86_64" for p in platforms),
-            f"ray=={RAY_VERSION}",
-        )  # fmt: skip
-        (wheels / ".complete").touch()
-    return wheels
-
-
-def registry_storage(root: Path) -> Path:
-    """The registry's storage, shared by every node, owned by the node's docker-registry user."""
-    storage = CACHE / f"registry-{recipe_hash()}"
+def registry_storage(root: Path, image_key: str) -> Path:
+    """The registry's storage, shared by every node, owned by the node's docker-registry user;
+    one per root filesystem and image (the registry is seeded with the image)."""
+    for stale in CACHE.glob("registry-*"):
+        if stale.name != f"registry-{recipe_hash()}-{image_key}" and not _in_use(stale):
+            shutil.rmtree(stale, ignore_errors=True)
+    storage = CACHE / f"registry-{recipe_hash()}-{image_key}"
     storage.mkdir(parents=True, exist_ok=True)
     for line in (root / "etc/passwd").read_text().splitlines():
         fields = line.split(":")

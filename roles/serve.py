@@ -9,10 +9,11 @@ from pathlib import Path
 
 from pyinfra import host, logger
 from pyinfra.api import deploy
+from pyinfra.operations import server
 
 from halo_cluster import toolbox as toolbox_files
 from halo_cluster.context import NodeContext
-from halo_cluster.facts import HttpStatus, UserUnits
+from halo_cluster.facts import HttpStatus, UserManager, UserUnits
 from halo_cluster.nodefiles import cached, node_files
 from halo_cluster.operations import text_file
 from halo_cluster.render import render
@@ -23,6 +24,7 @@ from halo_cluster.services import (
     user_systemctl,
     wait_for_health,
 )
+from halo_cluster.usermanager import device_groups, needs_reexec, stale_because
 from roles import launcher
 
 ORDER = 95  # after the reboot role: a cluster ends its deploy serving, not rebooting
@@ -91,8 +93,13 @@ def ray_ports() -> list[int]:
 
 # per-node values vLLM must not copy from the head to the workers' Ray processes
 NON_CARRY_OVER = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "VLLM_ROCE_HCA")
-SECRETS = ("secrets", "ray_token")  # never shown in a diff or the log
-GPU_LEAK_GRACE_SECONDS = 30  # GPUs Ray holds with vLLM stopped: a leak (vllm-prestart.sh)
+SECRETS = ("secrets", "ray_token", "hf_token")  # never shown in a diff or the log
+# what Ray may take to place vLLM's GPUs with every node up before the head's Ray is restarted
+PLACEMENT_GRACE_SECONDS = 20
+# a worker's Ray gives up on a lost head after this (Ray's default: 60 s), and systemd restarts it
+GCS_RECONNECT_SECONDS = 20
+# where vLLM's driver and the GPU worker on its node meet (VLLM_RPC_BASE_PATH), in both containers
+RPC_DIR = "/run/halo-cluster/vllm-rpc"
 WAIT_SECONDS = 600  # what a service waits for its prerequisites before failing (then retried)
 # rootless podman options RCCL over RDMA needs, as upstream's refresh_toolbox.sh and run_cluster.sh
 # (host IPC also gives the host's /dev/shm: podman refuses --shm-size with it)
@@ -116,6 +123,7 @@ def files(data) -> dict[str, str]:
         "env": f"{CONFIG}/serve.env",
         "secrets": f"{CONFIG}/secrets.env",
         "ray_token": f"{CONFIG}/ray-token",
+        "hf_token": f"{CONFIG}/hf-token",
         "non_carry_over": f"{CONFIG}/vllm/ray_non_carry_over_env_vars.json",
         "model": f"{CONFIG}/model",
     }
@@ -135,18 +143,20 @@ def apply(node: NodeContext) -> None:
         _remove(user, snapshot, list(where.values()), [VLLM, RAY], "the cluster services")
         return
     head = host.data.halo_role == "head"
-    changed = _write_files(user, snapshot, where, _wanted_files(node, head))
-    if not head:
-        head_only = [where[name] for name in ("vllm_unit", "vllm_start", "vllm_prestart")]
-        _remove(user, snapshot, head_only, [VLLM], "vLLM")
+    wanted = _wanted_files(node, head)
+    changed = _write_files(user, snapshot, where, wanted)
+    unwanted = [where[name] for name in where if name not in wanted]
+    _remove(user, snapshot, unwanted, [] if head else [VLLM], "what this node no longer runs")
     if host.data.halo_serve_download and changed["model"]:
         download_model(
             name=f"Download {host.data.halo_serve_model} on this node",
             user=user,
             image=host.data.halo_image,
             model=host.data.halo_serve_model,
+            token=host.data.halo_serve_hf_token_file is not None,
         )
-    acted = _start_or_restart(user, head, changed)
+    restarted = _refresh_user_manager(user, snapshot)
+    acted = _start_or_restart(user, head, changed) or restarted
     if head and host.data.halo_serve_wait:
         _wait_until_serving(acted or any(changed.values()))
 
@@ -181,11 +191,13 @@ def _remove(user: str, snapshot, paths: list[str], services: list[str], what: st
 def _wanted_files(node: NodeContext, head: bool) -> dict[str, tuple[str, str]]:
     """Name -> (text, mode) of every file this node needs."""
     data = host.data
+    env = _environment(node)
     ray_ctx = {
         "node": data.halo_node,
         "role": data.halo_role,
         "user": data.halo_cluster_user,
         "image": data.halo_image,
+        "model": data.halo_serve_model,
         "node_ip": data.halo_data_address,
         "head_ip": data.halo_head_address,
         "podman_args": list(PODMAN_ARGS),
@@ -195,24 +207,28 @@ def _wanted_files(node: NodeContext, head: bool) -> dict[str, tuple[str, str]]:
         "node_ports": NODE_PORTS,
         "wait": WAIT_SECONDS,
         "object_store_mib": data.halo_serve_object_store_mib,
+        "rpc_dir": RPC_DIR,
+        "hf_token": data.halo_serve_hf_token_file is not None,
+        "pinned": env_names(env),
     }
     wanted = {
         "ray_unit": (render("halo-ray.container.j2", **ray_ctx), "644"),
         "ray_start": (render("ray-start.sh.j2", **ray_ctx), "755"),
-        "env": (_environment(node), "644"),
+        "env": (env, "644"),
         "non_carry_over": (
             render("ray_non_carry_over_env_vars.json.j2", names=NON_CARRY_OVER),
             "644",
         ),
         "model": (f"{data.halo_serve_model}\n", "644"),
-        "ray_token": (Path(data.halo_serve_ray_token_file).read_text().strip() + "\n", "600"),
+        "ray_token": (_secret_line(data.halo_serve_ray_token_file), "600"),
     }
+    if data.halo_serve_hf_token_file:
+        wanted["hf_token"] = (_secret_line(data.halo_serve_hf_token_file), "600")
     if head:
         vllm_ctx = {
             **ray_ctx,
-            "model": data.halo_serve_model,
             "gpus": _gpus(),
-            "grace": GPU_LEAK_GRACE_SECONDS,
+            "grace": PLACEMENT_GRACE_SECONDS,
             "argv": [shlex.quote(a) for a in argv()],
         }
         wanted["vllm_unit"] = (render("halo-vllm.container.j2", **vllm_ctx), "644")
@@ -220,6 +236,11 @@ def _wanted_files(node: NodeContext, head: bool) -> dict[str, tuple[str, str]]:
         wanted["vllm_prestart"] = (render("vllm-prestart.sh.j2", **vllm_ctx), "755")
         wanted["secrets"] = (_secrets(), "600")
     return wanted
+
+
+def env_names(env: str) -> list[str]:
+    """The variables an environment file sets."""
+    return [line.split("=", 1)[0] for line in env.splitlines() if "=" in line and line[0] != "#"]
 
 
 def _devices(node: NodeContext) -> list[str]:
@@ -255,25 +276,51 @@ def argv() -> list[str]:
 
 
 def _environment(node: NodeContext) -> str:
+    values = launcher.environment_values(node)
     return render(
         "serve.env.j2",
-        **launcher.environment_values(node),
+        **values,
         gcs_port=PORTS["port"],
+        gcs_reconnect_seconds=GCS_RECONNECT_SECONDS,
+        rpc_dir=RPC_DIR,
+        hf_token=host.data.halo_serve_hf_token_file is not None,
         env=dict(host.data.halo_serve_env),
         nccl_debug=host.data.halo_serve_nccl_debug,
     )
 
 
+def _secret_line(path: str) -> str:
+    """A secret file's one line, read on the controller at deploy time: never host data."""
+    return Path(path).read_text().strip() + "\n"
+
+
 def _secrets() -> str:
-    """The API key and HF token, read from the controller at deploy time: never host data."""
-    read = {
-        name: Path(path).read_text().strip() if path else None
-        for name, path in (
-            ("api_key", host.data.halo_serve_api_key_file),
-            ("hf_token", host.data.halo_serve_hf_token_file),
+    """The API key, only on the head (vLLM reads it from its environment)."""
+    path = host.data.halo_serve_api_key_file
+    return render("secrets.env.j2", api_key=_secret_line(path).strip() if path else None)
+
+
+def _refresh_user_manager(user: str, snapshot) -> bool:
+    """Restart the user's systemd manager (and with it the services) when it runs without the
+    groups or the locked-memory limit this deploy gives the user: it reads them only when it
+    starts, and a node whose kernel arguments are right is never rebooted."""
+    manager = cached(host, UserManager, user=user)
+    memlock = host.data.halo_interconnect == "roce"
+    gids = snapshot.group_ids()
+    wanted = [gids[g] for g in device_groups(host.data.halo_interconnect) if g in gids]
+    if needs_reexec(manager, memlock):
+        server.shell(
+            name="Reload systemd's default limits (daemon-reexec)",
+            commands=["systemctl daemon-reexec"],
         )
-    }
-    return render("secrets.env.j2", **read)
+    why = stale_because(manager, wanted, memlock)
+    if why:
+        logger.info(f"{host.print_prefix}{user}'s systemd manager restarts: {why}")
+        server.shell(
+            name=f"Restart {user}'s systemd manager (groups and limits)",
+            commands=[f"systemctl restart user@$(id -u {shlex.quote(user)}).service"],
+        )
+    return why is not None
 
 
 def _start_or_restart(user: str, head: bool, changed: dict[str, bool]) -> bool:
@@ -281,12 +328,12 @@ def _start_or_restart(user: str, head: bool, changed: dict[str, bool]) -> bool:
     units = cached(host, UserUnits, user=user, units=(RAY, VLLM))
     if changed["ray_unit"] or changed.get("vllm_unit"):
         user_systemctl(name="Reload the user's units", user=user, args=["daemon-reload"])
-    ray_inputs = ("ray_unit", "ray_start", "env", "non_carry_over", "ray_token")
-    ray_changed = any(changed[n] for n in ray_inputs)
+    ray_inputs = ("ray_unit", "ray_start", "env", "non_carry_over", "ray_token", "hf_token")
+    ray_changed = any(changed.get(n) for n in ray_inputs)
     acted = _ensure(user, RAY, ray_changed, units.get(RAY))
     if head:
-        vllm_inputs = ("vllm_unit", "vllm_start", "vllm_prestart", "secrets")
-        vllm_changed = ray_changed or any(changed[n] for n in vllm_inputs)
+        vllm_inputs = ("vllm_unit", "vllm_start", "vllm_prestart", "secrets", "hf_token")
+        vllm_changed = ray_changed or any(changed.get(n) for n in vllm_inputs)
         acted = _ensure(user, VLLM, vllm_changed, units.get(VLLM)) or acted
     return acted
 

@@ -9,6 +9,7 @@ from pyinfra.operations import server
 from halo_cluster.context import NodeContext
 from halo_cluster.nodefiles import node_files
 from halo_cluster.schema import host_defaults
+from halo_cluster.usermanager import device_groups
 
 ORDER = 40
 PACKAGES = ()
@@ -25,10 +26,8 @@ def apply(node: NodeContext) -> None:
     user = host.data.halo_cluster_user
     files = node_files(host)
     groups = files.groups()
-    # render owns /dev/dri/renderD* and /dev/kfd, video /dev/dri/card*, rdma /dev/infiniband/*;
-    # toolbox's keep-groups needs the user in them on the host itself
-    names = ["render", "video"] + (["rdma"] if host.data.halo_interconnect == "roce" else [])
-    wanted = [g for g in names if g in groups]
+    # toolbox's keep-groups needs the user in the device groups on the host itself
+    wanted = [g for g in device_groups(host.data.halo_interconnect) if g in groups]
     q = shlex.quote(user)
     if files.home(user) is None:
         in_groups = f" -G {','.join(wanted)}" if wanted else ""

@@ -97,12 +97,28 @@ def test_head_runs_ray_head_and_vllm_with_rdma_options() -> None:
         "NCCL_SOCKET_IFNAME=enp194s0np0",
         "NCCL_IB_GID_INDEX=1",
         "NCCL_IB_HCA==irdma1:1",
-        "VLLM_CLUSTER_TRANSPORT=roce",
-        "VLLM_ROCE_HCA=irdma1",
         "RAY_ADDRESS=192.168.100.1:6379",
         "VLLM_CONFIG_ROOT=/etc/halo-cluster/vllm",
+        "VLLM_RPC_BASE_PATH=/run/halo-cluster/vllm-rpc",
+        "VLLM_NO_USAGE_STATS=1",
+        "TRITON_CACHE_DIR=/root/.triton/cache",
     ):
         assert line in env, line
+    # only what Ray 2.60, vLLM, RCCL or huggingface_hub read: the launcher's own variables and
+    # the Ray variables that do not exist in Ray 2.60 stay out
+    names = {line.split("=")[0] for line in env if "=" in line and not line.startswith("#")}
+    for absent in (
+        "VLLM_CLUSTER_TRANSPORT",
+        "VLLM_ROCE_HCA",
+        "RAY_NODE_IP_ADDRESS",
+        "RAY_OVERRIDE_NODE_IP_ADDRESS",
+        "RAY_DISABLE_METRICS",
+        "RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES",
+    ):
+        assert absent not in names, absent
+    for unit in (f"{UNITS}/halo-ray.container", f"{UNITS}/halo-vllm.container"):
+        assert "Volume=%t/halo-cluster/vllm-rpc:/run/halo-cluster/vllm-rpc" in head[unit]
+        assert "Volume=%h/.cache/halo-cluster/triton:/root/.triton" in head[unit]
     names = head[f"{CONFIG}/vllm/ray_non_carry_over_env_vars.json"]
     assert '"NCCL_IB_HCA"' in names and '"NCCL_SOCKET_IFNAME"' in names
 
@@ -145,7 +161,7 @@ def test_thunderbolt_uses_sockets() -> None:
     cluster = serve_cluster(interconnect="thunderbolt")
     result = plan_cluster(cluster, interconnect="thunderbolt", infiniband=False)
     env = result.uploads("halo1")[f"{CONFIG}/serve.env"].splitlines()
-    assert "NCCL_IB_DISABLE=1" in env and "VLLM_CLUSTER_TRANSPORT=ethernet" in env
+    assert "NCCL_IB_DISABLE=1" in env
     assert "NCCL_SOCKET_IFNAME=thunderbolt0" in env
     assert not any(line.startswith("NCCL_IB_HCA") for line in env)
 
