@@ -92,6 +92,13 @@ class NodeFiles:
                 return fields[5]
         return None
 
+    def user_of_home(self, home: str) -> str | None:
+        for line in (self.text("/etc/passwd") or "").splitlines():
+            fields = line.split(":")
+            if len(fields) > 5 and fields[5] == home:
+                return fields[0]
+        return None
+
     def groups(self) -> dict[str, list[str]]:
         """{group: members} from /etc/group (primary groups are not listed as members)."""
         result = {}

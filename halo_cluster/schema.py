@@ -198,7 +198,8 @@ SCHEMA: tuple[Field, ...] = (
         "string",
         None,
         "File on the controller holding a Hugging Face token (relative to cluster.yml); "
-        "installed like the API key.",
+        "installed 0600 as `~/.config/halo-cluster/hf-token` on every node and read through "
+        "`HF_TOKEN_PATH` by `hf download` and vLLM; never in an argument or an environment file.",
     ),
     Field(
         "serve.ray_token_file",
@@ -256,7 +257,7 @@ SCHEMA: tuple[Field, ...] = (
         "serve.download",
         "boolean",
         False,
-        "Prefetch the weights on every node (`huggingface-cli download`) before starting.",
+        "Prefetch the weights on every node (the image's `hf download`) before starting.",
     ),
     Field(
         "serve.object_store_mib",

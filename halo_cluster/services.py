@@ -58,7 +58,8 @@ def remove_user_services(user: str, services: list[str], paths: list[str]):
     if services:
         yield f"{as_user(user, f'systemctl --user stop {units}')} || true"
     yield "rm -f " + " ".join(shlex.quote(p) for p in paths)
-    yield as_user(user, "systemctl --user daemon-reload")
+    # a manager that is not running (a former cluster user's, not lingering) has nothing loaded
+    yield f"{as_user(user, 'systemctl --user daemon-reload')} || true"
     if services:
         names = " ".join(shlex.quote(s) for s in services)
         yield f"{as_user(user, f'podman rm --force --ignore {names}')} >/dev/null"
@@ -103,41 +104,87 @@ def download_model(user: str, image: str, model: str, token: bool):
 
 
 @operation(is_idempotent=False)
-def wait_for_health(user: str, url: str, model: str, timeout: int, services: list[str]):
+def wait_for_health(
+    user: str, url: str, model: str, timeout: int, services: list[str], nodes: list[str]
+):
     """
-    Wait, at most ``timeout`` seconds, until vLLM's /health answers 200 on the head, saying what
-    it waits for; then log ``serving MODEL at URL``. On timeout, fail with the first failing
-    service and its last journal lines.
+    Wait, at most ``timeout`` seconds, until the configured cluster serves: vLLM's /health
+    answers 200 on the head, from a process of ``user``, whose /v1/models names ``model`` and
+    whose Ray cluster is exactly ``nodes`` (not a leftover of an earlier config); saying what it
+    waits for; then log ``serving MODEL at URL``. On timeout, fail with what is still wrong, the
+    first failing service and its last journal lines.
 
     + user: the cluster user (whose services these are)
     + url: vLLM's base URL as the head reaches it
-    + model: the served model name, for the final line
+    + model: the served model name
     + timeout: seconds
     + services: the services to report on when it does not come up, most specific first
+    + nodes: the data addresses of every node, the Ray nodes the cluster must have alive
 
     **Example:**
 
     .. code:: python
 
         wait_for_health(name="Wait for vLLM", user="vllm", url="http://192.168.100.1:8000",
-                        model="Qwen/Qwen3-14B", timeout=1800, services=["halo-vllm", "halo-ray"])
+                        model="Qwen/Qwen3-14B", timeout=1800, services=["halo-vllm", "halo-ray"],
+                        nodes=["192.168.100.1", "192.168.100.2"])
     """
-    yield FunctionCommand(_wait_for_health, (user, url, model, timeout, services), {})
+    yield FunctionCommand(_wait_for_health, (user, url, model, timeout, services, nodes), {})
 
 
-def _wait_for_health(state, host, user, url, model, timeout, services) -> bool:
+def _wait_for_health(state, host, user, url, model, timeout, services, nodes) -> bool:
     probe = f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {shlex.quote(url + '/health')}"
     deadline = time.monotonic() + timeout
+    wrong = "vLLM's /health does not answer 200"
     with waiting(host, f"vLLM's /health at {url} (up to {timeout} s)"):
         while time.monotonic() < deadline:
             _, output = host.run_shell_command(probe)
             if output.stdout.strip() == "200":
-                logger.info(f"{host.print_prefix}serving {model} at {url}")
-                return True
+                wrong = _not_ours(host, user, url, model, nodes)
+                if wrong is None:
+                    logger.info(f"{host.print_prefix}serving {model} at {url}")
+                    return True
             time.sleep(POLL_SECONDS)
     # logged, not raised: pyinfra prints a raised error from a callback with a traceback
-    logger.error(f"{host.print_prefix}not serving after {timeout} s: {_why(host, user, services)}")
+    logger.error(
+        f"{host.print_prefix}not serving after {timeout} s: {wrong}; {_why(host, user, services)}"
+    )
     return False
+
+
+# Ray's alive nodes, from inside the user's Ray container (the image's Python has Ray)
+RAY_NODES = (
+    "import ray; ray.init(logging_level='ERROR', log_to_driver=False); "
+    "print(' '.join(sorted(n['NodeManagerAddress'] for n in ray.nodes() if n['Alive'])))"
+)
+
+
+def _not_ours(host, user: str, url: str, model: str, nodes: list[str]) -> str | None:
+    """What shows that the vLLM answering is not the configured one (None: it is)."""
+    port = url.rsplit(":", 1)[1]
+    _, owner = host.run_shell_command(
+        f"pid=$(ss -Htlnp 'sport = :{port}' | grep -o 'pid=[0-9]*' | head -n1 | cut -d= -f2); "
+        '[ -n "$pid" ] && stat -c %U "/proc/$pid"'
+    )
+    if owner.stdout.strip() != user:
+        return f"port {port} is held by a process of {owner.stdout.strip() or 'nobody'}, not {user}"
+    # the API key travels on stdin (curl -H @-), never in an argument
+    models = (
+        '. "$HOME/.config/halo-cluster/secrets.env" 2>/dev/null; '
+        'printf "Authorization: Bearer %s\n" "${VLLM_API_KEY:-}" | '
+        f"curl -s -m 5 -H @- {shlex.quote(url + '/v1/models')}"
+    )
+    _, listed = host.run_shell_command(as_user(user, f"sh -c {shlex.quote(models)}"))
+    if f'"id": "{model}"' not in listed.stdout and f'"id":"{model}"' not in listed.stdout:
+        return f"/v1/models does not list {model}"
+    ray = 'exec "$(sed -n "1s/^#!//p" "$(command -v ray)")" -c ' + shlex.quote(RAY_NODES)
+    _, alive = host.run_shell_command(
+        as_user(user, f"podman exec halo-ray sh -c {shlex.quote(ray)} 2>/dev/null")
+    )
+    found = alive.stdout.strip().splitlines()[-1:] or [""]
+    if found[0].split() != sorted(nodes):
+        return f"Ray's alive nodes are [{found[0]}], not the configured {' '.join(sorted(nodes))}"
+    return None
 
 
 def _why(host, user: str, services: list[str]) -> str:

@@ -56,6 +56,7 @@ VARIABLES = (
     "halo_role",
     "halo_data_address",
     "halo_head_address",
+    "halo_worker_addresses",
 )
 UNITS = ".config/containers/systemd"
 CONFIG = ".config/halo-cluster"
@@ -129,8 +130,13 @@ def files(data) -> dict[str, str]:
     }
 
 
+# any user's quadlets of ours: what an earlier cluster_user left running (removed as leftovers)
+ANY_USERS_UNITS = tuple(f"/home/*/{UNITS}/{service}.container" for service in (RAY, VLLM))
+
+
 def paths(data) -> tuple[str, ...]:
-    return tuple(f"~{data.halo_cluster_user}/{p}" for p in files(data).values())
+    own = tuple(f"~{data.halo_cluster_user}/{p}" for p in files(data).values())
+    return (*own, *ANY_USERS_UNITS)
 
 
 @deploy("Cluster services", data_defaults=host_defaults(VARIABLES))
@@ -139,6 +145,7 @@ def apply(node: NodeContext) -> None:
     snapshot = node_files(host)
     home = snapshot.home(user) or f"/home/{user}"
     where = {name: f"{home}/{path}" for name, path in files(host.data).items()}
+    _remove_other_users_services(user, snapshot)
     if not host.data.halo_serve_enabled:
         _remove(user, snapshot, list(where.values()), [VLLM, RAY], "the cluster services")
         return
@@ -186,6 +193,27 @@ def _remove(user: str, snapshot, paths: list[str], services: list[str], what: st
         remove_user_services(
             name=f"Stop and remove {what}", user=user, services=services, paths=present
         )
+
+
+def _remove_other_users_services(user: str, snapshot) -> None:
+    """Another user's Ray or vLLM of ours (an earlier `cluster_user`) would hold Ray's ports and
+    answer /health in place of the configured cluster: stop it and remove its files. Its
+    lingering and its other files stay: they are that user's."""
+    own = snapshot.home(user) or f"/home/{user}"
+    homes = {
+        path.split(f"/{UNITS}/")[0]
+        for path in snapshot.files
+        if path.endswith(".container") and f"/{UNITS}/halo-" in path
+    }
+    for home in sorted(homes - {own}):
+        other = snapshot.user_of_home(home)
+        if other:
+            remove_user_services(
+                name=f"Stop and remove {other}'s cluster services (cluster_user is {user})",
+                user=other,
+                services=[VLLM, RAY],
+                paths=[f"{home}/{path}" for path in files(host.data).values()],
+            )
 
 
 def _wanted_files(node: NodeContext, head: bool) -> dict[str, tuple[str, str]]:
@@ -371,4 +399,5 @@ def _wait_until_serving(acted: bool) -> None:
         model=data.halo_serve_served_model_name,
         timeout=data.halo_serve_ready_timeout,
         services=[VLLM, RAY],
+        nodes=[data.halo_head_address, *data.halo_worker_addresses],
     )
