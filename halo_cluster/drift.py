@@ -23,9 +23,9 @@ import tempfile
 from pathlib import Path
 
 from halo_cluster.loader import ConfigError, load_cluster
+from halo_cluster.project import ROOT
 from halo_cluster.report import REPORT_ENV
 
-ROOT = Path(__file__).resolve().parents[1]
 NO_DRIFT, ERROR, DRIFT = 0, 1, 2
 CONVERGED, PENDING, REFUSED, UNREACHABLE = "converged", "drift", "refused", "unreachable"
 FAILED = "failed"  # reached, but the deploy code stopped before every role was planned
@@ -37,7 +37,10 @@ def dry_run(config: str, events: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [pyinfra, "--dry", "--json", "inventory.py", "deploy.py"],
         cwd=ROOT,
-        env=dict(os.environ, CLUSTER_CONFIG=config, **{REPORT_ENV: str(events)}),
+        # pyinfra runs in the checkout: a config path relative to here must still name the file
+        env=dict(
+            os.environ, CLUSTER_CONFIG=str(Path(config).resolve()), **{REPORT_ENV: str(events)}
+        ),
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,

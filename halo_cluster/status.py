@@ -23,8 +23,8 @@ from halo_cluster import sshconfig
 from halo_cluster.facts import as_user
 from halo_cluster.loader import ConfigError, load_cluster
 from halo_cluster.model import Cluster, Node
+from halo_cluster.project import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 UP, DOWN, UNREACHABLE = 0, 2, 1
 VERDICTS = {UP: "up", DOWN: "something is down", UNREACHABLE: "a node cannot be reached"}
 SERVICES = ("halo-ray", "halo-vllm")
