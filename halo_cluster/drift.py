@@ -1,6 +1,6 @@
 """Drift check: a dry run that says per node what would change, with file diffs.
 
-    python -m halo_cluster.drift [--json-out reports/drift.json] [--md-out reports/drift.md]
+    halo-cluster drift [--config PATH] [--json-out reports/drift.json] [--md-out reports/drift.md]
 
 Exit status: 0 nothing would change, 2 drift (something would change), 1 error (bad config, a
 node unreachable or refused by the safety checks; the other nodes are still reported). It never
@@ -165,7 +165,7 @@ def run(config: str) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m halo_cluster.drift", description=__doc__)
+    parser = argparse.ArgumentParser(prog="halo-cluster drift", description=__doc__)
     parser.add_argument("--json-out", default=str(ROOT / "reports" / "drift.json"))
     parser.add_argument("--md-out", default=None, help="default: beside --json-out, as .md")
     args = parser.parse_args(argv)

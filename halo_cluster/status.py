@@ -1,4 +1,4 @@
-"""The serving cluster at a glance: `make status` or `python -m halo_cluster.status [--json]`.
+"""The serving cluster at a glance: `halo-cluster status [--json]` (or `make status`).
 
 One SSH command per node, all nodes at once: each service unit (state, restarts, since when, the
 last error line of a failed one), and from the head the Ray nodes (address, alive, GPUs) and
@@ -244,7 +244,7 @@ def table(cluster: Cluster, statuses: list[NodeStatus]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m halo_cluster.status", description=__doc__)
+    parser = argparse.ArgumentParser(prog="halo-cluster status", description=__doc__)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     args = parser.parse_args(argv)
     try:
