@@ -41,6 +41,11 @@ def _env() -> dict[str, str]:
     return dict(os.environ, **({"CLUSTER_CONFIG": os.path.abspath(config)} if config else {}))
 
 
+def run_drift(args: list[str]) -> int:
+    """The dry run (pyinfra in the checkout): 0 converged, 2 drift, 1 error."""
+    return drift.main(args) if _checkout("drift") else drift.ERROR
+
+
 def run_verify(args: list[str]) -> int:
     """The end state: pytest over tests/infra of the checkout; pytest's exit code."""
     root = _checkout("verify")
@@ -75,7 +80,7 @@ def run_where(args: list[str]) -> int:
 
 
 COMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
-    "drift": (drift.main, "dry-run diff per node: exit 0 converged, 2 drift, 1 error"),
+    "drift": (run_drift, "dry-run diff per node: exit 0 converged, 2 drift, 1 error"),
     "status": (status.main, "the serving cluster: exit 0 up, 2 something down, 1 unreachable"),
     "verify": (run_verify, "the end state (pytest over tests/infra): pytest's exit code"),
     "deploy": (run_deploy, "converge (pyinfra inventory.py deploy.py): pyinfra's exit code"),

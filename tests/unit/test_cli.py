@@ -90,13 +90,17 @@ def test_verify_passes_pytests_own_exit_code(tmp_path: Path) -> None:
     assert "missing.yml: cannot read" in result.stdout + result.stderr
 
 
-def test_verify_outside_a_checkout_says_so_in_one_line(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("command", "code"), [("verify", cli.NO_CHECKOUT), ("drift", 1), ("deploy", 1)]
+)
+def test_outside_a_checkout_says_so_in_one_line(
+    command: str, code: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(project, "checkout", lambda: None)
-    assert cli.main(["verify"]) == cli.NO_CHECKOUT
+    assert cli.main([command]) == code
     error = capsys.readouterr().err.splitlines()
-    assert len(error) == 1 and "tests/infra/conftest.py" in error[0]
+    assert len(error) == 1 and error[0].startswith(f"halo-cluster {command}: no checkout")
+    assert "tests/infra/conftest.py" in error[0]
 
 
 def test_config_before_or_after_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
