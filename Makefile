@@ -1,6 +1,8 @@
 # halo-cluster: every target creates or reuses the virtualenv itself.
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+# the tool's own entry point: its exit codes are the tool's (make turns any failure into 2)
+CLI    := $(VENV)/bin/halo-cluster
 NODES  ?= 2
 LINK   ?= roce
 NODE   ?= node1
@@ -43,19 +45,20 @@ lab-reboot: venv
 
 demo: lab-up
 	$(if $(SERVE),cat $(LAB_CONFIG) lab/serve.yml > $(DEMO_CONFIG))
-	CLUSTER_CONFIG=$(DEMO_CONFIG) $(VENV)/bin/pyinfra -y --data halo_reboot=if-needed inventory.py deploy.py
+	$(CLI) deploy --config $(DEMO_CONFIG) -y --data halo_reboot=if-needed
 	$(PY) -m lab status
-	$(MAKE) --no-print-directory verify CLUSTER_CONFIG=$(DEMO_CONFIG)
+	$(CLI) verify --config $(DEMO_CONFIG)
+	$(if $(SERVE),@$(CLI) where --config $(DEMO_CONFIG))
 
+# shortcuts for `halo-cluster COMMAND`; in CI call $(CLI) itself (docs/ci.md)
 verify: venv
-	CLUSTER_CONFIG=$(CLUSTER_CONFIG) $(PY) -m pytest tests/infra -q -p no:cacheprovider \
-		--junitxml=reports/verify.xml
+	$(CLI) verify --config $(CLUSTER_CONFIG)
 
 drift: venv
-	CLUSTER_CONFIG=$(CLUSTER_CONFIG) $(PY) -m halo_cluster.drift
+	$(CLI) drift --config $(CLUSTER_CONFIG)
 
 status: venv
-	CLUSTER_CONFIG=$(CLUSTER_CONFIG) $(PY) -m halo_cluster.status
+	$(CLI) status --config $(CLUSTER_CONFIG)
 
 deploy: venv
-	CLUSTER_CONFIG=$(CLUSTER_CONFIG) $(VENV)/bin/pyinfra inventory.py deploy.py
+	$(CLI) deploy --config $(CLUSTER_CONFIG)

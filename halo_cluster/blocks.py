@@ -7,14 +7,18 @@ END = "# END halo-cluster"
 
 
 def with_block(text: str | None, lines: list[str]) -> str:
-    """`text` with our block replaced (or appended), every other line kept."""
-    kept: list[str] = []
-    inside = False
+    """`text` with our block's lines replaced where the block stands (appended when there is
+    none), every other line kept where it is. Lines added after our block (OpenSSH's
+    UpdateHostKeys appends the worker's other host keys at the end of known_hosts) are the
+    user's: the block stays in front of them, so the file is unchanged when our lines are."""
+    before: list[str] = []
+    after: list[str] = []
+    inside = seen = False
     for line in (text or "").splitlines():
-        if line == BEGIN:
-            inside = True
-        elif line == END:
-            inside = False
+        if line in (BEGIN, END):
+            # our markers are never the user's; a second block is ours too and goes
+            inside, seen = line == BEGIN, True
         elif not inside:
-            kept.append(line)
-    return "\n".join([*kept, BEGIN, *lines, END]) + "\n"
+            (after if seen else before).append(line)
+    # an unterminated block (END lost in a hand edit) runs to the end of the file: all ours
+    return "\n".join([*before, BEGIN, *lines, END, *after]) + "\n"

@@ -1,6 +1,6 @@
 """Drift check: a dry run that says per node what would change, with file diffs.
 
-    python -m halo_cluster.drift [--json-out reports/drift.json] [--md-out reports/drift.md]
+    halo-cluster drift [--config PATH] [--json-out reports/drift.json] [--md-out reports/drift.md]
 
 Exit status: 0 nothing would change, 2 drift (something would change), 1 error (bad config, a
 node unreachable or refused by the safety checks; the other nodes are still reported). It never
@@ -23,9 +23,9 @@ import tempfile
 from pathlib import Path
 
 from halo_cluster.loader import ConfigError, load_cluster
+from halo_cluster.project import ROOT
 from halo_cluster.report import REPORT_ENV
 
-ROOT = Path(__file__).resolve().parents[1]
 NO_DRIFT, ERROR, DRIFT = 0, 1, 2
 CONVERGED, PENDING, REFUSED, UNREACHABLE = "converged", "drift", "refused", "unreachable"
 FAILED = "failed"  # reached, but the deploy code stopped before every role was planned
@@ -37,7 +37,10 @@ def dry_run(config: str, events: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [pyinfra, "--dry", "--json", "inventory.py", "deploy.py"],
         cwd=ROOT,
-        env=dict(os.environ, CLUSTER_CONFIG=config, **{REPORT_ENV: str(events)}),
+        # pyinfra runs in the checkout: a config path relative to here must still name the file
+        env=dict(
+            os.environ, CLUSTER_CONFIG=str(Path(config).resolve()), **{REPORT_ENV: str(events)}
+        ),
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
@@ -162,7 +165,7 @@ def run(config: str) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m halo_cluster.drift", description=__doc__)
+    parser = argparse.ArgumentParser(prog="halo-cluster drift", description=__doc__)
     parser.add_argument("--json-out", default=str(ROOT / "reports" / "drift.json"))
     parser.add_argument("--md-out", default=None, help="default: beside --json-out, as .md")
     args = parser.parse_args(argv)

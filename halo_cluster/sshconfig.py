@@ -31,7 +31,12 @@ def write(cluster: Cluster, folder: Path) -> Path:
         if node.ssh_key:
             lines.append(f"  IdentityFile {node.ssh_key}")
         if node.ssh_known_hosts:
-            lines += [f"  UserKnownHostsFile {node.ssh_known_hosts}", "  StrictHostKeyChecking yes"]
+            # the pinned file is the config's: never written to (UpdateHostKeys)
+            lines += [
+                f"  UserKnownHostsFile {node.ssh_known_hosts}",
+                "  StrictHostKeyChecking yes",
+                "  UpdateHostKeys no",
+            ]
     path = folder / "ssh_config"
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -1,4 +1,4 @@
-"""The serving cluster at a glance: `make status` or `python -m halo_cluster.status [--json]`.
+"""The serving cluster at a glance: `halo-cluster status [--json]` (or `make status`).
 
 One SSH command per node, all nodes at once: each service unit (state, restarts, since when, the
 last error line of a failed one), and from the head the Ray nodes (address, alive, GPUs) and
@@ -23,8 +23,8 @@ from halo_cluster import sshconfig
 from halo_cluster.facts import as_user
 from halo_cluster.loader import ConfigError, load_cluster
 from halo_cluster.model import Cluster, Node
+from halo_cluster.project import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 UP, DOWN, UNREACHABLE = 0, 2, 1
 VERDICTS = {UP: "up", DOWN: "something is down", UNREACHABLE: "a node cannot be reached"}
 SERVICES = ("halo-ray", "halo-vllm")
@@ -101,31 +101,51 @@ def _listen(cluster: Cluster) -> str:
 
 
 def sections(output: str) -> dict[str, list[str]]:
+    """The output's @@name sections, line by line. Blank lines are kept: they separate the units
+    of `systemctl show` (see `show_blocks`); `filled` gives a section without them."""
     found: dict[str, list[str]] = {}
     current = None
     for line in output.splitlines():
         if line.startswith("@@"):
             current = found.setdefault(line[2:], [])
-        elif current is not None and line.strip():
+        elif current is not None:
             current.append(line)
     return found
 
 
+def filled(found: dict[str, list[str]], name: str) -> list[str]:
+    return [line for line in found.get(name, []) if line.strip()]
+
+
+def show_blocks(lines: list[str]) -> list[dict[str, str]]:
+    """`systemctl show -p ...` of several units: one block of KEY=value lines per unit, a blank
+    line between units. Within a block systemd prints its properties in its own D-Bus order, not
+    in the order asked (a service's NRestarts comes before the unit's Id), so a value belongs to
+    its block, never to the Id line before it."""
+    blocks: list[dict[str, str]] = []
+    block: dict[str, str] = {}
+    for line in [*lines, ""]:
+        if line.strip():
+            key, _, value = line.partition("=")
+            block[key] = value
+        elif block:
+            blocks.append(block)
+            block = {}
+    return blocks
+
+
 def parse_units(lines: list[str], errors: list[str]) -> list[Unit]:
     units: dict[str, Unit] = {}
-    unit = None
-    for line in lines:
-        key, _, value = line.partition("=")
-        if key == "Id":
-            unit = units.setdefault(
-                value.removesuffix(".service"), Unit(value.removesuffix(".service"))
+    for block in show_blocks(lines):
+        name = block.get("Id", "").removesuffix(".service")
+        if name:
+            restarts = block.get("NRestarts", "")
+            units[name] = Unit(
+                name,
+                state=block.get("ActiveState", "absent"),
+                restarts=int(restarts) if restarts.isdigit() else 0,
+                since=block.get("StateChangeTimestamp", ""),
             )
-        elif unit and key == "ActiveState":
-            unit.state = value
-        elif unit and key == "NRestarts":
-            unit.restarts = int(value or 0)
-        elif unit and key == "StateChangeTimestamp":
-            unit.since = value
     for line in errors:
         name, _, message = line.partition(" ")
         if name in units:
@@ -147,22 +167,22 @@ def read_node(cluster: Cluster, node: Node, config: Path) -> tuple[NodeStatus, l
         status.vllm = {"error": result.stderr.strip().splitlines()[-1:] or ["unreachable"]}
         return status, []
     found = sections(result.stdout)
-    status.units = parse_units(found.get("units", []), found.get("errors", []))
+    status.units = parse_units(found.get("units", []), filled(found, "errors"))
     if node.role == "worker":
         status.units = [u for u in status.units if u.name != "halo-vllm"]
         return status, []
     status.vllm = _vllm(cluster, found)
     try:
-        ray_nodes = json.loads((found.get("ray") or ["[]"])[-1])
+        ray_nodes = json.loads((filled(found, "ray") or ["[]"])[-1])
     except ValueError:
         ray_nodes = []
     return status, ray_nodes
 
 
 def _vllm(cluster: Cluster, found: dict[str, list[str]]) -> dict:
-    health = (found.get("health") or ["000"])[0].strip()
+    health = (filled(found, "health") or ["000"])[0].strip()
     try:
-        models = [m["id"] for m in json.loads(" ".join(found.get("models", [])))["data"]]
+        models = [m["id"] for m in json.loads(" ".join(filled(found, "models")))["data"]]
     except (ValueError, KeyError, TypeError):
         models = []
     url = f"http://{_listen(cluster)}:{cluster.serve.port}"
@@ -224,7 +244,7 @@ def table(cluster: Cluster, statuses: list[NodeStatus]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m halo_cluster.status", description=__doc__)
+    parser = argparse.ArgumentParser(prog="halo-cluster status", description=__doc__)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     args = parser.parse_args(argv)
     try:

@@ -24,8 +24,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             if "e2e" in item.nodeid:
                 item.add_marker(pytest.mark.skip(reason=reason))
     # a test marked `last` leaves a lab of another shape: the 2-node tests after it would each
-    # have to build and converge theirs again
-    items.sort(key=lambda item: item.get_closest_marker("last") is not None)
+    # have to build and converge theirs again; one marked `serving` starts the serving cluster,
+    # which the 2-node tests that reset the lab would throw away
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("last") is not None,
+            item.get_closest_marker("serving") is not None,
+        )
+    )
 
 
 class Lab:

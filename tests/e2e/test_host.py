@@ -88,7 +88,7 @@ def test_head_reaches_each_worker_over_the_data_link(lab: Lab) -> None:
     out = lab.ssh(
         "node1",
         "runuser -u vllm -- ssh -o BatchMode=yes -o StrictHostKeyChecking=yes "
-        "192.168.100.2 'hostname; echo $SSH_CONNECTION'",
+        "-o UpdateHostKeys=no 192.168.100.2 'hostname; echo $SSH_CONNECTION'",
     )
     hostname, connection = out.splitlines()
     assert hostname == "node2"

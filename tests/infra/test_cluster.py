@@ -28,9 +28,11 @@ def test_same_mtu_everywhere(targets: dict[str, Target]) -> None:
 
 def test_head_reaches_worker_over_ssh(head: Target, worker: Target) -> None:
     user = head.cluster.cluster_user
+    # UpdateHostKeys=no: checking leaves the user's known_hosts as the deploy wrote it (OpenSSH
+    # would otherwise append the worker's other host keys)
     result = head.run(
         f"runuser -u {user} -- ssh -o BatchMode=yes -o StrictHostKeyChecking=yes "
-        f"-o ConnectTimeout=5 {worker.node.address} true"
+        f"-o UpdateHostKeys=no -o ConnectTimeout=5 {worker.node.address} true"
     )
     assert result.rc == 0, (
         f"{head.name} -> {worker.name} ({worker.node.address}) as {user}: "

@@ -194,6 +194,38 @@ def test_head_key_made_on_the_head_and_worker_host_keys_pinned() -> None:
     assert "ssh-keygen" not in " ".join(result.commands("halo2"))
 
 
+# what OpenSSH's UpdateHostKeys appends after the first head-to-worker SSH: the worker's other host
+# keys, hashed (HashKnownHosts), at the end of the file, after our block
+UPDATED_HOST_KEYS = (
+    "|1|F1E1KeyHashSalt0000000000000=|Hx7cQjX8bN3Xh2VbZy3tRk0aW6E= ecdsa-sha2-nistp256 AAAAE2V\n"
+    "|1|R5aRsaHashSalt00000000000000=|Lk2pUf3hA8eWq1Yv0nPcGm5sT9A= ssh-rsa AAAAB3NzaC1yc2EAAAAD\n"
+)
+
+
+def head_known_hosts(lines: str) -> dict:
+    """The head's cluster user with a key and this known_hosts (0600, as the deploy writes it)."""
+    files = {".ssh/id_ed25519.pub": HEAD_KEY + "\n", ".ssh/known_hosts": (lines, "600")}
+    return node(user_files=files)
+
+
+def test_host_keys_appended_after_our_block_are_no_drift() -> None:
+    pinned = plan_pair().uploads("halo1")["/home/vllm/.ssh/known_hosts"]
+    result = plan_pair(head=head_known_hosts(pinned + UPDATED_HOST_KEYS))
+    assert "/home/vllm/.ssh/known_hosts" not in result.uploads("halo1")
+    assert not any("known_hosts" in c for c in result.commands("halo1"))
+
+
+def test_a_changed_pinned_key_leaves_the_lines_around_our_block_where_they_are() -> None:
+    old = "# BEGIN halo-cluster (managed, do not edit)\n192.168.100.2 ssh-ed25519 OLD\n"
+    user = "10.0.0.5 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIUsersOwnHost\n"
+    text = user + old + "# END halo-cluster\n" + UPDATED_HOST_KEYS
+    known = plan_pair(head=head_known_hosts(text)).uploads("halo1")["/home/vllm/.ssh/known_hosts"]
+    assert known == (
+        user + "# BEGIN halo-cluster (managed, do not edit)\n"
+        f"192.168.100.2 {HOST_KEY}\n# END halo-cluster\n" + UPDATED_HOST_KEYS
+    )
+
+
 def test_worker_authorizes_the_head_key_read_at_run_time_on_a_fresh_cluster() -> None:
     result = plan_pair()
     assert result.commands("halo2")[-1].startswith("FunctionCommand(_authorize_from")

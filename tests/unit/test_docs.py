@@ -1,4 +1,5 @@
-"""The docs describe what exists: every role's page and variables, every make target."""
+"""The docs describe what exists: every role's page and variables, every make target, every
+`halo-cluster` command."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import roles
+from halo_cluster.cli import COMMANDS
 from halo_cluster.schema import variable_default_text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,3 +40,11 @@ def test_readme_make_targets_exist() -> None:
     readme = (ROOT / "README.md").read_text()
     for target in re.findall(r"`make ([a-z-]+)", readme):
         assert target in targets, target
+
+
+def test_documented_halo_cluster_commands_exist() -> None:
+    found = set()
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        text = path.read_text()
+        found |= set(re.findall(r"halo-cluster (?:\[--config PATH\] )?([a-z]+)\b", text))
+    assert found and found <= set(COMMANDS), found - set(COMMANDS)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import yaml
 
 from halo_cluster import status
@@ -14,15 +16,17 @@ CLUSTER = parse_cluster(
         "  - {name: b, ssh: {host: h2}, data: {interface: eth1}}\n"
     )
 )
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# systemd's own property order: NRestarts (a Service property) before Id (a Unit property)
 HEAD_OUTPUT = """@@units
+NRestarts=0
 Id=halo-ray.service
 ActiveState=active
-NRestarts=0
 StateChangeTimestamp=Mon 2026-11-30 08:49:47 UTC
 
+NRestarts=3
 Id=halo-vllm.service
 ActiveState=failed
-NRestarts=3
 StateChangeTimestamp=Mon 2026-11-30 08:50:01 UTC
 @@errors
 halo-vllm ValueError: the number of required GPUs (2) exceeds the total number of available GPUs
@@ -36,7 +40,7 @@ halo-vllm ValueError: the number of required GPUs (2) exceeds the total number o
 
 def test_sections_and_units() -> None:
     found = status.sections(HEAD_OUTPUT)
-    units = status.parse_units(found["units"], found["errors"])
+    units = status.parse_units(found["units"], status.filled(found, "errors"))
     assert [(u.name, u.state, u.restarts) for u in units] == [
         ("halo-ray", "active", 0),
         ("halo-vllm", "failed", 3),
@@ -45,10 +49,33 @@ def test_sections_and_units() -> None:
     assert found["ray"] == ['[["192.168.100.1", true, 1.0], ["192.168.100.2", false, 1.0]]']
 
 
+def recorded_show() -> list[str]:
+    text = (FIXTURES / "systemctl-show-halo-units.txt").read_text()
+    return [line for line in text.splitlines() if not line.startswith("#")]
+
+
+def test_restarts_go_to_their_own_unit_in_systemds_order() -> None:
+    output = "@@units\n" + "\n".join(recorded_show()) + "\n@@errors\n"
+    found = status.sections(output)
+    units = status.parse_units(found["units"], status.filled(found, "errors"))
+    assert [(u.name, u.state, u.restarts, u.since) for u in units] == [
+        ("halo-ray", "active", 0, "Mon 2026-11-30 08:49:47 UTC"),
+        ("halo-vllm", "activating", 6, "Mon 2026-11-30 09:02:11 UTC"),
+    ]
+
+
+def test_units_missing_from_the_output_are_absent() -> None:
+    # the user manager not running: systemctl prints nothing
+    assert [(u.name, u.state) for u in status.parse_units([], [])] == [
+        ("halo-ray", "absent"),
+        ("halo-vllm", "absent"),
+    ]
+
+
 def test_down_when_a_worker_left_ray_and_vllm_failed() -> None:
     found = status.sections(HEAD_OUTPUT)
     head = status.NodeStatus("a", "head", "192.168.100.1", ray="alive", gpus=1)
-    head.units = status.parse_units(found["units"], found["errors"])
+    head.units = status.parse_units(found["units"], status.filled(found, "errors"))
     head.vllm = status._vllm(CLUSTER, found)
     worker = status.NodeStatus("b", "worker", "192.168.100.2", ray="dead")
     worker.units = [status.Unit("halo-ray", "active")]

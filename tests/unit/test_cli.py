@@ -1,0 +1,157 @@
+"""`halo-cluster`: exit codes reach the caller unchanged; `where` says where the cluster is."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from halo_cluster import cli, project
+
+ROOT = Path(__file__).resolve().parents[2]
+# the lab's config as `python -m lab up` writes it, with lab/serve.yml appended (make demo SERVE=1)
+LAB_CONFIG = """interconnect: roce
+subnet: 192.168.100.0/30
+cluster_user: vllm
+ssh: {user: root, port: 22, key: ssh/id_ed25519, known_hosts: ssh/known_hosts}
+nodes:
+  - name: node1
+    ssh: {host: 10.99.1.2}
+    data: {interface: enp1s0f0np0}
+  - name: node2
+    ssh: {host: 10.99.2.2}
+    data: {interface: enp1s0f0np0}
+serve:
+  enabled: true
+  model: facebook/opt-125m
+"""
+
+
+@pytest.fixture(autouse=True)
+def no_config_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """main() sets $CLUSTER_CONFIG for what it starts: restored after each test."""
+    monkeypatch.setenv("CLUSTER_CONFIG", "")
+    monkeypatch.delenv("CLUSTER_CONFIG")
+
+
+@pytest.fixture
+def lab_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`.lab/cluster-serve.yml` under a project-like current directory, with its SSH files."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".lab" / "ssh").mkdir(parents=True)
+    for name in ("id_ed25519", "known_hosts"):
+        (tmp_path / ".lab" / "ssh" / name).write_text("x\n")
+    return tmp_path / ".lab" / "cluster-serve.yml"
+
+
+def where(config: Path, capsys: pytest.CaptureFixture[str], extra: str = "") -> list[str]:
+    config.write_text(LAB_CONFIG + extra)
+    assert cli.main(["where", "--config", ".lab/cluster-serve.yml"]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_console_script_is_declared() -> None:
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"halo-cluster": "halo_cluster.cli:main"}
+
+
+@pytest.mark.parametrize("command", ["status", "drift", "where"])
+def test_bad_config_exits_1_with_one_line(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing.yml"
+    args = ["--json-out", "/dev/null"] if command == "drift" else []
+    assert cli.main(["--config", str(missing), command, *args]) == 1
+    captured = capsys.readouterr()
+    lines = (captured.out + captured.err).splitlines()
+    assert len(lines) == 1 and lines[0].endswith(
+        f"{missing}: cannot read: No such file or directory"
+    )
+
+
+def test_verify_passes_pytests_own_exit_code(tmp_path: Path) -> None:
+    """tests/infra stops a bad config with pytest.exit(returncode=2): 2 reaches the caller."""
+    script = Path(sys.executable).parent / "halo-cluster"
+    if not script.exists():
+        pytest.skip("the console script is not installed: pip install -e . (make venv)")
+    result = subprocess.run(
+        [str(script), "verify", "--config", str(tmp_path / "missing.yml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "missing.yml: cannot read" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "code"), [("verify", cli.NO_CHECKOUT), ("drift", 1), ("deploy", 1)]
+)
+def test_outside_a_checkout_says_so_in_one_line(
+    command: str, code: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(project, "checkout", lambda: None)
+    assert cli.main([command]) == code
+    error = capsys.readouterr().err.splitlines()
+    assert len(error) == 1 and error[0].startswith(f"halo-cluster {command}: no checkout")
+    assert "tests/infra/conftest.py" in error[0]
+
+
+def test_config_before_or_after_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = []
+    monkeypatch.setitem(cli.COMMANDS, "drift", (lambda args: seen.append(args) or 2, ""))
+    assert cli.main(["drift", "--config", "a.yml", "--json-out", "x"]) == 2
+    assert cli.os.environ["CLUSTER_CONFIG"] == "a.yml"
+    assert cli.main(["--config=b.yml", "drift"]) == 2
+    assert cli.os.environ["CLUSTER_CONFIG"] == "b.yml"
+    assert seen == [["--json-out", "x"], []]
+
+
+def test_where_on_the_lab_runs_curl_on_the_head(
+    lab_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    serving, curl, status = where(lab_config, capsys)
+    assert serving == (
+        "serving facebook/opt-125m at http://192.168.100.1:8000 "
+        "(the head's data address, node node1)"
+    )
+    # the data address is on the lab's data link: the line runs curl on the head over SSH
+    ssh = shlex.split(curl.removeprefix("try it:  "))
+    assert ssh[:-1] == [
+        "ssh",
+        "-i",
+        ".lab/ssh/id_ed25519",
+        "-o",
+        "UserKnownHostsFile=.lab/ssh/known_hosts",
+        "root@10.99.1.2",
+    ]
+    remote = shlex.split(ssh[-1])  # as the head's shell splits it
+    assert remote[:3] == ["curl", "-s", "http://192.168.100.1:8000/v1/completions"]
+    assert json.loads(remote[remote.index("-d") + 1])["model"] == "facebook/opt-125m"
+    assert status == "status:  make status CLUSTER_CONFIG=.lab/cluster-serve.yml"
+
+
+def test_where_reads_the_key_file_and_never_prints_the_key(
+    lab_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (lab_config.parent / "api.key").write_text("sk-secret-never-shown\n")
+    extra = "  listen: all\n  api_key_file: api.key\n"
+    serving, curl, _ = where(lab_config, capsys, extra)
+    assert "at http://10.99.1.2:8000 (every address of the head" in serving
+    assert curl.startswith(
+        "try it:  printf 'Authorization: Bearer %s\\n' \"$(cat .lab/api.key)\" | "
+        "curl -s http://10.99.1.2:8000/v1/completions -H 'Content-Type: application/json' -H @- "
+    )
+    assert "sk-secret" not in serving + curl
+
+
+def test_where_when_not_serving(lab_config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lab_config.write_text(LAB_CONFIG.replace("enabled: true", "enabled: false"))
+    assert cli.main(["--config", str(lab_config), "where"]) == 0
+    assert capsys.readouterr().out.startswith("not serving: serve.enabled is false in ")
