@@ -277,7 +277,9 @@ def test_keyfile_bound_by_mac() -> None:
         )
     )
     other = dict(E810, mac="6c:fe:54:00:00:02")
-    result = plan(c, {"halo1": fresh_node(), "halo2": fresh_node(interfaces=[LOOPBACK, MGMT, other])})
+    result = plan(
+        c, {"halo1": fresh_node(), "halo2": fresh_node(interfaces=[LOOPBACK, MGMT, other])}
+    )
     keyfile = result.uploads("halo1")[KEYFILE]
     assert "mac-address=6c:fe:54:00:00:01\n" in keyfile
     assert "interface-name" not in keyfile
