@@ -25,6 +25,9 @@ _REPR.maxlevel = 2  # bounded whatever the value: an alias bomb is a tree of sha
 
 def quote(value: object) -> str:
     """`repr(value)` cut to about 60 characters, in bounded time and memory whatever the value."""
+    if isinstance(value, str) and len(value) > QUOTE_LIMIT:
+        text = repr(value[: QUOTE_LIMIT - 3])
+        return text[:-1] + "..." + text[-1]  # 'abc...': the cut stays inside the quotes
     text = _REPR.repr(value)
     return text if len(text) <= QUOTE_LIMIT else text[: QUOTE_LIMIT - 3] + "..."
 
