@@ -275,8 +275,9 @@ def _written_booleans(node: yaml.Node, where: str, found: dict[str, str]) -> Non
 def _parse_yaml(text: str, label: str) -> tuple[Any, dict[str, str]]:
     """The document and the text of its booleans; one line for any YAML that is no plain config,
     in bounded time and memory."""
-    loader = _ConfigLoader(text)
+    loader = None
     try:
+        loader = _ConfigLoader(text)  # the reader refuses control characters here already
         node = loader.get_single_node()
         if node is None:
             return None, {}
@@ -295,7 +296,8 @@ def _parse_yaml(text: str, label: str) -> tuple[Any, dict[str, str]]:
     except (ValueError, RecursionError) as exc:  # a value PyYAML cannot build (no mark)
         raise ConfigError([f"{label}: YAML error: {_one_line(str(exc))}"]) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _where(mark: Any) -> str:

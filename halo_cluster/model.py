@@ -275,7 +275,7 @@ def _derive_kernel_args(doc: dict, problems: Problems) -> tuple[tuple[str, ...],
 
 
 def _node_ssh(doc: dict, raw: dict, key: str) -> Any:
-    own = raw.get("ssh", {}).get(key)
+    own = (raw.get("ssh") or {}).get(key)
     return own if own is not None else _get(doc, f"ssh.{key}")
 
 
@@ -306,7 +306,7 @@ def _derive_nodes(
     nodes = []
     for i, raw in enumerate(raws):
         at = f"nodes[{i}].data"
-        interface, mac = _derive_interface(raw.get("data", {}), interconnect, at, problems)
+        interface, mac = _derive_interface((raw.get("data") or {}), interconnect, at, problems)
         nodes.append(
             Node(
                 name=raw["name"],
@@ -402,7 +402,7 @@ def _derive_addresses(
     taken: dict[ipaddress.IPv4Address, str] = {}
     given: dict[int, str] = {}
     for i, raw in enumerate(raws):
-        text = raw.get("data", {}).get("address")
+        text = (raw.get("data") or {}).get("address")
         if text is None:
             continue
         at = f"nodes[{i}].data.address"
