@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from halo_cluster.loader import ConfigError, load_cluster
-from halo_cluster.schema import SCHEMA, children_of
+from halo_cluster.schema import FIELDS, REQUIRED, SCHEMA, children_of
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = (ROOT / "cluster.example.yml").read_text()
@@ -71,9 +71,18 @@ ANY = st.recursive(
 )
 
 
+# a valid value for the keys without which nothing is derived
+GOOD = {"cluster_user": "vllm", "nodes[].name": "halo1", "nodes[].ssh.host": "10.0.0.11"}
+
+
 def value_for(type_name: str, prefix: str) -> st.SearchStrategy[Any]:
-    """A value of the field's type most of the time (so the rules are reached), anything else
-    sometimes."""
+    """A value of the field's type most of the time (so the rules and the derivation are
+    reached), one of its choices when it has some, anything else sometimes."""
+    field = FIELDS.get(prefix)
+    if field and field.choices:
+        return st.one_of(st.sampled_from(field.choices), st.sampled_from(field.choices), ANY)
+    if prefix in GOOD:
+        return st.one_of(st.just(GOOD[prefix]), st.just(GOOD[prefix]), TEXT)
     typed = {
         "string": TEXT,
         "integer": st.one_of(
@@ -93,13 +102,15 @@ def mapping_for(prefix: str) -> st.SearchStrategy[dict]:
     fields = children_of(prefix)
     if not fields:
         return st.just({})
+    strategies = {
+        key: mapping_for(f.path) if f.type == "mapping" else value_for(f.type, f.path)
+        for key, f in fields.items()
+    }
+    required = {key for key, f in fields.items() if f.default is REQUIRED}
     return st.deferred(
         lambda: st.fixed_dictionaries(
-            {},
-            optional={
-                key: value_for(f.type, f.path) for key, f in fields.items() if f.type != "mapping"
-            }
-            | {key: mapping_for(f.path) for key, f in fields.items() if f.type == "mapping"},
+            {key: strategies[key] for key in required},
+            optional={key: s for key, s in strategies.items() if key not in required},
         )
     )
 
