@@ -15,7 +15,7 @@ from halo_cluster.nodefiles import cached, node_files
 from halo_cluster.report import record, refuse
 from halo_cluster.safety import check_node
 
-SELECTOR = ("halo_interconnect", "halo_data_interface", "halo_data_mac")
+SELECTOR = ("halo_interconnect", "halo_data_interface", "halo_data_mac", "halo_cluster_user")
 LOG = {
     preflight.OK: logger.info,
     preflight.NOT_VERIFIED: logger.info,
@@ -30,6 +30,7 @@ verdict = check_node(
     node_files(host).os_release(),
     interfaces,
     sessions,
+    node_files(host).text("/etc/passwd") or "",
 )
 record(host, "reached")  # its facts were read: drift tells it from an unreachable node
 for warning in verdict.warnings:
@@ -44,12 +45,14 @@ else:
         hardware=cached(host, Hardware, interface=verdict.interface),
         ssh_interfaces=tuple(dict.fromkeys(s["interface"] for s in sessions if s["interface"])),
     )
+    serving = host.data.get("halo_serve_enabled")
     for check in preflight.run(
         node.hardware,
         host.data.halo_interconnect,
         verdict.interface,
         interfaces,
         host.data.halo_kernel_gtt_gib,
+        host.data.get("halo_serve_object_store_mib") if serving else None,
     ):
         LOG[check.status](f"{host.print_prefix}preflight {check.line()}")
     roles.apply_all(node)

@@ -8,34 +8,55 @@ one run; each is a single line `FILE: KEY.PATH: what is wrong`, and nothing is c
 from __future__ import annotations
 
 import os
+import re
 import secrets
+import shlex
+import stat
+import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from halo_cluster.model import DEFAULT_RAY_TOKEN, Cluster, ConfigError, Problems, derive
-from halo_cluster.schema import REQUIRED, children_of
+from halo_cluster.rules import quote
+from halo_cluster.schema import REQUIRED, Field, children_of
+
+MAX_BYTES = 1024 * 1024  # a cluster.yml is a few KiB; more is not a config
+MAX_DEPTH = 10  # the schema needs 5 levels (nodes[].ssh.host); an alias may not add more
+MAX_NODES = 10_000  # YAML nodes after expanding aliases: a billion laughs stops here
+MAX_INTEGER_DIGITS = 30  # Python refuses to convert more than 4300 digits, with a ValueError
+MAX_KEY = 64  # longer than any schema key or variable name a message needs to show whole
+SECRET_MAX_BYTES = 4096  # an API key or token is one short line
+BOOL_TAG = "tag:yaml.org,2002:bool"
+MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 def load_cluster(path: str | Path) -> Cluster:
-    """Read, validate and derive; raises ConfigError with every problem found."""
+    """Read, validate and derive; raises ConfigError with every problem found. Warnings (doubts
+    that do not stop the run) are printed to stderr and kept in `cluster.warnings`."""
     path = Path(path)
     label = str(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError([f"{label}: cannot read: {exc.strerror}"]) from None
-    raw = _parse_yaml(text, label)
-    cluster = parse_cluster(raw, label, base_dir=path.parent)
+    raw, written = _parse_yaml(_read_config(path, label), label)
+    cluster = parse_cluster(raw, label, base_dir=path.parent, written=written)
     ensure_ray_token(cluster, path.parent)
-    _check_key_files(cluster)
+    cluster = replace(cluster, warnings=(*cluster.warnings, *_check_files(cluster)))
+    for line in cluster.warnings:
+        print(line, file=sys.stderr)
     return cluster
 
 
-def parse_cluster(raw: Any, label: str = "cluster.yml", base_dir: Path | None = None) -> Cluster:
+def parse_cluster(
+    raw: Any,
+    label: str = "cluster.yml",
+    base_dir: Path | None = None,
+    written: dict[str, str] | None = None,
+) -> Cluster:
+    """Check and derive a parsed document; `written` holds the text of each YAML 1.1 boolean by
+    its key path, so that a message quotes what the user wrote (`no`, not false)."""
     problems = Problems(label)
-    checker = _Checker(problems)
+    checker = _Checker(problems, written or {})
     doc = checker.mapping(raw, "")
     if doc is None:
         problems.raise_if_any()
@@ -47,26 +68,95 @@ def parse_cluster(raw: Any, label: str = "cluster.yml", base_dir: Path | None = 
     return cluster
 
 
-def _check_key_files(cluster: Cluster) -> None:
-    """A missing or unreadable SSH key stops here, naming the key and its nodes, not in paramiko."""
-    users: dict[str, list[str]] = {}
-    for node in cluster.nodes:
-        if node.ssh_key:
-            users.setdefault(node.ssh_key, []).append(node.name)
+def _read_config(path: Path, label: str) -> str:
+    """The file as text, read in bounded memory: a regular file of at most 1 MiB of UTF-8."""
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise ConfigError([f"{label}: is not a regular file"])
+        with path.open("rb") as stream:
+            data = stream.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError([f"{label}: cannot read: {exc.strerror}"]) from None
+    if len(data) > MAX_BYTES:
+        raise ConfigError([f"{label}: larger than {MAX_BYTES // 1024} KiB: not a cluster.yml"])
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"{label}: is not UTF-8 text (byte {exc.start + 1})"]) from None
+
+
+def _check_files(cluster: Cluster) -> list[str]:
+    """SSH keys, known_hosts and secret files on the controller: a missing, unreadable or
+    malformed one stops here, naming the key (and the nodes that use it), not in paramiko or in
+    a container. Returns the warnings (a secret others can read)."""
     problems = Problems(cluster.source)
-    for key, nodes in users.items():
-        if problem := _unreadable(key):
-            problems.error("ssh.key", f"{key} {problem} (the SSH key of {', '.join(nodes)})")
+    for what, key, attribute in (
+        ("the SSH key", "ssh.key", "ssh_key"),
+        ("the known_hosts", "ssh.known_hosts", "ssh_known_hosts"),
+    ):
+        users: dict[str, list[str]] = {}
+        for node in cluster.nodes:
+            if path := getattr(node, attribute):
+                users.setdefault(path, []).append(node.name)
+        for path, nodes in users.items():
+            optional = attribute == "ssh_known_hosts"  # ssh creates a missing known_hosts
+            if problem := _file_problem(path, optional):
+                problems.error(key, f"{path} {problem} ({what} of {', '.join(nodes)})")
     serve = cluster.serve
-    files = {
-        "api_key_file": serve.api_key_file,
-        "hf_token_file": serve.hf_token_file,
-        "ray_token_file": serve.ray_token_file,
-    }
-    for name, path in files.items():
-        if serve.enabled and path and (problem := _unreadable(path) or _empty(path)):
-            problems.error(f"serve.{name}", f"{path} {problem}")
+    for name in ("api_key_file", "hf_token_file", "ray_token_file"):
+        path = getattr(serve, name)
+        if serve.enabled and path:
+            _check_secret(f"serve.{name}", path, problems)
     problems.raise_if_any()
+    return problems.warnings
+
+
+def _file_problem(path: str, optional: bool = False) -> str | None:
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None if optional else "is missing"
+    except OSError:
+        return "cannot be read"
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a file"
+    if not stat.S_ISREG(mode):
+        return "is not a regular file"
+    return None if os.access(path, os.R_OK) else "cannot be read"
+
+
+def _check_secret(key: str, path: str, problems: Problems) -> None:
+    """A secret file: a regular file of one printable UTF-8 line, at most 4 KiB, read in bounded
+    memory; a second line would become a second variable in the container's environment."""
+    problem = _file_problem(path)
+    if problem is None:
+        problem = _secret_text_problem(path)
+    if problem:
+        problems.error(key, f"{path} {problem}")
+    elif os.stat(path).st_mode & 0o044:
+        problems.warn(key, f"{path} is readable by other users: chmod 600 {shlex.quote(path)}")
+
+
+def _secret_text_problem(path: str) -> str | None:
+    try:
+        with open(path, "rb") as stream:
+            data = stream.read(SECRET_MAX_BYTES + 1)
+    except OSError:
+        return "cannot be read"
+    if len(data) > SECRET_MAX_BYTES:
+        return f"is larger than {SECRET_MAX_BYTES // 1024} KiB: a secret file holds one line"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "is not UTF-8 text"
+    line = text.removesuffix("\n")
+    if not line.strip():
+        return "is empty"
+    if "\n" in line:
+        return "has more than one line: it holds the secret alone, on one line"
+    if not line.isprintable():
+        return "holds control characters: it holds the secret alone, on one line"
+    return None
 
 
 def ensure_ray_token(cluster: Cluster, base_dir: Path) -> None:
@@ -81,51 +171,150 @@ def ensure_ray_token(cluster: Cluster, base_dir: Path) -> None:
         token.write(secrets.token_hex(32) + "\n")
 
 
-def _empty(path: str) -> str | None:
-    return None if Path(path).read_text().strip() else "is empty"
+class _ConfigLoader(yaml.SafeLoader):
+    """SafeLoader for a plain config: nesting bounded while composing (never a RecursionError),
+    keys kept as the text the user wrote, a key given twice refused (PyYAML keeps the last
+    silently), integers of a sane length."""
 
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.depth = 0
 
-def _unreadable(path: str) -> str | None:
-    if os.access(path, os.R_OK):
-        return None
-    return "is missing" if not os.path.exists(path) else "cannot be read"
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last silently)."""
-
-
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict:
-    seen: set = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.depth >= MAX_DEPTH:
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(
+                None, None, f"nested deeper than {MAX_DEPTH} levels: not a cluster.yml", mark
             )
-        seen.add(key)
-    return loader.construct_mapping(node)
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+def _construct_mapping(loader: _ConfigLoader, node: yaml.MappingNode) -> dict:
+    seen: set[str] = set()
+    for key_node, _ in node.value:
+        if key_node.tag == MERGE_TAG:
+            continue
+        if key_node.value in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {quote(key_node.value)}", key_node.start_mark
+            )
+        seen.add(key_node.value)
+    loader.flatten_mapping(node)
+    return {key.value: loader.construct_object(value) for key, value in node.value}
 
 
-def _parse_yaml(text: str, label: str) -> Any:
+def _construct_int(loader: _ConfigLoader, node: yaml.ScalarNode) -> int:
+    if len(node.value) > MAX_INTEGER_DIGITS:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"an integer of more than {MAX_INTEGER_DIGITS} digits", node.start_mark
+        )
+    return loader.construct_yaml_int(node)
+
+
+_ConfigLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_ConfigLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+
+class _Refused(Exception):
+    def __init__(self, message: str, mark: Any) -> None:
+        super().__init__(message)
+        self.mark = mark
+
+
+def _measure(node: yaml.Node, depth: int, memo: dict[int, tuple[int, int]]) -> tuple[int, int]:
+    """(nodes, height) of `node` with its aliases expanded, each distinct node measured once:
+    bounded time whatever the aliases multiply to, and an alias cycle ends at MAX_DEPTH."""
+    if id(node) in memo:
+        size, height = memo[id(node)]
+    else:
+        if depth > MAX_DEPTH:
+            raise _Refused(f"nested deeper than {MAX_DEPTH} levels", node.start_mark)
+        size, height = 1, 0
+        for child in _children(node):
+            child_size, child_height = _measure(child, depth + 1, memo)
+            size, height = size + child_size, max(height, child_height + 1)
+            if size > MAX_NODES:
+                raise _Refused(
+                    f"aliases expand to more than {MAX_NODES} values: not a cluster.yml",
+                    node.start_mark,
+                )
+        memo[id(node)] = (size, height)
+    if depth + height > MAX_DEPTH:
+        raise _Refused(f"nested deeper than {MAX_DEPTH} levels", node.start_mark)
+    return size, height
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if not isinstance(node, yaml.MappingNode):
+        return []
+    for key, _ in node.value:
+        if not isinstance(key, yaml.ScalarNode):
+            raise _Refused("a key must be a plain name, not a list or a mapping", key.start_mark)
+    return [child for pair in node.value for child in pair]
+
+
+def _written_booleans(node: yaml.Node, where: str, found: dict[str, str]) -> None:
+    """The text of every YAML 1.1 boolean (yes, no, on, off...) by the key path the checker uses."""
+    if isinstance(node, yaml.ScalarNode) and node.tag == BOOL_TAG:
+        found.setdefault(where, node.value)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _written_booleans(item, f"{where}[{i}]", found)
+    elif isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if len(str(key.value)) <= MAX_KEY:  # a longer key is no schema key
+                _written_booleans(value, _join(where, str(key.value)), found)
+
+
+def _parse_yaml(text: str, label: str) -> tuple[Any, dict[str, str]]:
+    """The document and the text of its booleans; one line for any YAML that is no plain config,
+    in bounded time and memory."""
+    loader = None
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)
+        loader = _ConfigLoader(text)  # the reader refuses control characters here already
+        node = loader.get_single_node()
+        if node is None:
+            return None, {}
+        _measure(node, 0, {})
+        written: dict[str, str] = {}
+        _written_booleans(node, "", written)
+        return loader.construct_document(node), written
+    except _Refused as exc:
+        raise ConfigError([f"{label}: {_where(exc.mark)}: {exc}"]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "?"
-        raise ConfigError([f"{label}: {where}: YAML error: {exc.problem}"]) from None
+        problem = _one_line(exc.problem or exc.context or "malformed")
+        raise ConfigError([f"{label}: {_where(mark)}: YAML error: {problem}"]) from None
     except yaml.YAMLError as exc:
-        raise ConfigError([f"{label}: YAML error: {exc}"]) from None
+        raise ConfigError([f"{label}: YAML error: {_one_line(str(exc))}"]) from None
+    except (ValueError, RecursionError) as exc:  # a value PyYAML cannot build (no mark)
+        raise ConfigError([f"{label}: YAML error: {_one_line(str(exc))}"]) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def _where(mark: Any) -> str:
+    return f"line {mark.line + 1}, column {mark.column + 1}" if mark else "?"
+
+
+def _one_line(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class _Checker:
     """Type and key checks driven by the schema table; collects problems."""
 
-    def __init__(self, problems: Problems) -> None:
+    def __init__(self, problems: Problems, written: dict[str, str]) -> None:
         self.error = problems.error
+        self.written = written
 
     def mapping(self, value: Any, where: str) -> dict | None:
         if value is None and not where:
@@ -141,21 +330,22 @@ class _Checker:
         for key in doc:
             if key not in fields:
                 known = ", ".join(sorted(fields))
-                self.error(_join(where, str(key)), f"unknown key (known keys: {known})")
+                self.error(_join(where, _key_text(key)), f"unknown key (known keys: {known})")
         for key, spec in fields.items():
             at = _join(where, key)
             if key not in doc or doc[key] is None:
                 if spec.default is REQUIRED:
                     self.error(at, "required key is missing", fatal=True)
                 continue
-            if spec.choices and isinstance(doc[key], bool):
-                # YAML 1.1 reads a bare `off`/`on` as a boolean; the user meant the word
-                doc[key] = "on" if doc[key] else "off"
+            word = spec.choices and isinstance(doc[key], bool)
+            if word and not self._as_word(doc, key, spec, at):
+                continue
             value = doc[key]
             if not self._type_ok(value, spec.type, at):
                 continue
             if spec.choices and value not in spec.choices:
-                self.error(at, f"{value!r} is not one of: {', '.join(spec.choices)}", fatal=True)
+                choices = ", ".join(spec.choices)
+                self.error(at, f"{quote(value)} is not one of: {choices}", fatal=True)
             if spec.rule:
                 self._apply_rule(spec.rule, value, at)
             if spec.type == "mapping":
@@ -167,11 +357,26 @@ class _Checker:
                     if self.mapping(item, f"{at}[{i}]") is not None:
                         self.walk(item, spec.path + "[]", f"{at}[{i}]")
 
+    def _as_word(self, doc: dict, key: str, spec: Field, at: str) -> bool:
+        """YAML 1.1 reads a bare `off`, `on`, `no`, `yes` as a boolean where a word is meant:
+        the word when it is a choice (`iommu: off`), else a message quoting what was written."""
+        choices = spec.choices
+        text = self._written(doc[key], at)
+        if text.lower() in choices:
+            doc[key] = text.lower()
+            return True
+        read = str(doc[key]).lower()
+        self.error(at, f"{quote(text)} (read as {read}) is not one of: {', '.join(choices)}", True)
+        return False
+
+    def _written(self, value: bool, at: str) -> str:
+        return self.written.get(at, "on" if value else "off")
+
     def _apply_rule(self, rule, value: Any, at: str) -> None:
         if isinstance(value, list):
             items = [(f"{at}[{i}]", item) for i, item in enumerate(value)]
         elif isinstance(value, dict):  # a map of strings: the rule sees each (key, value)
-            items = [(f"{at}.{key}", (key, item)) for key, item in value.items()]
+            items = [(_join(at, _key_text(key)), (key, item)) for key, item in value.items()]
         else:
             items = [(at, value)]
         for where, item in items:
@@ -192,8 +397,17 @@ class _Checker:
             and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()),
         }[type_name]
         if not ok:
-            self.error(at, f"expected {type_name}, got {_type_name(value)} {value!r}", fatal=True)
+            shown = quote(value)
+            if isinstance(value, bool) and at in self.written:
+                shown = f"{quote(self.written[at])} (read as {str(value).lower()})"
+            self.error(at, f"expected {type_name}, got {_type_name(value)} {shown}", fatal=True)
         return ok
+
+
+def _key_text(key: Any) -> str:
+    """A key as a message shows it: a plain name whole, anything else quoted and cut."""
+    text = str(key) if isinstance(key, str | int | float | bool) or key is None else quote(key)
+    return text if re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", text) else quote(text)
 
 
 def _join(where: str, key: str) -> str:

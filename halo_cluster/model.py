@@ -8,18 +8,32 @@ through `Problems`, one line per mistake, naming the file and the key.
 from __future__ import annotations
 
 import ipaddress
+import itertools
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from halo_cluster import rules
+from halo_cluster.rules import quote
 from halo_cluster.schema import DEFAULT_SUBNETS, DERIVED, FIELDS, MTU_RANGES, REQUIRED
 
 NM_CONNECTION_ID = "halo-data"
 # Ray's cluster token when `serve.ray_token_file` is not given: made once by the loader
 DEFAULT_RAY_TOKEN = ".halo-cluster/ray-token"
 # thunderbolt-net links are point to point: one cable, one interface and one subnet per pair
-MAX_THUNDERBOLT_NODES = 2
+THUNDERBOLT_NODES = 2
+# a data subnet wider than a /8 routes a large share of the address space onto one cable
+MIN_SUBNET_PREFIX = 8
+# ranges a data link can never use: "this network", loopback, link-local, multicast and reserved
+UNUSABLE = tuple(
+    ipaddress.IPv4Network(n)
+    for n in ("0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "240.0.0.0/4")
+)
+# interface names that say which link they are: thunderbolt-net names its interfaces
+# thunderbolt<N>; ice names E810 ports with a physical port suffix (enp194s0np0, ens1f0np0)
+THUNDERBOLT_NAME = re.compile(r"thunderbolt\d*")
+E810_LIKE_NAME = re.compile(r"en[a-z0-9]*np\d+")
 
 
 class ConfigError(Exception):
@@ -36,11 +50,16 @@ class Problems:
     def __init__(self, label: str) -> None:
         self.label = label
         self.lines: list[str] = []
+        self.warnings: list[str] = []
         self.fatal = False  # a problem that makes deriving values impossible (type, missing key)
 
     def error(self, where: str, message: str, fatal: bool = False) -> None:
         self.fatal = self.fatal or fatal
         self.lines.append(f"{self.label}: {where + ': ' if where else ''}{message}")
+
+    def warn(self, where: str, message: str) -> None:
+        """A doubt that does not stop the run: printed by the loader."""
+        self.warnings.append(f"{self.label}: {where + ': ' if where else ''}warning: {message}")
 
     def raise_if_any(self) -> None:
         if self.lines:
@@ -111,6 +130,7 @@ class Cluster:
     min_bandwidth_gbps: int = 40
     nodes: tuple[Node, ...] = field(default_factory=tuple)
     serve: Serve = field(default_factory=Serve)
+    warnings: tuple[str, ...] = ()
 
     @property
     def head(self) -> Node:
@@ -169,6 +189,7 @@ def derive(doc: dict, problems: Problems, base_dir: Path) -> Cluster:
         min_bandwidth_gbps=_get(doc, "verify.min_bandwidth_gbps"),
         nodes=nodes,
         serve=_derive_serve(doc, len(nodes), problems, base_dir),
+        warnings=tuple(problems.warnings),
     )
 
 
@@ -213,11 +234,24 @@ def _derive_subnet(
     text = doc.get("subnet") or DEFAULT_SUBNETS[interconnect]
     try:
         subnet = ipaddress.IPv4Network(text)
-    except ValueError as exc:
-        problems.error("subnet", f"{text!r} is not an IPv4 network in CIDR form ({exc})")
+    except ValueError:
+        problems.error(
+            "subnet",
+            f"{quote(text)} is not an IPv4 network in CIDR form (address/prefix, host bits zero)",
+        )
         return None
     if subnet.prefixlen > 30:
         problems.error("subnet", f"{subnet} holds no two host addresses; use a /30 or larger")
+        return None
+    if subnet.prefixlen < MIN_SUBNET_PREFIX:
+        problems.error(
+            "subnet",
+            f"{subnet} is wider than a /{MIN_SUBNET_PREFIX}: it would route that much of the "
+            "address space onto the data link; a /29 holds 6 nodes",
+        )
+        return None
+    if clash := next((n for n in UNUSABLE if subnet.overlaps(n)), None):
+        problems.error("subnet", f"{subnet} overlaps {clash}, which no data link can use")
         return None
     return subnet
 
@@ -241,7 +275,7 @@ def _derive_kernel_args(doc: dict, problems: Problems) -> tuple[tuple[str, ...],
 
 
 def _node_ssh(doc: dict, raw: dict, key: str) -> Any:
-    own = raw.get("ssh", {}).get(key)
+    own = (raw.get("ssh") or {}).get(key)
     return own if own is not None else _get(doc, f"ssh.{key}")
 
 
@@ -259,29 +293,25 @@ def _derive_nodes(
     base_dir: Path,
 ) -> tuple[Node, ...]:
     raws: list[dict] = doc["nodes"]
-    if interconnect == "thunderbolt" and len(raws) > MAX_THUNDERBOLT_NODES:
-        problems.error(
-            "nodes",
-            f"{len(raws)} nodes on thunderbolt: Thunderbolt links are point to point (one cable, "
-            "port and subnet per pair); use at most 2 nodes, or roce through a switch",
-        )
-    _check_unique(problems, [(f"nodes[{i}].name", r["name"]) for i, r in enumerate(raws)], "name")
-    hosts = [
-        (f"nodes[{i}].ssh.host", r["ssh"]["host"], _node_ssh(doc, r, "port"))
-        for i, r in enumerate(raws)
-    ]
-    _check_unique(problems, [(at, f"{h}:{p}") for at, h, p in hosts], "SSH address")
+    _check_node_count(len(raws), interconnect, problems)
+    names = [(f"nodes[{i}].name", r["name"], r["name"].lower()) for i, r in enumerate(raws)]
+    _check_unique(problems, names, "name")
+    hosts = [rules.normal_host(r["ssh"]["host"]) for r in raws]
+    at_hosts = [(f"nodes[{i}].ssh.host", r["ssh"]["host"], hosts[i]) for i, r in enumerate(raws)]
+    _check_unique(problems, at_hosts, "SSH host")
     roles = _derive_roles(raws, problems)
-    addresses = _derive_addresses(raws, subnet, problems)
+    management = _management_addresses(hosts)
+    _check_subnet_apart(subnet, management, problems)
+    addresses = _derive_addresses(raws, subnet, management, problems)
     nodes = []
     for i, raw in enumerate(raws):
         at = f"nodes[{i}].data"
-        interface, mac = _derive_interface(raw.get("data", {}), interconnect, at, problems)
+        interface, mac = _derive_interface((raw.get("data") or {}), interconnect, at, problems)
         nodes.append(
             Node(
                 name=raw["name"],
                 role=roles[i],
-                ssh_host=raw["ssh"]["host"],
+                ssh_host=hosts[i],
                 ssh_port=_node_ssh(doc, raw, "port"),
                 ssh_user=_node_ssh(doc, raw, "user"),
                 ssh_key=_resolve(_node_ssh(doc, raw, "key"), base_dir),
@@ -291,16 +321,56 @@ def _derive_nodes(
                 address=addresses[i],
             )
         )
+    macs = [(f"nodes[{i}].data.mac", n.mac, n.mac) for i, n in enumerate(nodes) if n.mac]
+    _check_unique(problems, macs, "MAC")
     return tuple(nodes)
 
 
-def _check_unique(problems: Problems, values: list[tuple[str, str]], what: str) -> None:
-    first: dict[str, str] = {}
-    for at, value in values:
-        if value in first:
-            problems.error(at, f"{what} {value!r} is already used by {first[value]}")
+def _check_node_count(count: int, interconnect: str, problems: Problems) -> None:
+    if interconnect == "thunderbolt" and count != THUNDERBOLT_NODES:
+        problems.error(
+            "nodes",
+            f"{count} node{'s' if count != 1 else ''} on thunderbolt: a Thunderbolt link is one "
+            "cable between exactly 2 nodes; use 2 nodes, or roce through a switch for more",
+        )
+
+
+def _check_unique(problems: Problems, values: list[tuple[str, str, str]], what: str) -> None:
+    """(where, as written, as compared): the second of two equal values is refused."""
+    first: dict[str, tuple[str, str]] = {}
+    for at, written, same in values:
+        if same in first:
+            node, other = first[same]
+            also = f" ({other})" if other != written else ""
+            problems.error(at, f"{what} {quote(written)} is already used by {node}{also}")
         else:
-            first[value] = at.split(".")[0]
+            first[same] = (at.split(".")[0], written)
+
+
+def _management_addresses(hosts: list[str]) -> dict[ipaddress.IPv4Address, int]:
+    """The SSH hosts that are IPv4 addresses, each with the first node that uses it."""
+    found: dict[ipaddress.IPv4Address, int] = {}
+    for i, host in enumerate(hosts):
+        try:
+            found.setdefault(ipaddress.IPv4Address(host), i)
+        except ValueError:
+            continue  # a name or an IPv6 address: cannot be in an IPv4 data subnet
+    return found
+
+
+def _check_subnet_apart(
+    subnet: ipaddress.IPv4Network, management: dict[ipaddress.IPv4Address, int], problems: Problems
+) -> None:
+    """A data subnet holding a management address would add a second route to the management
+    network through the data link (and the SSH session could move onto it)."""
+    inside = [(a, i) for a, i in management.items() if a in subnet]
+    if inside:
+        address, i = inside[0]
+        problems.error(
+            "subnet",
+            f"{subnet} contains {address}, the SSH host of nodes[{i}]: the data link needs a "
+            "subnet of its own, apart from the management network",
+        )
 
 
 def _derive_roles(raws: list[dict], problems: Problems) -> list[str]:
@@ -315,46 +385,61 @@ def _derive_roles(raws: list[dict], problems: Problems) -> list[str]:
 
 
 def _derive_addresses(
-    raws: list[dict], subnet: ipaddress.IPv4Network, problems: Problems
+    raws: list[dict],
+    subnet: ipaddress.IPv4Network,
+    management: dict[ipaddress.IPv4Address, int],
+    problems: Problems,
 ) -> list[str]:
-    hosts = list(subnet.hosts())
-    if len(raws) > len(hosts):
+    """Given addresses checked, the others the subnet's first free host addresses: arithmetic on
+    the subnet, never a list of its hosts (a /8 holds 16 million)."""
+    capacity = subnet.num_addresses - 2  # prefix <= 30: network and broadcast are not hosts
+    if len(raws) > capacity:
         problems.error(
             "nodes",
             f"{len(raws)} nodes do not fit in {subnet}, which holds "
-            f"{len(hosts)}; choose a larger subnet",
+            f"{capacity}; choose a larger subnet",
         )
-    taken: dict[str, str] = {}
+    taken: dict[ipaddress.IPv4Address, str] = {}
     given: dict[int, str] = {}
     for i, raw in enumerate(raws):
-        text = raw.get("data", {}).get("address")
+        text = (raw.get("data") or {}).get("address")
         if text is None:
             continue
         at = f"nodes[{i}].data.address"
-        problem = _address_problem(text, subnet)
-        if problem:
-            problems.error(at, problem)
-        elif text in taken:
-            problems.error(at, f"{text} is already the address of {taken[text]}")
+        problem, address = _address_problem(text, subnet, management)
+        if problem or address is None:
+            problems.error(at, problem or "")
+        elif address in taken:
+            problems.error(at, f"{address} is already the address of {taken[address]}")
         else:
-            taken[text] = f"nodes[{i}]"
-            given[i] = text
-    free = (str(h) for h in hosts if str(h) not in taken)
-    return [given[i] if i in given else next(free, "") for i in range(len(raws))]
+            taken[address] = f"nodes[{i}]"
+            given[i] = str(address)
+    first = int(subnet.network_address) + 1
+    hosts = (ipaddress.IPv4Address(first + k) for k in range(capacity))
+    free = (str(a) for a in hosts if a not in taken and a not in management)
+    wanted = len(raws) - len(given)
+    chosen = list(itertools.islice(free, wanted))
+    chosen += [""] * (wanted - len(chosen))
+    fill = iter(chosen)
+    return [given[i] if i in given else next(fill) for i in range(len(raws))]
 
 
-def _address_problem(text: str, subnet: ipaddress.IPv4Network) -> str | None:
+def _address_problem(
+    text: str, subnet: ipaddress.IPv4Network, management: dict[ipaddress.IPv4Address, int]
+) -> tuple[str | None, ipaddress.IPv4Address | None]:
     try:
         address = ipaddress.IPv4Address(text)
     except ValueError:
-        return f"{text!r} is not an IPv4 address"
+        return f"{quote(text)} is not an IPv4 address", None
     if address not in subnet:
-        return f"{text} is outside the subnet {subnet}"
+        return f"{text} is outside the subnet {subnet}", None
     if address == subnet.network_address:
-        return f"{text} is the network address of {subnet}"
+        return f"{text} is the network address of {subnet}", None
     if address == subnet.broadcast_address:
-        return f"{text} is the broadcast address of {subnet}"
-    return None
+        return f"{text} is the broadcast address of {subnet}", None
+    if address in management:
+        return f"{text} is the SSH host of nodes[{management[address]}]", None
+    return None, address
 
 
 def _derive_interface(
@@ -371,4 +456,15 @@ def _derive_interface(
         problems.error(f"{at}.interface", "`auto` finds an E810 port; it needs interconnect roce")
     elif interface != "auto" and (problem := rules.interface_name(interface)):
         problems.error(f"{at}.interface", problem)
+    elif interconnect == "roce" and THUNDERBOLT_NAME.fullmatch(interface):
+        problems.error(
+            f"{at}.interface",
+            f"{interface} is a Thunderbolt interface: RoCE needs an E810 port "
+            "(or interconnect: thunderbolt)",
+        )
+    elif interconnect == "thunderbolt" and E810_LIKE_NAME.fullmatch(interface):
+        problems.warn(
+            f"{at}.interface",
+            f"{interface} looks like an E810 port, not thunderbolt-net's thunderbolt0",
+        )
     return interface, None

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from halo_cluster.rules import OS_RESERVE_GIB
 from halo_cluster.safety import E810_DEVICES, INTEL_VENDOR
+from halo_cluster.serving import OBJECT_STORE_SHARE
 
 OK, WARN, FAIL, NOT_VERIFIED = "OK", "WARN", "FAIL", "NOT VERIFIED"
 MIN_E810_FIRMWARE = (4, 91)  # field-notes.md: E810 firmware >= 4.91 recommended
@@ -31,7 +32,12 @@ class Check:
 
 
 def run(
-    hw: dict, interconnect: str, interface: str | None, interfaces: dict, gtt_gib: int
+    hw: dict,
+    interconnect: str,
+    interface: str | None,
+    interfaces: dict,
+    gtt_gib: int,
+    object_store_mib: int | None = None,
 ) -> list[Check]:
     hidden = hw.get("virt", "none") not in ("none", "")
     why_hidden = f"{hw.get('virt')} container: the hardware is not visible"
@@ -40,6 +46,8 @@ def run(
         carve_out(hw, hidden, why_hidden),
         memory(hw, gtt_gib, hidden, why_hidden),
     ]
+    if object_store_mib:
+        checks.append(object_store(hw, object_store_mib, hidden, why_hidden))
     if interconnect == "roce":
         port = interfaces.get(interface or "", {})
         checks += [
@@ -85,6 +93,24 @@ def memory(hw: dict, gtt_gib: int, hidden: bool, why: str) -> Check:
             f"{OS_RESERVE_GIB} GiB for the OS: lower kernel.gtt_gib",
         )
     return Check("memory", OK, f"MemTotal {total_gib:.1f} GiB, GTT {gtt_gib} GiB")
+
+
+def object_store(hw: dict, mib: int, hidden: bool, why: str) -> Check:
+    """Ray's object store (serve.object_store_mib) against this node's own memory: the config
+    check knows only the 128 GiB class, MemTotal is what the node really has."""
+    if hidden:
+        return Check("object store", NOT_VERIFIED, f"{why}; a container sees its host's memory")
+    if not hw.get("memory_kib"):
+        return Check("object store", WARN, "MemTotal could not be read from /proc/meminfo")
+    limit = int(hw["memory_kib"] / 1024 * OBJECT_STORE_SHARE)
+    if mib > limit:
+        return Check(
+            "object store",
+            WARN,
+            f"serve.object_store_mib {mib} is more than half of MemTotal ({limit} MiB): "
+            "the model and its KV cache need that memory; lower serve.object_store_mib",
+        )
+    return Check("object store", OK, f"{mib} MiB, at most half of MemTotal ({limit} MiB)")
 
 
 def carve_out(hw: dict, hidden: bool, why: str) -> Check:

@@ -7,10 +7,30 @@ names and kernel arguments: a hostile or impossible value never gets as far as a
 
 from __future__ import annotations
 
+import ipaddress
 import re
+import reprlib
 from collections.abc import Callable
 
+from halo_cluster import serving
+
 Rule = Callable[[object], str | None]
+
+QUOTE_LIMIT = 60  # characters of a value an error message shows: a 10 MB value is not echoed
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = QUOTE_LIMIT + 10
+_REPR.maxlist = _REPR.maxdict = _REPR.maxtuple = _REPR.maxset = 4
+_REPR.maxlevel = 2  # bounded whatever the value: an alias bomb is a tree of shared lists
+
+
+def quote(value: object) -> str:
+    """`repr(value)` cut to about 60 characters, in bounded time and memory whatever the value."""
+    if isinstance(value, str) and len(value) > QUOTE_LIMIT:
+        text = repr(value[: QUOTE_LIMIT - 3])
+        return text[:-1] + "..." + text[-1]  # 'abc...': the cut stays inside the quotes
+    text = _REPR.repr(value)
+    return text if len(text) <= QUOTE_LIMIT else text[: QUOTE_LIMIT - 3] + "..."
+
 
 # POSIX portable user names (useradd's default NAME_REGEX, without a trailing $)
 USER_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
@@ -38,7 +58,8 @@ MAX_GTT_GIB = MACHINE_MEMORY_GIB - OS_RESERVE_GIB
 
 def _matches(pattern: re.Pattern[str], what: str) -> Rule:
     def rule(value: object) -> str | None:
-        return None if pattern.fullmatch(str(value)) else f"{value!r} is not {what}"
+        ok = isinstance(value, str) and pattern.fullmatch(value)
+        return None if ok else f"{quote(value)} is not {what}"
 
     return rule
 
@@ -46,23 +67,45 @@ def _matches(pattern: re.Pattern[str], what: str) -> Rule:
 def _between(low: int, high: int, unit: str = "") -> Rule:
     def rule(value: object) -> str | None:
         ok = isinstance(value, int) and low <= value <= high
-        return None if ok else f"{value} is outside {low}-{high}{unit}"
+        return None if ok else f"{quote(value)} is outside {low}-{high}{unit}"
 
     return rule
+
+
+# accounts Fedora, systemd and common packages create below UID 1000 (and nobody, 65534): their
+# home is / or /nonexistent and their shell nologin; the cluster user gets groups and lingering
+SYSTEM_USERS = frozenset(
+    {
+        "root", "bin", "daemon", "adm", "lp", "sync", "shutdown", "halt", "mail", "operator",
+        "games", "ftp", "nobody", "dbus", "polkitd", "sshd", "chrony", "systemd-network",
+        "systemd-resolve", "systemd-timesync", "systemd-oom", "systemd-coredump", "tss",
+        "rpc", "rpcuser", "avahi", "colord", "geoclue", "rtkit", "pipewire", "unbound",
+        "dnsmasq", "usbmuxd", "gdm", "sddm", "setroubleshoot", "saslauth", "abrt", "qemu",
+        "libstoragemgmt", "nm-openconnect", "nm-openvpn", "openvpn", "radvd", "tcpdump",
+        "apache", "nginx", "postfix", "ntp", "named", "mysql", "postgres", "sys", "man",
+        "news", "uucp", "proxy", "www-data", "backup", "list", "irc", "gnats", "_apt",
+        "messagebus", "systemd-journal", "flatpak", "gluster", "cockpit-ws", "cockpit-wsinstance",
+    }
+)  # fmt: skip
 
 
 def cluster_user(value: object) -> str | None:
     if value == "root":
         return "'root' is not allowed: the cluster runs as an unprivileged user"
+    if value in SYSTEM_USERS:
+        return (
+            f"{quote(value)} is a system account (no home, no login shell): choose a regular "
+            "login user, or a new name the deploy creates"
+        )
     return user_name(value)
 
 
 user_name = _matches(USER_NAME, "a POSIX user name ([a-z_][a-z0-9_-]*, at most 32)")
 container_name = _matches(CONTAINER_NAME, "a container name ([a-zA-Z0-9][a-zA-Z0-9_.-]*)")
 image_reference = _matches(IMAGE_REFERENCE, "an image reference ([registry/]name[:tag][@digest])")
-ssh_host = _matches(SSH_HOST, "a host name or address")
+_ssh_host_name = _matches(SSH_HOST, "a host name or address")
 node_name = _matches(NODE_NAME, "a node name (letters, digits, '.', '_', '-'; at most 63)")
-mac_address = _matches(MAC, "a MAC address (aa:bb:cc:dd:ee:ff)")
+_mac_text = _matches(MAC, "a MAC address (aa:bb:cc:dd:ee:ff)")
 port = _between(1, 65535)
 reboot_timeout = _between(30, 86400, " seconds")
 gtt_gib = _between(
@@ -72,51 +115,157 @@ gtt_gib = _between(
 )
 
 
-MODEL_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
-SAFE_PATH = re.compile(r"/[\w./+-]*")
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# The hub's own repo id rule (huggingface_hub validate_repo_id): namespace/name of [A-Za-z0-9_.-],
+# each starting and ending with a letter, digit or '_', the name at most 96, no '--' or '..', no
+# '.git' at the end; this tool also requires the namespace (`org/name`).
+_HUB_PART = r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
+MODEL_ID = re.compile(rf"{_HUB_PART}/{_HUB_PART}")
+SAFE_PATH = re.compile(r"(?:/[A-Za-z0-9_.+-]+)+")
+# the container's own folders: a model mounted over them replaces the system or the tool's files
+SYSTEM_PATHS = (
+    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/root", "/run", "/sbin", "/sys",
+    "/usr", "/var", "/tmp",
+)  # fmt: skip
+MAX_PATH = 4096  # PATH_MAX
 # a bare flag, or --key=value; one argument without spaces, quotes or shell characters
-SERVE_ARGUMENT = re.compile(r"[\w.,:/=+@%-]+")
+SERVE_ARGUMENT = re.compile(r"[\w.,:/=+@%-]+", re.ASCII)
+MAX_ARGUMENT = 4096
 
 
 def model(value: object) -> str | None:
     """A Hugging Face id (`org/name`) or an absolute path on the nodes."""
     text = str(value)
-    if MODEL_ID.fullmatch(text) or (SAFE_PATH.fullmatch(text) and ".." not in text.split("/")):
-        return None
-    return f"{value!r} is not a Hugging Face id (org/name) or an absolute path on the nodes"
+    if text.startswith("/"):
+        return _model_path(text)
+    if MODEL_ID.fullmatch(text) and ".." not in text and "--" not in text:
+        return None if not text.endswith(".git") else f"{quote(text)} ends in .git"
+    return (
+        f"{quote(text)} is not a Hugging Face id (org/name: letters, digits, '_', '.', '-'; "
+        "no '..' or '--') or an absolute path on the nodes"
+    )
 
 
-served_model_name = _matches(re.compile(r"[\w./:-]{1,128}"), "a model name (no spaces or quotes)")
+def _model_path(text: str) -> str | None:
+    if len(text) > MAX_PATH or not SAFE_PATH.fullmatch(text):
+        return (
+            f"{quote(text)} is not an absolute path of letters, digits and '_.+-' "
+            "(no '//' or trailing '/')"
+        )
+    if any(part in (".", "..") for part in text.split("/")):
+        return f"{quote(text)} has a '.' or '..' segment: give the folder itself"
+    if any(text == root or text.startswith(root + "/") for root in SYSTEM_PATHS):
+        return f"{quote(text)} is a system folder of the container: keep models elsewhere"
+    return None
+
+
+served_model_name = _matches(
+    re.compile(r"[\w./:-]{1,128}", re.ASCII), "a model name (no spaces or quotes)"
+)
 ready_timeout = _between(10, 86400, " seconds")
 positive = _between(1, 10**9)
-serve_argument = _matches(SERVE_ARGUMENT, "a single vllm serve argument (no spaces or quotes)")
+object_store_mib = _between(
+    serving.OBJECT_STORE_MIN_MIB,
+    serving.OBJECT_STORE_MAX_MIB,
+    f" MiB: Ray's minimum is {serving.OBJECT_STORE_MIN_MIB} MiB, and more than half of a "
+    f"{MACHINE_MEMORY_GIB} GiB node takes the memory the model needs",
+)
+
+
+def serve_port(value: object) -> str | None:
+    """vLLM's port: unprivileged, and none that SSH or Ray already holds."""
+    low = serving.FIRST_UNPRIVILEGED_PORT
+    if not isinstance(value, int) or not low <= value <= 65535:
+        return f"{quote(value)} is outside {low}-65535 (below {low} needs root)"
+    problem = serving.pinned_port(value)
+    return f"{value} {problem}: choose another port" if problem else None
+
+
+def serve_argument(value: object) -> str | None:
+    text = str(value)
+    if len(text) > MAX_ARGUMENT or not SERVE_ARGUMENT.fullmatch(text):
+        return f"{quote(text)} is not a single vllm serve argument (no spaces or quotes)"
+    key = serving.owned_flag(text)
+    return f"{quote(text)} sets what the tool owns: use {key}" if key else None
 
 
 def gpu_memory_utilization(value: object) -> str | None:
     ok = isinstance(value, int | float) and 0 < value <= 0.95
-    return None if ok else f"{value} is outside (0, 0.95]: 0.95 already runs out of memory here"
+    return None if ok else f"{quote(value)} is outside (0, 0.95]: 0.95 already runs out of memory"
 
 
 def environment(item: object) -> str | None:
     """One (name, value) of `serve.env`: a variable name and a one-line value."""
     name, value = item  # type: ignore[misc]
-    if not ENV_NAME.fullmatch(name):
-        return f"{name!r} is not an environment variable name"
-    if "\n" in value or "\r" in value or "\0" in value:
-        return f"the value of {name} spans lines"
+    if not serving.ENV_NAME.fullmatch(name):
+        return f"{quote(name)} is not an environment variable name ([A-Z_][A-Z0-9_]*)"
+    if pinned := serving.pinned_variable(name):
+        return f"{name} is set by the tool: {pinned}"
+    if len(value) > MAX_ARGUMENT or not value.isprintable():
+        return f"the value of {name} is not one line of printable text ({quote(value)})"
     return None
 
 
 def interface_name(value: object) -> str | None:
     text = str(value)
     if text in (".", "..") or not re.fullmatch(r"[^\s/:]{1,15}", text):
-        return f"{value!r} is not an interface name (1-15 characters, no '/', ':' or spaces)"
+        return f"{quote(text)} is not an interface name (1-15 characters, no '/', ':' or spaces)"
+    if text == "lo":
+        return "'lo' is the loopback interface: name the port of the data link"
     return None
 
 
 def kernel_argument(value: object) -> str | None:
     text = str(value)
     if not text or text.startswith("=") or re.search(r"[\s\"'\\]", text):
-        return f"{value!r} is not a single kernel argument (no spaces, quotes or backslashes)"
+        return f"{quote(text)} is not a single kernel argument (no spaces, quotes or backslashes)"
     return None
+
+
+def file_path(value: object) -> str | None:
+    """A file on the controller: a path the OS can take (no NUL, at most PATH_MAX)."""
+    text = str(value)
+    if len(text) > MAX_PATH or not text.isprintable():
+        return f"{quote(text)} is not a file path (printable, at most {MAX_PATH} characters)"
+    return None
+
+
+def mac_address(value: object) -> str | None:
+    """Six hex pairs of a unicast, non-zero address: a profile bound to a multicast or zero MAC
+    matches no port."""
+    if problem := _mac_text(value):
+        return problem
+    octets = [int(part, 16) for part in str(value).split(":")]
+    if octets[0] & 1:
+        return f"{quote(value)} is a multicast address (odd first octet): give the port's MAC"
+    if not any(octets):
+        return f"{quote(value)} is the all-zero address: give the port's MAC"
+    return None
+
+
+def ssh_host(value: object) -> str | None:
+    """A host name or an IPv4/IPv6 address as ssh takes it; `host:port` is a mistake."""
+    text = str(value)
+    if re.fullmatch(r"\[?[^\]]*\]?:[0-9]+", text) and (text.count(":") == 1 or "]" in text):
+        return f"{quote(text)} has a port: give the host alone and the port in ssh.port"
+    if problem := _ssh_host_name(text):
+        return problem
+    if ":" in text:
+        try:
+            ipaddress.IPv6Address(text)
+        except ValueError:
+            return f"{quote(text)} is not an IPv6 address"
+    elif re.fullmatch(r"[0-9.]+", text):
+        try:
+            ipaddress.IPv4Address(text)
+        except ValueError:
+            return f"{quote(text)} is not an IPv4 address"
+    return None
+
+
+def normal_host(text: str) -> str:
+    """One spelling per machine: lower case, no trailing dot, an address in its canonical form
+    (IPv6 compressed, zone kept)."""
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        return text.lower().rstrip(".")

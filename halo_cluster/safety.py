@@ -11,6 +11,9 @@ INTEL_VENDOR = "0x8086"
 # E810 PCI device ids (field-notes.md): C backplane, C QSFP, C SFP, XXV backplane, QSFP, SFP
 E810_DEVICES = {"0x1591", "0x1592", "0x1593", "0x1599", "0x159a", "0x159b"}
 SUPPORTED_FEDORA = "43"
+# login.defs on Fedora: UID_MIN 1000, UID_MAX 60000; outside are system accounts (and nobody,
+# 65534), whose home is / or /nonexistent: config time sees only the name, the node the number
+REGULAR_UIDS = range(1000, 60001)
 
 
 @dataclass
@@ -61,17 +64,37 @@ def resolve_interface(
     return name, None
 
 
+def cluster_user_problem(passwd: str, user: str | None) -> str | None:
+    """The cluster user must be a regular login user on the node, or not exist yet (the deploy
+    creates it): a system account would get the GPU groups, lingering and the services."""
+    for line in passwd.splitlines():
+        fields = line.split(":")
+        if fields[0] == user and len(fields) > 2 and fields[2].isdigit():
+            uid = int(fields[2])
+            if uid not in REGULAR_UIDS:
+                return (
+                    f"cluster_user {user} is a system account here (uid {uid}, outside "
+                    f"{REGULAR_UIDS.start}-{REGULAR_UIDS.stop - 1}): choose a regular login user "
+                    "or a new name"
+                )
+    return None
+
+
 def check_node(
     data: dict,
     os_release: dict[str, str],
     interfaces: dict[str, dict],
     ssh_sessions: list[dict[str, str]],
+    passwd: str = "",
 ) -> Verdict:
     """Decide whether the deploy may change this node, and on which data interface."""
     verdict = Verdict()
     if os_release.get("ID") != "fedora":
         pretty = os_release.get("PRETTY_NAME") or "unknown"
         verdict.problems.append(f"not Fedora ({pretty}); halo-cluster provisions Fedora 43")
+        return verdict
+    if problem := cluster_user_problem(passwd, data.get("halo_cluster_user")):
+        verdict.problems.append(problem)
         return verdict
     if os_release.get("VERSION_ID") != SUPPORTED_FEDORA:
         verdict.warnings.append(

@@ -56,7 +56,7 @@ SCHEMA: tuple[Field, ...] = (
         "subnet",
         "string",
         DERIVED,
-        "IPv4 network of the data link. Default 192.168.100.0/30 "
+        "IPv4 network of the data link, /8 to /30, holding no SSH host. Default 192.168.100.0/30 "
         "for roce, 192.168.2.0/30 for thunderbolt. A /30 holds two nodes; use a /29 or larger "
         "for more.",
     ),
@@ -65,7 +65,8 @@ SCHEMA: tuple[Field, ...] = (
         "cluster_user",
         "string",
         REQUIRED,
-        "Unprivileged user who runs the toolbox and the cluster launcher (created when missing).",
+        "Unprivileged user who runs the toolbox and the cluster launcher (created when missing); "
+        "a regular login user, never root or a system account.",
         rule=rules.cluster_user,
     ),
     Field(
@@ -158,8 +159,8 @@ SCHEMA: tuple[Field, ...] = (
         "serve.model",
         "string",
         None,
-        "Hugging Face id (`org/name`) or an absolute path that exists on every node; required "
-        "when `serve.enabled`.",
+        "Hugging Face id (`org/name`, the hub's characters, no `.`/`..` segments) or an absolute "
+        "path that exists on every node (not a system folder); required when `serve.enabled`.",
         rule=rules.model,
     ),
     Field(
@@ -177,7 +178,14 @@ SCHEMA: tuple[Field, ...] = (
         rule=rules.positive,
     ),
     Field("serve.pipeline_parallel_size", "integer", 1, "Pipeline stages.", rule=rules.positive),
-    Field("serve.port", "integer", 8000, "vLLM's HTTP port on the head.", rule=rules.port),
+    Field(
+        "serve.port",
+        "integer",
+        8000,
+        "vLLM's HTTP port on the head: 1024-65535, not 22 and not one of Ray's ports (6379-6385, "
+        "10001-10199).",
+        rule=rules.serve_port,
+    ),
     Field(
         "serve.listen",
         "string",
@@ -192,6 +200,7 @@ SCHEMA: tuple[Field, ...] = (
         None,
         "File on the controller holding the API key (relative to cluster.yml); installed 0600 "
         "for the cluster user, never in a unit file, the log or `ps`.",
+        rule=rules.file_path,
     ),
     Field(
         "serve.hf_token_file",
@@ -200,6 +209,7 @@ SCHEMA: tuple[Field, ...] = (
         "File on the controller holding a Hugging Face token (relative to cluster.yml); "
         "installed 0600 as `~/.config/halo-cluster/hf-token` on every node and read through "
         "`HF_TOKEN_PATH` by `hf download` and vLLM; never in an argument or an environment file.",
+        rule=rules.file_path,
     ),
     Field(
         "serve.ray_token_file",
@@ -208,6 +218,7 @@ SCHEMA: tuple[Field, ...] = (
         "File on the controller holding Ray's cluster token (relative to cluster.yml). Default: "
         "made once, 64 random hex digits, in `.halo-cluster/ray-token` beside cluster.yml (0600). "
         "Installed 0600 on every node; Ray 2.52 and later refuse a client without it.",
+        rule=rules.file_path,
     ),
     Field(
         "serve.gpu_memory_utilization",
@@ -223,14 +234,17 @@ SCHEMA: tuple[Field, ...] = (
         "serve.extra_args",
         "list of strings",
         [],
-        "Further `vllm serve` arguments, one per item (`--trust-remote-code`, `--dtype=auto`).",
+        "Further `vllm serve` arguments, one per item (`--trust-remote-code`, `--dtype=auto`); "
+        "never a flag the tool sets (see Owned flags).",
         rule=rules.serve_argument,
     ),
     Field(
         "serve.env",
         "map of strings",
         {},
-        "Extra environment of the Ray and vLLM containers (`NAME: value`).",
+        "Extra environment of the Ray and vLLM containers (`NAME: value`, names "
+        "`[A-Z_][A-Z0-9_]*`, one-line values); never a variable the tool sets (see Pinned "
+        "variables).",
         rule=rules.environment,
     ),
     Field(
@@ -263,8 +277,9 @@ SCHEMA: tuple[Field, ...] = (
         "serve.object_store_mib",
         "integer",
         None,
-        "Ray's object store per node in MiB; default Ray's own (30% of memory). The lab sets 256.",
-        rule=rules.positive,
+        "Ray's object store per node in MiB, 75 (Ray's minimum) to 65536 (half of a 128 GiB "
+        "node); default Ray's own (30% of memory). The lab sets 256.",
+        rule=rules.object_store_mib,
     ),
     Field(
         "ssh",
@@ -285,12 +300,14 @@ SCHEMA: tuple[Field, ...] = (
         "string",
         None,
         "Private key file; relative paths are read from the config file's folder.",
+        rule=rules.file_path,
     ),
     Field(
         "ssh.known_hosts",
         "string",
         None,
         "known_hosts file to pin host keys; when set, unknown host keys are refused.",
+        rule=rules.file_path,
     ),
     Field(
         "nodes",
@@ -302,7 +319,7 @@ SCHEMA: tuple[Field, ...] = (
         "nodes[].name",
         "string",
         REQUIRED,
-        "Node name (pyinfra host name), unique.",
+        "Node name (pyinfra host name), unique regardless of case.",
         rule=rules.node_name,
     ),
     Field(
@@ -317,33 +334,41 @@ SCHEMA: tuple[Field, ...] = (
         "nodes[].ssh.host",
         "string",
         REQUIRED,
-        "Management address or host name, unique.",
+        "Management address or host name (no `:port`: use `ssh.port`), unique after normalising "
+        "(case, trailing dot, address forms).",
         rule=rules.ssh_host,
     ),
     Field("nodes[].ssh.port", "integer", DERIVED, "Default `ssh.port`.", rule=rules.port),
     Field("nodes[].ssh.user", "string", DERIVED, "Default `ssh.user`.", rule=rules.user_name),
-    Field("nodes[].ssh.key", "string", DERIVED, "Default `ssh.key`."),
-    Field("nodes[].ssh.known_hosts", "string", DERIVED, "Default `ssh.known_hosts`."),
+    Field("nodes[].ssh.key", "string", DERIVED, "Default `ssh.key`.", rule=rules.file_path),
+    Field(
+        "nodes[].ssh.known_hosts",
+        "string",
+        DERIVED,
+        "Default `ssh.known_hosts`.",
+        rule=rules.file_path,
+    ),
     Field("nodes[].data", "mapping", {}, "The node's data link (see `nodes[].data.*`)."),
     Field(
         "nodes[].data.interface",
         "string",
         DERIVED,
-        "Interface name, or `auto` to find the "
+        "Interface name (never `lo`), or `auto` to find the "
         "single E810 port. Default `auto` for roce, `thunderbolt0` for thunderbolt.",
     ),
     Field(
         "nodes[].data.mac",
         "string",
         None,
-        "Bind the profile to this MAC address instead of a name (not together with `interface`).",
+        "Bind the profile to this MAC address instead of a name (not together with `interface`); "
+        "unicast, non-zero, unique across nodes.",
         rule=rules.mac_address,
     ),
     Field(
         "nodes[].data.address",
         "string",
         DERIVED,
-        "IPv4 address in `subnet`; default: the "
+        "IPv4 address in `subnet`, never a node's SSH host; default: the "
         "subnet's host addresses in node order, skipping those taken.",
     ),
 )

@@ -14,7 +14,7 @@ from halo_cluster.nodefiles import cached, node_files
 from halo_cluster.operations import text_file
 from halo_cluster.render import render
 from halo_cluster.schema import host_defaults
-from roles.serve import ray_ports
+from halo_cluster.serving import ray_ports
 
 ORDER = 35
 PACKAGES = ("firewalld",)

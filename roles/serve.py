@@ -24,6 +24,7 @@ from halo_cluster.services import (
     user_systemctl,
     wait_for_health,
 )
+from halo_cluster.serving import NODE_PORTS, PORTS
 from halo_cluster.usermanager import device_groups, needs_reexec, stale_because
 from roles import launcher
 
@@ -61,37 +62,6 @@ VARIABLES = (
 UNITS = ".config/containers/systemd"
 CONFIG = ".config/halo-cluster"
 RAY, VLLM = "halo-ray", "halo-vllm"
-# Ray's ports, pinned so that a firewall can name them (docs/roles/serve.md)
-PORTS = {
-    "port": 6379,
-    "node-manager-port": 6380,
-    "object-manager-port": 6381,
-    "runtime-env-agent-port": 6382,
-    "dashboard-agent-grpc-port": 6383,
-    "dashboard-agent-listen-port": 6384,
-    "metrics-export-port": 6385,
-    "min-worker-port": 10002,
-    "max-worker-port": 10199,
-}
-NODE_PORTS = (
-    "node-manager-port",
-    "object-manager-port",
-    "runtime-env-agent-port",
-    "dashboard-agent-grpc-port",
-    "dashboard-agent-listen-port",
-    "metrics-export-port",
-)
-# the head's Ray client server: `ray start --head` opens it unasked
-RAY_CLIENT_PORT = 10001
-
-
-def ray_ports() -> list[int]:
-    """Every TCP port Ray may listen on, for the firewall's checks."""
-    workers = range(PORTS["min-worker-port"], PORTS["max-worker-port"] + 1)
-    named = [p for name, p in PORTS.items() if "worker-port" not in name]
-    return sorted({*named, RAY_CLIENT_PORT, *workers})
-
-
 # per-node values vLLM must not copy from the head to the workers' Ray processes
 NON_CARRY_OVER = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "VLLM_ROCE_HCA")
 SECRETS = ("secrets", "ray_token", "hf_token")  # never shown in a diff or the log

@@ -11,7 +11,7 @@ import pytest
 
 from halo_cluster import allreduce, firewall, nccl
 from halo_cluster.facts import as_user
-from roles.serve import PORTS, ray_ports
+from halo_cluster.serving import PORTS, ray_ports
 from tests.infra.conftest import NOT_VERIFIED, Target, connects
 
 STANDIN = "stand-in"

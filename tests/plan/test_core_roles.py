@@ -267,8 +267,19 @@ def test_roce_keyfile() -> None:
 
 
 def test_keyfile_bound_by_mac() -> None:
-    c = cluster(data='{mac: "6c:fe:54:00:00:01"}')
-    result = plan_both(c, node=fresh_node())
+    import yaml
+
+    c = parse_cluster(
+        yaml.safe_load(
+            "cluster_user: vllm\nnodes:\n"
+            '  - {name: halo1, ssh: {host: 10.0.0.11}, data: {mac: "6c:fe:54:00:00:01"}}\n'
+            '  - {name: halo2, ssh: {host: 10.0.0.12}, data: {mac: "6c:fe:54:00:00:02"}}\n'
+        )
+    )
+    other = dict(E810, mac="6c:fe:54:00:00:02")
+    result = plan(
+        c, {"halo1": fresh_node(), "halo2": fresh_node(interfaces=[LOOPBACK, MGMT, other])}
+    )
     keyfile = result.uploads("halo1")[KEYFILE]
     assert "mac-address=6c:fe:54:00:00:01\n" in keyfile
     assert "interface-name" not in keyfile

@@ -153,7 +153,7 @@ BAD = {
     ),
     "duplicate ssh": (
         "cluster_user: u\nnodes:\n  - {name: a, ssh: {host: h1}}\n  - {name: b, ssh: {host: h1}}\n",
-        r"nodes\[1\]\.ssh\.host: SSH address 'h1:22' is already used by nodes\[0\]",
+        r"nodes\[1\]\.ssh\.host: SSH host 'h1' is already used by nodes\[0\]",
     ),
     "address outside": (
         VALID_ROCE.replace("interface: enp1s0f0np0}", "address: 10.0.0.1}"),
@@ -196,7 +196,10 @@ BAD = {
         VALID_ROCE + "interconnect: infiniband\n",
         r"interconnect: 'infiniband' is not one of: roce, thunderbolt",
     ),
-    "unknown iommu": (VALID_ROCE + "kernel: {iommu: on}\n", r"kernel\.iommu: 'on' is not one of"),
+    "unknown iommu": (
+        VALID_ROCE + "kernel: {iommu: on}\n",
+        r"kernel\.iommu: 'on' \(read as true\) is not one of",
+    ),
     "unknown reboot": (VALID_ROCE + "reboot: always\n", r"reboot: 'always' is not one of"),
     "gtt zero": (VALID_ROCE + "kernel: {gtt_gib: 0}\n", r"kernel\.gtt_gib: 0 is outside 1-124"),
     "gtt negative": (VALID_ROCE + "kernel: {gtt_gib: -4}\n", r"-4 is outside 1-124 GiB"),
@@ -270,7 +273,7 @@ BAD = {
             "interconnect: thunderbolt", "interconnect: thunderbolt\nsubnet: 192.168.2.0/29"
         )
         + "  - {name: c, ssh: {host: 10.0.0.13}}\n",
-        r"nodes: 3 nodes on thunderbolt: Thunderbolt links are point to point",
+        r"nodes: 3 nodes on thunderbolt: a Thunderbolt link is one cable between exactly 2",
     ),
     "missing key file": (
         VALID_ROCE + "ssh: {key: absent_key}\n",

@@ -1,0 +1,208 @@
+"""The serving contract: what the tool itself sets for Ray and vLLM, so that cluster.yml cannot.
+
+The serve role builds `vllm serve`'s arguments from its own keys, pins environment variables in
+serve.env, cluster.env and secrets.env, and opens Ray on fixed ports. A value in
+`serve.extra_args` or `serve.env` that sets one of these again would win (vLLM takes the last
+flag, the env file its last line) and silently undo the exposure model: the API key, the listen
+address, Ray's token, the data interface. The rules in rules.py refuse them with the key to use.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Ray's ports, pinned so that a firewall can name them (docs/roles/serve.md)
+PORTS = {
+    "port": 6379,
+    "node-manager-port": 6380,
+    "object-manager-port": 6381,
+    "runtime-env-agent-port": 6382,
+    "dashboard-agent-grpc-port": 6383,
+    "dashboard-agent-listen-port": 6384,
+    "metrics-export-port": 6385,
+    "min-worker-port": 10002,
+    "max-worker-port": 10199,
+}
+NODE_PORTS = (
+    "node-manager-port",
+    "object-manager-port",
+    "runtime-env-agent-port",
+    "dashboard-agent-grpc-port",
+    "dashboard-agent-listen-port",
+    "metrics-export-port",
+)
+# the head's Ray client server: `ray start --head` opens it unasked
+RAY_CLIENT_PORT = 10001
+SSH_PORT = 22
+# below 1024 a port needs root (CAP_NET_BIND_SERVICE): vLLM runs as the cluster user
+FIRST_UNPRIVILEGED_PORT = 1024
+
+
+def ray_ports() -> list[int]:
+    """Every TCP port Ray may listen on, for the firewall's checks."""
+    workers = range(PORTS["min-worker-port"], PORTS["max-worker-port"] + 1)
+    named = [p for name, p in PORTS.items() if "worker-port" not in name]
+    return sorted({*named, RAY_CLIENT_PORT, *workers})
+
+
+def pinned_port(port: int) -> str | None:
+    """Why vLLM's port may not be `port`, or None."""
+    if port == SSH_PORT:
+        return "is SSH's port"
+    if port == RAY_CLIENT_PORT:
+        return "is Ray's client port (the head opens it)"
+    low, high = PORTS["min-worker-port"], PORTS["max-worker-port"]
+    if low <= port <= high:
+        return f"is one of Ray's worker ports ({low}-{high})"
+    named = {p: name for name, p in PORTS.items()}
+    return f"is Ray's {named[port]}" if port in named else None
+
+
+# Ray's own floor (ray_constants.OBJECT_STORE_MINIMUM_MEMORY_BYTES = 75 * 1024 * 1024): below it
+# `ray start` refuses to start
+OBJECT_STORE_MIN_MIB = 75
+# The object store lives in /dev/shm, in the same unified memory the GPU loads the weights and the
+# KV cache into; Ray's own default is 30% of it. More than half of a 128 GiB machine leaves the
+# model less than it was sized for.
+OBJECT_STORE_SHARE = 0.5
+MACHINE_MEMORY_MIB = 128 * 1024
+OBJECT_STORE_MAX_MIB = int(MACHINE_MEMORY_MIB * OBJECT_STORE_SHARE)
+
+DATA_PARALLEL = "serve.tensor_parallel_size and serve.pipeline_parallel_size (one GPU per node)"
+# Every flag of `vllm serve` that roles/serve.py argv() sets from a key, and the flags that would
+# take the place of those (a Unix socket instead of host and port, a config file of flags, a
+# second parallelism dimension): the flag without its leading dashes -> the key to use instead.
+OWNED_FLAGS = {
+    "model": "serve.model",
+    "host": "serve.listen",
+    "port": "serve.port",
+    "uds": "serve.listen and serve.port",
+    "api-key": "serve.api_key_file",
+    "served-model-name": "serve.served_model_name",
+    "tensor-parallel-size": "serve.tensor_parallel_size",
+    "pipeline-parallel-size": "serve.pipeline_parallel_size",
+    "data-parallel": DATA_PARALLEL,  # --data-parallel-size, -address, -rpc-port, -backend ...
+    "distributed-executor-backend": "nothing: the cluster runs vLLM on Ray",
+    "gpu-memory-utilization": "serve.gpu_memory_utilization",
+    "max-model-len": "serve.max_model_len",
+    "max-num-seqs": "serve.max_num_seqs",
+    "enforce-eager": "serve.enforce_eager",
+    "headless": "nothing: without its API server vLLM never answers /health",
+    "config": "serve.extra_args, one flag per item (a config file can set any flag)",
+}
+# flags whose longer spellings are owned too (`--data-parallel-size-local`, ...)
+OWNED_PREFIXES = ("data-parallel",)
+# vLLM's single-dash aliases (EngineArgs): -tp, -pp, -dp and its -dpl, -dpa, -dpr, -dpb ...
+SHORT_ALIASES = {
+    "tp": "tensor-parallel-size",
+    "pp": "pipeline-parallel-size",
+    "dp": "data-parallel",
+}
+
+
+def _flag_name(argument: str) -> tuple[str, bool] | None:
+    """(name without dashes, is long) of an option word, as vLLM's parser reads it, or None.
+
+    vLLM's FlexibleArgumentParser turns `_` into `-` up to the first `.` (`--a_b.c` is `--a-b`
+    with a JSON sub-key), takes `--flag=value` and `--flag value`, and argparse accepts `--no-X`
+    for boolean X and unique prefixes of long flags (`--hos` is `--host`).
+    """
+    if argument.startswith("--"):
+        name = argument[2:].split("=", 1)[0].split(".", 1)[0].replace("_", "-")
+        return name.removeprefix("no-"), True
+    if argument.startswith("-") and len(argument) > 1 and not argument[1].isdigit():
+        return argument[1:].split("=", 1)[0], False
+    return None
+
+
+def owned_flag(argument: str) -> str | None:
+    """The key that sets what this `vllm serve` argument would set, or None when it is free."""
+    parsed = _flag_name(argument)
+    if parsed is None:
+        return None
+    name, long = parsed
+    if not long:
+        # argparse matches -t as a prefix of -tp, and -tp4 reads as -tp 4 in some versions
+        for alias, flag in SHORT_ALIASES.items():
+            if alias.startswith(name) or name.startswith(alias):
+                return OWNED_FLAGS[flag]
+        return None
+    if not name:
+        return None
+    for flag, key in OWNED_FLAGS.items():
+        # an exact flag, a longer one of an owned family, or an abbreviation argparse expands
+        if name == flag or (flag in OWNED_PREFIXES and name.startswith(flag)):
+            return key
+        if len(name) >= 3 and flag.startswith(name):
+            return key
+    return None
+
+
+# Every variable the tool writes into serve.env (templates/serve.env.j2, which includes
+# cluster.env.j2) and secrets.env, and those the serve role's containers rely on: a second line
+# for one of them in serve.env would win over the tool's.
+PINNED_VARIABLES = frozenset(
+    {
+        # cluster.env.j2: the launcher's and RCCL's view of the data link
+        "VLLM_HEAD_IP",
+        "VLLM_WORKER_IP",
+        "VLLM_REMOTE_TOOLBOX",
+        "VLLM_HOST_IP",
+        "VLLM_CLUSTER_TRANSPORT",
+        "VLLM_ROCE_HCA",
+        "NCCL_SOCKET_IFNAME",
+        "GLOO_SOCKET_IFNAME",
+        "NCCL_IB_HCA",
+        "NCCL_IB_GID_INDEX",
+        "NCCL_IB_TIMEOUT",
+        "NCCL_IB_RETRY_CNT",
+        "NCCL_NET_GDR_LEVEL",
+        "NCCL_IB_DISABLE",
+        "RAY_memory_monitor_refresh_ms",
+        "RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES",
+        # serve.env.j2: Ray's address, identity and token, vLLM's settings
+        "RAY_ADDRESS",
+        "RAY_NODE_IP_ADDRESS",
+        "RAY_OVERRIDE_NODE_IP_ADDRESS",
+        "RAY_DISABLE_METRICS",
+        "RAY_enable_metrics_collection",
+        "RAY_gcs_rpc_server_reconnect_timeout_s",
+        "RAY_AUTH_MODE",
+        "RAY_AUTH_TOKEN_PATH",
+        "VLLM_ROCM_USE_AITER",
+        "VLLM_ROCM_USE_AITER_LINEAR",
+        "VLLM_CONFIG_ROOT",
+        "VLLM_RPC_BASE_PATH",
+        "VLLM_NO_USAGE_STATS",
+        "DO_NOT_TRACK",
+        "TRITON_CACHE_DIR",
+        "HF_HOME",
+        "NCCL_DEBUG",
+        "NCCL_DEBUG_SUBSYS",
+        # secrets.env.j2: never in a 0644 file
+        "VLLM_API_KEY",
+        "HF_TOKEN",
+        "HF_TOKEN_PATH",
+        "PATH",
+    }
+)
+# the dynamic loader's and Python's own variables: they choose what code runs in the containers
+PINNED_PREFIXES = ("LD_", "PYTHON")
+# what to use instead, for the variables a key sets
+PINNED_KEYS = {
+    "VLLM_API_KEY": "serve.api_key_file",
+    "HF_TOKEN": "serve.hf_token_file",
+    "HF_TOKEN_PATH": "serve.hf_token_file",
+    "RAY_AUTH_TOKEN_PATH": "serve.ray_token_file",
+    "NCCL_DEBUG": "serve.nccl_debug",
+    "NCCL_DEBUG_SUBSYS": "serve.nccl_debug",
+}
+ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+
+
+def pinned_variable(name: str) -> str | None:
+    """What the tool does with `name` when it pins it (the key to use, if any), else None."""
+    if name in PINNED_VARIABLES or name.startswith(PINNED_PREFIXES):
+        key = PINNED_KEYS.get(name)
+        return f"use {key}" if key else "the tool sets it"
+    return None

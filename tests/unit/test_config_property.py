@@ -1,0 +1,182 @@
+"""Property: any document, built from the schema or mutated from cluster.example.yml, is either
+accepted or refused with one line per problem naming the file and a key (or a YAML position);
+never a traceback, never more than 2 s."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from halo_cluster.loader import ConfigError, load_cluster
+from halo_cluster.schema import FIELDS, REQUIRED, SCHEMA, children_of
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = (ROOT / "cluster.example.yml").read_text()
+FOLDER = Path(tempfile.mkdtemp(prefix="halo-property-"))
+SETTINGS = settings(
+    max_examples=int(__import__("os").environ.get("HALO_EXAMPLES", "60")),
+    deadline=2000,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+# values a user might write, right or wrong: near the bounds, YAML 1.1 words, hostile text
+TEXT = st.one_of(
+    st.sampled_from(
+        [
+            "",
+            "vllm",
+            "no",
+            "off",
+            "auto",
+            "lo",
+            "thunderbolt0",
+            "enp194s0np0",
+            "Qwen/Qwen3-14B",
+            "Qwen/../x",
+            "/srv/models/m",
+            "10.0.0.11",
+            "10.0.0.11:2222",
+            "fe80::1",
+            "192.168.100.0/30",
+            "0.0.0.0/0",
+            "aa:bb:cc:dd:ee:01",
+            "01:00:5e:00:00:01",
+            "--host=0.0.0.0",
+            "-tp",
+            "LD_PRELOAD",
+            "a\nb",
+            "$(touch /tmp/x)",
+            "x" * 5000,
+        ]
+    ),
+    st.text(max_size=40),
+)
+SCALAR = st.one_of(
+    TEXT,
+    st.integers(min_value=-(10**12), max_value=10**12),
+    st.sampled_from([0, 1, 22, 1023, 6379, 8000, 65535, 65536, 10**30]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.none(),
+)
+ANY = st.recursive(
+    SCALAR,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+# a valid value for the keys without which nothing is derived
+GOOD = {"cluster_user": "vllm", "nodes[].name": "halo1", "nodes[].ssh.host": "10.0.0.11"}
+
+
+def value_for(type_name: str, prefix: str) -> st.SearchStrategy[Any]:
+    """A value of the field's type most of the time (so the rules and the derivation are
+    reached), one of its choices when it has some, anything else sometimes."""
+    field = FIELDS.get(prefix)
+    if field and field.choices:
+        return st.one_of(st.sampled_from(field.choices), st.sampled_from(field.choices), ANY)
+    if prefix in GOOD:
+        return st.one_of(st.just(GOOD[prefix]), st.just(GOOD[prefix]), TEXT)
+    typed = {
+        "string": TEXT,
+        "integer": st.one_of(
+            st.sampled_from([0, 1, 2, 22, 75, 1024, 6379, 8000, 65536, 10**9]), st.integers()
+        ),
+        "number": st.floats(allow_nan=True, allow_infinity=True),
+        "boolean": st.booleans(),
+        "list of strings": st.lists(TEXT, max_size=3),
+        "map of strings": st.dictionaries(TEXT, TEXT, max_size=3),
+        "mapping": mapping_for(prefix),
+        "list of mappings": st.lists(mapping_for(prefix + "[]"), min_size=0, max_size=4),
+    }[type_name]
+    return st.one_of(typed, typed, typed, ANY)
+
+
+def mapping_for(prefix: str) -> st.SearchStrategy[dict]:
+    fields = children_of(prefix)
+    if not fields:
+        return st.just({})
+    strategies = {
+        key: mapping_for(f.path) if f.type == "mapping" else value_for(f.type, f.path)
+        for key, f in fields.items()
+    }
+    required = {key for key, f in fields.items() if f.default is REQUIRED}
+    return st.deferred(
+        lambda: st.fixed_dictionaries(
+            {key: strategies[key] for key in required},
+            optional={key: s for key, s in strategies.items() if key not in required},
+        )
+    )
+
+
+def check(text: str | bytes) -> None:
+    path = FOLDER / "cluster.yml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass"))
+    try:
+        load_cluster(path)
+    except ConfigError as error:
+        assert error.problems
+        for line in error.problems:
+            assert "\n" not in line and line.startswith(f"{path}: "), line
+            assert len(line) < 600, line
+            assert line.removeprefix(f"{path}: ").strip(), line  # a key or position, and what
+
+
+@SETTINGS
+@given(mapping_for(""))
+def test_documents_built_from_the_schema(doc: dict) -> None:
+    check(yaml.safe_dump(doc, allow_unicode=True))
+
+
+def example_lines() -> list[str]:
+    return EXAMPLE.splitlines()
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=len(example_lines()) - 1),
+            st.sampled_from(["replace value", "delete", "duplicate", "insert", "indent"]),
+            TEXT,
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_mutations_of_the_example(mutations: list[tuple[int, str, str]]) -> None:
+    lines = example_lines()
+    for index, how, text in mutations:
+        index %= len(lines)
+        line = lines[index]
+        if how == "replace value" and ":" in line:
+            key = line.split(":", 1)[0]
+            lines[index] = f"{key}: {text}"
+        elif how == "delete":
+            del lines[index]
+        elif how == "duplicate":
+            lines.insert(index, line)
+        elif how == "insert":
+            lines.insert(index, text)
+        elif how == "indent":
+            lines[index] = "  " + line
+        if not lines:
+            lines = [""]
+    check("\n".join(lines) + "\n")
+
+
+@SETTINGS
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes(data: bytes) -> None:
+    check(data)
+
+
+def test_every_schema_type_has_a_strategy() -> None:
+    for field in SCHEMA:
+        assert value_for(field.type, field.path) is not None
