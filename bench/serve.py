@@ -4,8 +4,9 @@
 
 On a converged 2-node lab (real Ray, the lab's stand-in vllm): the deploy that enables `serve:`
 until /health answers 200 (the deploy itself waits for it), a reboot of both nodes until /health
-answers 200 with no deploy, and the memory of each node with Ray running (PSS of every process
-in the node's cgroup). Median of --repeat runs. Needs root, like the lab.
+answers 200 with no deploy, the recovery from each fault of lab/faults.py (a crash until vLLM
+serves steadily again, no deploy), and the memory of each node with Ray running (PSS of every
+process in the node's cgroup). Median of --repeat runs. Needs root, like the lab.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from lab import cli, node
+from lab import cli, faults, node
 
 ROOT = Path(__file__).resolve().parents[1]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
@@ -92,6 +93,9 @@ def main(argv: list[str]) -> int:
         deploy("serve: {enabled: false}\n")
     deploy(SERVE)
     after_reboot = [reboot_to_health() for _ in range(args.repeat)]
+    recoveries = {
+        fault: [faults.recover(fault) for _ in range(args.repeat)] for fault in faults.FAULTS
+    }
     time.sleep(10)  # let Ray settle after its start
     print("| measure | seconds (median) | runs |")
     print("|---|---|---|")
@@ -102,6 +106,11 @@ def main(argv: list[str]) -> int:
     print(f"| reboot of both nodes to /health 200 (no deploy) "
           f"| {statistics.median(after_reboot):.1f} "
           f"| {', '.join(f'{t:.1f}' for t in after_reboot)} |")  # fmt: skip
+    for fault, times in recoveries.items():
+        runs = ", ".join(f"{t:.1f}" for t in times)
+        print(
+            f"| {fault}, until vLLM serves steadily again | {statistics.median(times):.1f} | {runs} |"
+        )
     for name in ("node1", "node2"):
         print(f"memory of {name} with Ray running: {pss_mib(name):.0f} MiB PSS")
     return 0
