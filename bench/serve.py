@@ -108,9 +108,8 @@ def main(argv: list[str]) -> int:
           f"| {', '.join(f'{t:.1f}' for t in after_reboot)} |")  # fmt: skip
     for fault, times in recoveries.items():
         runs = ", ".join(f"{t:.1f}" for t in times)
-        print(
-            f"| {fault}, until vLLM serves steadily again | {statistics.median(times):.1f} | {runs} |"
-        )
+        median = statistics.median(times)
+        print(f"| {fault}, until vLLM serves steadily again | {median:.1f} | {runs} |")
     for name in ("node1", "node2"):
         print(f"memory of {name} with Ray running: {pss_mib(name):.0f} MiB PSS")
     return 0
