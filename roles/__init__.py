@@ -14,12 +14,13 @@ Adding a role is adding its module: nothing here or in deploy.py lists the roles
 
 from __future__ import annotations
 
-import ast
 import importlib
 import pkgutil
 from functools import cache
 from types import ModuleType
 from typing import Any
+
+from pyinfra import host
 
 
 @cache
@@ -35,14 +36,13 @@ def all_roles() -> tuple[ModuleType, ...]:
 def apply_all(node: Any) -> None:
     """Run every role's `apply(node)`, in ORDER.
 
-    pyinfra orders operations by the line numbers of the call stack, file names aside: roles
-    called from one line of a loop would interleave by their own line numbers. Each role is
-    therefore called from a frame whose line number is its ORDER.
+    pyinfra names an operation by its call stack's line numbers, and every role is called from
+    the same line here: `host.loop` adds the role's position to that name, so a role's operations
+    never share a name with another role's on a node that plans something else (a plain loop
+    makes the head's image pull and the worker's reboot one operation, with two `_serial`s).
     """
-    for role in all_roles():
-        call = ast.parse("apply(node)", mode="eval")
-        ast.increment_lineno(call, role.ORDER - 1)
-        eval(compile(call, f"<role {name(role)}>", "eval"), {"apply": role.apply, "node": node})
+    for role in host.loop(all_roles()):
+        role.apply(node)
 
 
 def declared_paths(data: Any) -> tuple[str, ...]:
