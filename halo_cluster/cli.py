@@ -11,6 +11,7 @@ drift's and status's own options, pytest's for verify, pyinfra's for deploy.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import subprocess
 import sys
@@ -50,6 +51,13 @@ def run_verify(args: list[str]) -> int:
     """The end state: pytest over tests/infra of the checkout; pytest's exit code."""
     root = _checkout("verify")
     if root is None:
+        return NO_CHECKOUT
+    if importlib.util.find_spec("pytest") is None:
+        # pytest is the `test` extra: an install without it has the commands but not the checks
+        print(
+            "halo-cluster verify: pytest is missing: pip install 'halo-cluster[test]'",
+            file=sys.stderr,
+        )
         return NO_CHECKOUT
     junit = os.path.join(root, "reports", "verify.xml")
     argv = [sys.executable, "-m", "pytest", "tests/infra", "-q", "-p", "no:cacheprovider"]

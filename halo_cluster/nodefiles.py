@@ -73,9 +73,6 @@ class NodeFiles:
     def text(self, path: str) -> str | None:
         return self.files[path].text if path in self.files else None
 
-    def mode(self, path: str) -> str | None:
-        return self.files[path].mode if path in self.files else None
-
     def exists(self, path: str) -> bool:
         return path in self.files
 

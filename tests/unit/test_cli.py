@@ -103,6 +103,17 @@ def test_outside_a_checkout_says_so_in_one_line(
     assert "tests/infra/conftest.py" in error[0]
 
 
+def test_verify_without_pytest_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = cli.importlib.util.find_spec
+    monkeypatch.setattr(
+        cli.importlib.util, "find_spec", lambda name: None if name == "pytest" else real(name)
+    )
+    assert cli.main(["verify"]) == cli.NO_CHECKOUT
+    assert "halo-cluster[test]" in capsys.readouterr().err
+
+
 def test_config_before_or_after_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = []
     monkeypatch.setitem(cli.COMMANDS, "drift", (lambda args: seen.append(args) or 2, ""))
