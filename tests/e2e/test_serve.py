@@ -16,7 +16,7 @@ import pytest
 from halo_cluster.facts import as_user
 from lab import cli, faults, hub
 from tests.e2e.conftest import ROOT, Lab, changed_hosts
-from tests.infra.conftest import connects
+from tests.infra.target import connects
 
 SERVE = (ROOT / "lab" / "serve.yml").read_text()
 MODEL = "facebook/opt-125m"

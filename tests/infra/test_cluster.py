@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.infra.conftest import Target
+from tests.infra.target import Target
 
 
 def test_full_size_frames(pair: tuple[Target, Target], measured) -> None:

@@ -4,7 +4,7 @@ profile), and what the management side lets in (docs/roles/firewall.md)."""
 from __future__ import annotations
 
 from halo_cluster import firewall
-from tests.infra.conftest import Target
+from tests.infra.target import Target
 
 
 def test_firewalld_running(node: Target, measured) -> None:

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from halo_cluster import rdmatools
-from tests.infra.conftest import Target
+from tests.infra.target import Target
 
 PERFTEST = "timeout 60 {tool} -d {device} -x {gid} -F {extra}"
 

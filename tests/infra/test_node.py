@@ -6,7 +6,7 @@ import pytest
 
 from halo_cluster import cmdline, toolbox
 from roles import all_packages
-from tests.infra.conftest import Target
+from tests.infra.target import Target
 
 # every package the deploy installs: what each role declares
 PACKAGES = all_packages()

@@ -12,7 +12,7 @@ import pytest
 from halo_cluster import allreduce, firewall, nccl
 from halo_cluster.facts import as_user
 from halo_cluster.serving import PORTS, ray_ports
-from tests.infra.conftest import NOT_VERIFIED, Target, connects
+from tests.infra.target import NOT_VERIFIED, Target, connects
 
 STANDIN = "stand-in"
 

@@ -10,8 +10,15 @@ import sys
 from pathlib import Path
 
 from tests.plan.harness import plan
-from tests.plan.test_core_roles import PASSWD, cluster, fresh_node, refusal
-from tests.plan.test_serve import CONFIG, plan_cluster, serve_cluster
+from tests.plan.nodes import (
+    CONFIG,
+    PASSWD,
+    cluster,
+    fresh_node,
+    plan_cluster,
+    refusal,
+    serve_cluster,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 

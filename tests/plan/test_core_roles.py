@@ -2,133 +2,32 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from halo_cluster.loader import parse_cluster
-from roles import all_packages
-from tests.plan.harness import (
-    Plan,
-    firewalld_output,
-    fixture,
-    interfaces_output,
-    plan,
-    text_files_output,
+from tests.plan.harness import plan
+from tests.plan.nodes import (
+    E810,
+    ENTRY_F35,
+    ENTRY_RHEL,
+    GRUB,
+    KEYFILE,
+    LOOPBACK,
+    MGMT,
+    cluster,
+    converged_node,
+    fresh_node,
+    plan_both,
+    refusal,
 )
+from tests.recorded import fixture
 
-GRUB = "/etc/default/grub"
 CORE_ROLES = ("Packages", "Kernel arguments", "Data link")
-ENTRY_F35 = "/boot/loader/entries/62a337f0-5.16.5-200.fc35.x86_64.conf"
-ENTRY_RHEL = "/boot/loader/entries/45701212-6.12.0-55.40.1.el10_0.x86_64.conf"
-KEYFILE = "/etc/NetworkManager/system-connections/halo-data.nmconnection"
 ROCKY_ARGS = (
     "crashkernel=1G-4G:192M,4G-64G:256M,64G-:512M resume=/dev/mapper/rl-swap rd.lvm.lv=rl/root"
     " rd.lvm.lv=rl/swap rhgb quiet"
 )
 SEED_ARGS = "iommu=pt pci=realloc pcie_aspm=off amdgpu.gttsize=126976 ttm.pages_limit=32505856"
-# The E810-CQDA1 port of the recorded Fedora 43 Strix Halo (ethtool -i enp194s0np0), PCI id
-# 8086:1592 as recorded by lspci for the E810-C QSFP.
-E810 = {
-    "name": "enp194s0np0",
-    "mac": "6c:fe:54:00:00:01",
-    "vendor": "0x8086",
-    "device": "0x1592",
-    "driver": "ice",
-}
-MGMT = {
-    "name": "eno1",
-    "mac": "9c:6b:00:00:00:01",
-    "vendor": "0x10ec",
-    "device": "0x8125",
-    "driver": "r8169",
-    "addresses": ["10.0.0.11/24"],
-}
-LOOPBACK = {"name": "lo", "mac": "00:00:00:00:00:00", "addresses": ["127.0.0.1/8"]}
-RPMS = [
-    line.rsplit(".", 1)[0]
-    for line in fixture("uname-and-rpm-kernel-fedora43.txt").splitlines()
-    if line.startswith("kernel")
-]
-
-
-def rpm_lines(names: list[str]) -> list[str]:
-    return [re.sub(r"^(.+)-([^-]+-[^-]+)$", r"\1 \2", nevr) for nevr in names]
-
-
-def cluster(
-    extra: str = "", interconnect: str = "roce", data: str = "{interface: auto}", user: str = "vllm"
-):
-    import yaml
-
-    text = (
-        f"interconnect: {interconnect}\ncluster_user: {user}\n{extra}"
-        f"nodes:\n  - {{name: halo1, ssh: {{host: 10.0.0.11}}, data: {data}}}\n"
-        f"  - {{name: halo2, ssh: {{host: 10.0.0.12}}, data: {data}}}\n"
-    )
-    return parse_cluster(yaml.safe_load(text))
-
-
-def strix_halo_hardware(rdma: str = "irdma1", infiniband: bool = True) -> list[str]:
-    """The Hardware fact's output on a Strix Halo with an E810, from recorded outputs."""
-    model = fixture("cpuinfo-model-name-strix-halo.txt").split(":", 1)[1].strip()
-    vram = fixture("sysfs-mem_info-gtt-vram-strix-halo-nixos-uma512m-annotated.txt")
-    vram_bytes = vram.split("mem_info_vram_total")[1].split()[0]
-    ethtool = fixture("ethtool-i-e810-fedora43-strix-halo.txt").splitlines()
-    return [
-        "virt none",
-        f"cpu  {model}",
-        f"vram {vram_bytes}",
-        *[f"ethtool {line}" for line in ethtool],
-        f"rdma {rdma}",
-        "module ice",
-        "module irdma",
-        *(["infiniband"] if infiniband else []),
-    ]
-
-
-# A fresh install: root and the system groups that own the GPU and RDMA devices, no cluster user.
-PASSWD = "root:x:0:0:Super User:/root:/bin/bash\n"
-GROUP = "root:x:0:\nwheel:x:10:\nvideo:x:39:\nrender:x:105:\nrdma:x:106:\n"
-
-
-def fresh_node(**over) -> dict:
-    """A fresh Fedora 43 install as recorded: boot files, rpm list, NIC, os-release.
-
-    `files` adds or replaces files ({path: text or (text, mode)}) in the TextFiles fact."""
-    boot = over.pop(
-        "boot",
-        {
-            GRUB: fixture("etc-default-grub-rocky-cat.txt"),
-            "/proc/cmdline": fixture("proc-cmdline-fedora43.txt"),
-            ENTRY_F35: fixture("bls-entry-fedora35-workstation.conf"),
-            ENTRY_RHEL: fixture("bls-entry-rhel10.conf"),
-        },
-    )
-    files = {
-        "/etc/os-release": fixture("os-release-fedora43-workstation.txt"),
-        "/etc/passwd": PASSWD,
-        "/etc/group": GROUP,
-        **boot,
-        **over.pop("files", {}),
-    }
-    responses = {
-        "/etc/default/grub": text_files_output(files),
-        "ip -j addr show": interfaces_output(over.pop("interfaces", [LOOPBACK, MGMT, E810])),
-        "ss -Htn": over.pop("sessions", ["10.0.0.11 eno1"]),
-        "nmcli -t -f NAME,DEVICE": over.pop("active", ["eno1:eno1"]),
-        "rpm --queryformat": rpm_lines(over.pop("rpms", RPMS)),
-        "systemd-detect-virt": over.pop("hardware", strix_halo_hardware()),
-        "systemctl --user show": over.pop("units", []),
-        "%{http_code}": over.pop("health", []),
-        "firewall-cmd": over.pop("firewall", None) or firewalld_output(),
-    }
-    assert not over, over
-    return responses
-
-
-def plan_both(c, node=None, **over) -> Plan:
-    return plan(c, {"halo1": node or fresh_node(**over), "halo2": fresh_node()})
 
 
 def test_fresh_node_plan() -> None:
@@ -195,29 +94,6 @@ def test_other_values_replaced_in_place_and_iommu_off_removes_pt() -> None:
         " rootflags=subvol=root rhgb quiet amdgpu.gttsize=98304 amdttm.pages_limit=27648000"
         " amdttm.page_pool_size"
         ' =27648000 amd_iommu=off pci=realloc pcie_aspm=off ttm.pages_limit=25165824"'
-    )
-
-
-OUR_PACKAGES = all_packages()
-
-
-def converged_node(mtu: int = 9000, firewall: list[str] | None = None) -> dict:
-    """halo1 as the first run leaves it: files in place, packages in, link up."""
-    uploads = plan_both(cluster()).uploads("halo1")
-    boot = {
-        path: text
-        for path, text in uploads.items()
-        if path.startswith(("/etc/default", "/boot", "/etc/kernel"))
-    }
-    boot["/proc/cmdline"] = "BOOT_IMAGE=(hd0,gpt2)/vmlinuz " + uploads["/etc/kernel/cmdline"]
-    link = dict(E810, mtu=mtu, addresses=["192.168.100.1/30"])
-    return fresh_node(
-        boot=boot,
-        files={KEYFILE: (uploads[KEYFILE], "600")},
-        rpms=RPMS + [f"{p}-1.0-1.fc43" for p in OUR_PACKAGES],
-        active=["eno1:eno1", "halo-data:enp194s0np0"],
-        interfaces=[LOOPBACK, MGMT, link],
-        firewall=firewall or firewalld_output(trusted={"interfaces": "enp194s0np0"}),
     )
 
 
@@ -309,12 +185,6 @@ def test_thunderbolt_missing_interface_writes_files_without_activation() -> None
     result = plan(cluster(interconnect="thunderbolt", data="{}"), {"halo1": node, "halo2": node})
     assert KEYFILE in result.uploads("halo1")
     assert not any(name.startswith("Data link | Activate") for name in result.names("halo1"))
-
-
-def refusal(result: Plan, node: str = "halo1") -> str:
-    """The refusal's reason; a refused node has no operation at all."""
-    assert result.names(node) == [], result.names(node)
-    return result.refused[node]
 
 
 def test_refuses_the_interface_that_carries_ssh() -> None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 
 from halo_cluster.facts import Firewalld
-from tests.plan.harness import Plan, firewalld_output, fixture, plan
-from tests.plan.test_core_roles import cluster, converged_node, plan_both
-from tests.plan.test_serve import serve_cluster, user_node
+from tests.plan.harness import Plan, plan
+from tests.plan.nodes import cluster, converged_node, plan_both, serve_cluster, user_node
+from tests.recorded import firewalld_output, fixture
 
 RECORDED = fixture("firewalld-debian13-lab-fresh.txt")
 SERVICE_FILE = "/etc/firewalld/services/halo-vllm.xml"

@@ -3,47 +3,11 @@ SSH, planned on recorded real outputs."""
 
 from __future__ import annotations
 
-import json
-
 from halo_cluster import toolbox
-from tests.plan.harness import plan
-from tests.plan.test_core_roles import PASSWD, cluster, fresh_node, strix_halo_hardware
+from tests.plan.nodes import HOST_KEY, IMAGE_ID, containers, node, plan_pair, strix_halo_hardware
 
-HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHxWorkerHostKeyRecordedForThePlanTest"
 HEAD_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHeadUserKeyForThePlanTest halo-cluster"
-IMAGE_ID = "0d2ad943cb929ab12d29ea11c9618c3c2edca5ebba9a9c9ec62d1bda36e496ca"
 OLD_ID = "5f1e0e1a0d9c8b7a6f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0918"
-
-
-def node(user_files: dict[str, str] | None = None, **facts) -> dict:
-    """A fresh node with an SSH host key; `user_files` ({path below ~vllm: text}) also creates
-    the cluster user."""
-    files = {"/etc/ssh/ssh_host_ed25519_key.pub": f"{HOST_KEY} root@worker\n"}
-    if user_files is not None:
-        files["/etc/passwd"] = PASSWD + "vllm:x:1000:1000::/home/vllm:/bin/bash\n"
-        files.update({f"/home/vllm/{path}": text for path, text in user_files.items()})
-    hardware = facts.pop("hardware", strix_halo_hardware())
-    return fresh_node(hardware=hardware, files=files, **facts)
-
-
-def plan_pair(extra: str = "", interconnect: str = "roce", head=None, worker=None):
-    data = "{interface: auto}" if interconnect == "roce" else "{}"
-    tb = {"name": "thunderbolt0", "mac": "02:a1:59:56:2c:c2", "driver": "thunderbolt-net"}
-    interfaces = (
-        {}
-        if interconnect == "roce"
-        else {
-            "interfaces": [
-                {"name": "lo", "mac": "00:00:00:00:00:00"},
-                {"name": "eno1", "mac": "9c:6b:00:00:00:01", "addresses": ["10.0.0.11/24"]},
-                tb,
-            ]
-        }
-    )
-    return plan(
-        cluster(extra, interconnect=interconnect, data=data),
-        {"halo1": head or node(**interfaces), "halo2": worker or node(**interfaces)},
-    )
 
 
 def op_names(result, host: str) -> list[str]:
@@ -105,28 +69,6 @@ def test_toolbox_options_follow_dev_infiniband() -> None:
     without = toolbox_script(plan_pair(head=node(hardware=no_ib)))
     assert "seccomp=unconfined" in without and "/dev/infiniband" not in without
     assert "memlock" not in without
-
-
-STORAGE = ".local/share/containers/storage"
-
-
-def containers(image: str | None, made_from: str | None, options: list[str]) -> dict[str, str]:
-    """The cluster user's podman storage index and our toolbox record, as files."""
-    images = [
-        {
-            "id": image,
-            "names": ["docker.io/kyuz0/vllm-therock-gfx1151:latest"],
-            "digest": "sha256:68fa141b0fd805c97f58d87f441652b8f7c5a068a6ae1464d05b903ad0fe933d",
-        }
-    ]
-    boxes = [{"id": "65cff7ffff31", "names": ["vllm-therock-gfx1151"], "image": made_from}]
-    files = {
-        f"{STORAGE}/overlay-images/images.json": json.dumps(images if image else []),
-        f"{STORAGE}/overlay-containers/containers.json": json.dumps(boxes if made_from else []),
-    }
-    if made_from:
-        files[toolbox.state_file("vllm-therock-gfx1151")] = toolbox.record(made_from, options)
-    return files
 
 
 def test_present_image_and_current_toolbox_are_kept() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from halo_cluster import toolbox
 from roles import all_roles
-from tests.plan.test_host_roles import IMAGE_ID, containers, node, plan_pair
+from tests.plan.nodes import IMAGE_ID, containers, node, plan_pair
 
 # each role's @deploy name, in ORDER
 ROLE_NAMES = [

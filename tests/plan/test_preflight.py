@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from halo_cluster import preflight
 from halo_cluster.facts import Hardware
-from tests.plan.harness import fixture
-from tests.plan.test_core_roles import E810, strix_halo_hardware
+from tests.plan.nodes import E810, strix_halo_hardware
+from tests.recorded import fixture
 
 INTERFACES = {E810["name"]: E810}
 

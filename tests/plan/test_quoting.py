@@ -10,7 +10,7 @@ import pytest
 
 from halo_cluster.loader import ConfigError
 from tests.plan.harness import plan
-from tests.plan.test_core_roles import cluster, fresh_node, strix_halo_hardware
+from tests.plan.nodes import cluster, fresh_node, strix_halo_hardware
 
 UNUSUAL = {
     "cluster_user": "ai-user2",

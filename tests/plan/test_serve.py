@@ -3,59 +3,16 @@ node, for both interconnects, with and without /dev/infiniband, TP=2 and TP=2 x 
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import pytest
 import yaml
 
-from halo_cluster.loader import ConfigError, ensure_ray_token, parse_cluster
+from halo_cluster.loader import ConfigError, parse_cluster
 from tests.plan.harness import Plan, plan
-from tests.plan.test_core_roles import PASSWD, fresh_node, strix_halo_hardware
+from tests.plan.nodes import CONFIG, HOME, plan_cluster, serve_cluster, user_node
 
-HOME = "/home/vllm"
 UNITS = f"{HOME}/.config/containers/systemd"
-CONFIG = f"{HOME}/.config/halo-cluster"
-SERVE = "serve: {enabled: true, model: Qwen/Qwen3-14B, max_model_len: 8192%s}\n"
-TB = {"name": "thunderbolt0", "mac": "02:a1:59:56:2c:c2", "driver": "thunderbolt-net"}
-MGMT = {"name": "eno1", "mac": "9c:6b:00:00:00:01", "addresses": ["10.0.0.11/24"]}
-LO = {"name": "lo", "mac": "00:00:00:00:00:00"}
-# beside a cluster.yml: the Ray token made once, the same for every plan of this module
-SHARED_DIR = Path(tempfile.mkdtemp(prefix="halo-plan-"))
-
-
-def serve_cluster(
-    nodes: int = 2, interconnect: str = "roce", serve: str = "", tmp_path=None, top: str = ""
-):
-    data = "{interface: auto}" if interconnect == "roce" else "{}"
-    lines = [f"interconnect: {interconnect}", "cluster_user: vllm", top + SERVE % serve]
-    if nodes > 2:
-        lines.append("subnet: 192.168.100.0/29")
-    lines.append("nodes:")
-    lines += [
-        f"  - {{name: halo{i}, ssh: {{host: 10.0.0.{10 + i}}}, data: {data}}}"
-        for i in range(1, nodes + 1)
-    ]
-    base_dir = tmp_path or SHARED_DIR
-    cluster = parse_cluster(yaml.safe_load("\n".join(lines)), base_dir=base_dir)
-    ensure_ray_token(cluster, base_dir)
-    return cluster
-
-
-def user_node(infiniband: bool = True, interconnect: str = "roce", **over) -> dict:
-    """A node whose cluster user exists (the services live in its home)."""
-    files = {
-        "/etc/passwd": PASSWD + f"vllm:x:1000:1000::{HOME}:/bin/bash\n",
-        **over.pop("files", {}),
-    }
-    hardware = strix_halo_hardware(infiniband=infiniband)
-    if interconnect == "thunderbolt":
-        over.setdefault("interfaces", [LO, MGMT, TB])
-    return fresh_node(hardware=hardware, files=files, **over)
-
-
-def plan_cluster(cluster, **node) -> Plan:
-    return plan(cluster, {n.name: user_node(**node) for n in cluster.nodes})
 
 
 def test_head_runs_ray_head_and_vllm_with_rdma_options() -> None:

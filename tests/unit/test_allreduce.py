@@ -7,7 +7,7 @@ import shlex
 import subprocess
 
 from halo_cluster import allreduce, nccl
-from tests.plan.harness import fixture
+from tests.recorded import fixture
 
 IMAGE = "docker.io/kyuz0/vllm-therock-gfx1151:latest"
 ENV = "/home/vllm/.config/halo-cluster/serve.env"

@@ -14,23 +14,10 @@ from halo_cluster.hostdata import inventory_groups
 from halo_cluster.loader import ConfigError, load_cluster, parse_cluster
 from halo_cluster.model import gtt_kernel_args
 from halo_cluster.schema import SCHEMA
+from tests.unit.configs import VALID_ROCE, VALID_TB, problems, write
 
 ROOT = Path(__file__).resolve().parents[2]
 
-VALID_ROCE = """\
-cluster_user: vllm
-nodes:
-  - {name: halo1, ssh: {host: 10.0.0.11}, data: {interface: enp1s0f0np0}}
-  - {name: halo2, ssh: {host: 10.0.0.12}, data: {mac: "AA:bb:cc:dd:ee:02"}}
-"""
-
-VALID_TB = """\
-interconnect: thunderbolt
-cluster_user: vllm
-nodes:
-  - {name: a, ssh: {host: 10.0.0.11}}
-  - {name: b, ssh: {host: 10.0.0.12}}
-"""
 
 VALID_3_NODES = """\
 cluster_user: vllm
@@ -41,18 +28,6 @@ nodes:
   - {name: n2, ssh: {host: h2, port: 22}, role: head}
   - {name: n3, ssh: {host: h3}, data: {address: 10.10.0.2}}
 """
-
-
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "cluster.yml"
-    path.write_text(text)
-    return path
-
-
-def problems(tmp_path: Path, text: str) -> list[str]:
-    with pytest.raises(ConfigError) as info:
-        load_cluster(write(tmp_path, text))
-    return info.value.problems
 
 
 def test_valid_roce_pair(tmp_path: Path) -> None:

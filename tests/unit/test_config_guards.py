@@ -15,7 +15,7 @@ import roles.serve
 from halo_cluster import preflight, serving
 from halo_cluster.loader import ConfigError, load_cluster
 from halo_cluster.safety import cluster_user_problem
-from tests.unit.test_config import VALID_ROCE, VALID_TB, problems, write
+from tests.unit.configs import VALID_ROCE, VALID_TB, problems, write
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVING = VALID_ROCE + "serve: {enabled: true, model: Qwen/Qwen3-14B%s}\n"

@@ -12,7 +12,7 @@ from halo_cluster.facts import (
     SshSessionInterfaces,
     TextFiles,
 )
-from tests.plan.harness import fixture
+from tests.recorded import fixture
 
 
 def test_os_release_of_fedora_43() -> None:

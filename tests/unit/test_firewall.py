@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from halo_cluster import firewall
 from halo_cluster.facts import Firewalld
-from tests.plan.harness import firewalld_output
+from tests.recorded import firewalld_output
 
 RAY = [6379, 6380, 10001, 10002, 10199]
 

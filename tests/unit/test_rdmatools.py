@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from halo_cluster import rdmatools
-from tests.plan.harness import fixture
+from tests.recorded import fixture
 
 
 def test_rdma_link_legacy_irdma_names() -> None:

@@ -1,0 +1,269 @@
+"""The recorded nodes and the clusters the plan tests share: a fresh Fedora 43 Strix Halo as
+recorded, the same node converged, with its cluster user, image or services."""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from halo_cluster import toolbox
+from halo_cluster.loader import ensure_ray_token, parse_cluster
+from roles import all_packages
+from tests.plan.harness import Plan, plan
+from tests.recorded import firewalld_output, fixture, interfaces_output, text_files_output
+
+GRUB = "/etc/default/grub"
+
+ENTRY_F35 = "/boot/loader/entries/62a337f0-5.16.5-200.fc35.x86_64.conf"
+
+ENTRY_RHEL = "/boot/loader/entries/45701212-6.12.0-55.40.1.el10_0.x86_64.conf"
+
+KEYFILE = "/etc/NetworkManager/system-connections/halo-data.nmconnection"
+
+# The E810-CQDA1 port of the recorded Fedora 43 Strix Halo (ethtool -i enp194s0np0), PCI id
+# 8086:1592 as recorded by lspci for the E810-C QSFP.
+E810 = {
+    "name": "enp194s0np0",
+    "mac": "6c:fe:54:00:00:01",
+    "vendor": "0x8086",
+    "device": "0x1592",
+    "driver": "ice",
+}
+
+MGMT = {
+    "name": "eno1",
+    "mac": "9c:6b:00:00:00:01",
+    "vendor": "0x10ec",
+    "device": "0x8125",
+    "driver": "r8169",
+    "addresses": ["10.0.0.11/24"],
+}
+
+LOOPBACK = {"name": "lo", "mac": "00:00:00:00:00:00", "addresses": ["127.0.0.1/8"]}
+
+RPMS = [
+    line.rsplit(".", 1)[0]
+    for line in fixture("uname-and-rpm-kernel-fedora43.txt").splitlines()
+    if line.startswith("kernel")
+]
+
+
+def rpm_lines(names: list[str]) -> list[str]:
+    return [re.sub(r"^(.+)-([^-]+-[^-]+)$", r"\1 \2", nevr) for nevr in names]
+
+
+def cluster(
+    extra: str = "", interconnect: str = "roce", data: str = "{interface: auto}", user: str = "vllm"
+):
+    import yaml
+
+    text = (
+        f"interconnect: {interconnect}\ncluster_user: {user}\n{extra}"
+        f"nodes:\n  - {{name: halo1, ssh: {{host: 10.0.0.11}}, data: {data}}}\n"
+        f"  - {{name: halo2, ssh: {{host: 10.0.0.12}}, data: {data}}}\n"
+    )
+    return parse_cluster(yaml.safe_load(text))
+
+
+def strix_halo_hardware(rdma: str = "irdma1", infiniband: bool = True) -> list[str]:
+    """The Hardware fact's output on a Strix Halo with an E810, from recorded outputs."""
+    model = fixture("cpuinfo-model-name-strix-halo.txt").split(":", 1)[1].strip()
+    vram = fixture("sysfs-mem_info-gtt-vram-strix-halo-nixos-uma512m-annotated.txt")
+    vram_bytes = vram.split("mem_info_vram_total")[1].split()[0]
+    ethtool = fixture("ethtool-i-e810-fedora43-strix-halo.txt").splitlines()
+    return [
+        "virt none",
+        f"cpu  {model}",
+        f"vram {vram_bytes}",
+        *[f"ethtool {line}" for line in ethtool],
+        f"rdma {rdma}",
+        "module ice",
+        "module irdma",
+        *(["infiniband"] if infiniband else []),
+    ]
+
+
+# A fresh install: root and the system groups that own the GPU and RDMA devices, no cluster user.
+PASSWD = "root:x:0:0:Super User:/root:/bin/bash\n"
+
+GROUP = "root:x:0:\nwheel:x:10:\nvideo:x:39:\nrender:x:105:\nrdma:x:106:\n"
+
+
+def fresh_node(**over) -> dict:
+    """A fresh Fedora 43 install as recorded: boot files, rpm list, NIC, os-release.
+
+    `files` adds or replaces files ({path: text or (text, mode)}) in the TextFiles fact."""
+    boot = over.pop(
+        "boot",
+        {
+            GRUB: fixture("etc-default-grub-rocky-cat.txt"),
+            "/proc/cmdline": fixture("proc-cmdline-fedora43.txt"),
+            ENTRY_F35: fixture("bls-entry-fedora35-workstation.conf"),
+            ENTRY_RHEL: fixture("bls-entry-rhel10.conf"),
+        },
+    )
+    files = {
+        "/etc/os-release": fixture("os-release-fedora43-workstation.txt"),
+        "/etc/passwd": PASSWD,
+        "/etc/group": GROUP,
+        **boot,
+        **over.pop("files", {}),
+    }
+    responses = {
+        "/etc/default/grub": text_files_output(files),
+        "ip -j addr show": interfaces_output(over.pop("interfaces", [LOOPBACK, MGMT, E810])),
+        "ss -Htn": over.pop("sessions", ["10.0.0.11 eno1"]),
+        "nmcli -t -f NAME,DEVICE": over.pop("active", ["eno1:eno1"]),
+        "rpm --queryformat": rpm_lines(over.pop("rpms", RPMS)),
+        "systemd-detect-virt": over.pop("hardware", strix_halo_hardware()),
+        "systemctl --user show": over.pop("units", []),
+        "%{http_code}": over.pop("health", []),
+        "firewall-cmd": over.pop("firewall", None) or firewalld_output(),
+    }
+    assert not over, over
+    return responses
+
+
+def plan_both(c, node=None, **over) -> Plan:
+    return plan(c, {"halo1": node or fresh_node(**over), "halo2": fresh_node()})
+
+
+OUR_PACKAGES = all_packages()
+
+
+def converged_node(mtu: int = 9000, firewall: list[str] | None = None) -> dict:
+    """halo1 as the first run leaves it: files in place, packages in, link up."""
+    uploads = plan_both(cluster()).uploads("halo1")
+    boot = {
+        path: text
+        for path, text in uploads.items()
+        if path.startswith(("/etc/default", "/boot", "/etc/kernel"))
+    }
+    boot["/proc/cmdline"] = "BOOT_IMAGE=(hd0,gpt2)/vmlinuz " + uploads["/etc/kernel/cmdline"]
+    link = dict(E810, mtu=mtu, addresses=["192.168.100.1/30"])
+    return fresh_node(
+        boot=boot,
+        files={KEYFILE: (uploads[KEYFILE], "600")},
+        rpms=RPMS + [f"{p}-1.0-1.fc43" for p in OUR_PACKAGES],
+        active=["eno1:eno1", "halo-data:enp194s0np0"],
+        interfaces=[LOOPBACK, MGMT, link],
+        firewall=firewall or firewalld_output(trusted={"interfaces": "enp194s0np0"}),
+    )
+
+
+def refusal(result: Plan, node: str = "halo1") -> str:
+    """The refusal's reason; a refused node has no operation at all."""
+    assert result.names(node) == [], result.names(node)
+    return result.refused[node]
+
+
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHxWorkerHostKeyRecordedForThePlanTest"
+
+IMAGE_ID = "0d2ad943cb929ab12d29ea11c9618c3c2edca5ebba9a9c9ec62d1bda36e496ca"
+
+
+def node(user_files: dict[str, str] | None = None, **facts) -> dict:
+    """A fresh node with an SSH host key; `user_files` ({path below ~vllm: text}) also creates
+    the cluster user."""
+    files = {"/etc/ssh/ssh_host_ed25519_key.pub": f"{HOST_KEY} root@worker\n"}
+    if user_files is not None:
+        files["/etc/passwd"] = PASSWD + "vllm:x:1000:1000::/home/vllm:/bin/bash\n"
+        files.update({f"/home/vllm/{path}": text for path, text in user_files.items()})
+    hardware = facts.pop("hardware", strix_halo_hardware())
+    return fresh_node(hardware=hardware, files=files, **facts)
+
+
+def plan_pair(extra: str = "", interconnect: str = "roce", head=None, worker=None):
+    data = "{interface: auto}" if interconnect == "roce" else "{}"
+    tb = {"name": "thunderbolt0", "mac": "02:a1:59:56:2c:c2", "driver": "thunderbolt-net"}
+    interfaces = (
+        {}
+        if interconnect == "roce"
+        else {
+            "interfaces": [
+                {"name": "lo", "mac": "00:00:00:00:00:00"},
+                {"name": "eno1", "mac": "9c:6b:00:00:00:01", "addresses": ["10.0.0.11/24"]},
+                tb,
+            ]
+        }
+    )
+    return plan(
+        cluster(extra, interconnect=interconnect, data=data),
+        {"halo1": head or node(**interfaces), "halo2": worker or node(**interfaces)},
+    )
+
+
+STORAGE = ".local/share/containers/storage"
+
+
+def containers(image: str | None, made_from: str | None, options: list[str]) -> dict[str, str]:
+    """The cluster user's podman storage index and our toolbox record, as files."""
+    images = [
+        {
+            "id": image,
+            "names": ["docker.io/kyuz0/vllm-therock-gfx1151:latest"],
+            "digest": "sha256:68fa141b0fd805c97f58d87f441652b8f7c5a068a6ae1464d05b903ad0fe933d",
+        }
+    ]
+    boxes = [{"id": "65cff7ffff31", "names": ["vllm-therock-gfx1151"], "image": made_from}]
+    files = {
+        f"{STORAGE}/overlay-images/images.json": json.dumps(images if image else []),
+        f"{STORAGE}/overlay-containers/containers.json": json.dumps(boxes if made_from else []),
+    }
+    if made_from:
+        files[toolbox.state_file("vllm-therock-gfx1151")] = toolbox.record(made_from, options)
+    return files
+
+
+HOME = "/home/vllm"
+
+CONFIG = f"{HOME}/.config/halo-cluster"
+
+SERVE = "serve: {enabled: true, model: Qwen/Qwen3-14B, max_model_len: 8192%s}\n"
+
+TB = {"name": "thunderbolt0", "mac": "02:a1:59:56:2c:c2", "driver": "thunderbolt-net"}
+
+PLAIN_MGMT = {"name": "eno1", "mac": "9c:6b:00:00:00:01", "addresses": ["10.0.0.11/24"]}
+
+PLAIN_LO = {"name": "lo", "mac": "00:00:00:00:00:00"}
+
+# beside a cluster.yml: the Ray token made once, the same for every plan of this module
+SHARED_DIR = Path(tempfile.mkdtemp(prefix="halo-plan-"))
+
+
+def serve_cluster(
+    nodes: int = 2, interconnect: str = "roce", serve: str = "", tmp_path=None, top: str = ""
+):
+    data = "{interface: auto}" if interconnect == "roce" else "{}"
+    lines = [f"interconnect: {interconnect}", "cluster_user: vllm", top + SERVE % serve]
+    if nodes > 2:
+        lines.append("subnet: 192.168.100.0/29")
+    lines.append("nodes:")
+    lines += [
+        f"  - {{name: halo{i}, ssh: {{host: 10.0.0.{10 + i}}}, data: {data}}}"
+        for i in range(1, nodes + 1)
+    ]
+    base_dir = tmp_path or SHARED_DIR
+    cluster = parse_cluster(yaml.safe_load("\n".join(lines)), base_dir=base_dir)
+    ensure_ray_token(cluster, base_dir)
+    return cluster
+
+
+def user_node(infiniband: bool = True, interconnect: str = "roce", **over) -> dict:
+    """A node whose cluster user exists (the services live in its home)."""
+    files = {
+        "/etc/passwd": PASSWD + f"vllm:x:1000:1000::{HOME}:/bin/bash\n",
+        **over.pop("files", {}),
+    }
+    hardware = strix_halo_hardware(infiniband=infiniband)
+    if interconnect == "thunderbolt":
+        over.setdefault("interfaces", [PLAIN_LO, PLAIN_MGMT, TB])
+    return fresh_node(hardware=hardware, files=files, **over)
+
+
+def plan_cluster(cluster, **node) -> Plan:
+    return plan(cluster, {n.name: user_node(**node) for n in cluster.nodes})
