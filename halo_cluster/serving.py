@@ -69,7 +69,7 @@ MACHINE_MEMORY_MIB = 128 * 1024
 OBJECT_STORE_MAX_MIB = int(MACHINE_MEMORY_MIB * OBJECT_STORE_SHARE)
 
 DATA_PARALLEL = "serve.tensor_parallel_size and serve.pipeline_parallel_size (one GPU per node)"
-# Every flag of `vllm serve` that roles/serve.py argv() sets from a key, and the flags that would
+# Every flag of `vllm serve` that roles/serve argv() sets from a key, and the flags that would
 # take the place of those (a Unix socket instead of host and port, a config file of flags, a
 # second parallelism dimension): the flag without its leading dashes -> the key to use instead.
 OWNED_FLAGS = {
@@ -138,7 +138,7 @@ def owned_flag(argument: str) -> str | None:
     return None
 
 
-# Every variable the tool writes into serve.env (templates/serve.env.j2, which includes
+# Every variable the tool writes into serve.env (roles/serve/templates/serve.env.j2, which includes
 # cluster.env.j2) and secrets.env, and those the serve role's containers rely on: a second line
 # for one of them in serve.env would win over the tool's.
 PINNED_VARIABLES = frozenset(

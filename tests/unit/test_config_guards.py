@@ -135,8 +135,12 @@ def test_every_flag_argv_sets_is_owned() -> None:
 
 def template_variables() -> set[str]:
     names = set()
-    for name in ("serve.env.j2", "cluster.env.j2", "secrets.env.j2"):
-        text = (ROOT / "templates" / name).read_text()
+    for name in (
+        "serve/templates/serve.env.j2",
+        "launcher/templates/cluster.env.j2",
+        "serve/templates/secrets.env.j2",
+    ):
+        text = (ROOT / "roles" / name).read_text()
         names |= set(re.findall(r"^([A-Za-z_][A-Za-z0-9_]*)=", text, re.MULTILINE))
     return names
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from halo_cluster.render import render
+from roles.serve import render
 
 FAKE_RAY = {
     "ray/__init__.py": (

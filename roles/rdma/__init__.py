@@ -6,9 +6,11 @@ from pyinfra.operations import server
 
 from halo_cluster.context import NodeContext
 from halo_cluster.operations import text_file
-from halo_cluster.render import render
+from halo_cluster.render import templates
 from halo_cluster.safety import e810_ports
 from halo_cluster.schema import host_defaults
+
+render = templates(__name__)  # roles/rdma/templates/
 
 ORDER = 50
 PACKAGES = ()

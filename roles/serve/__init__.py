@@ -16,7 +16,7 @@ from halo_cluster.context import NodeContext
 from halo_cluster.facts import HttpStatus, UserManager, UserUnits
 from halo_cluster.nodefiles import cached, node_files
 from halo_cluster.operations import text_file
-from halo_cluster.render import render
+from halo_cluster.render import templates
 from halo_cluster.schema import host_defaults
 from halo_cluster.services import (
     download_model,
@@ -27,6 +27,8 @@ from halo_cluster.services import (
 from halo_cluster.serving import NODE_PORTS, PORTS
 from halo_cluster.usermanager import device_groups, needs_reexec, stale_because
 from roles import launcher
+
+render = templates(__name__)  # roles/serve/templates/
 
 ORDER = 95  # after the reboot role: a cluster ends its deploy serving, not rebooting
 PACKAGES = ("curl",)

@@ -8,8 +8,10 @@ from halo_cluster.blocks import with_block
 from halo_cluster.context import NodeContext
 from halo_cluster.nodefiles import node_files
 from halo_cluster.operations import authorize_key, text_file, user_ssh_key
-from halo_cluster.render import render
+from halo_cluster.render import templates
 from halo_cluster.schema import host_defaults
+
+render = templates(__name__)  # roles/launcher/templates/
 
 ORDER = 70
 PACKAGES = ()

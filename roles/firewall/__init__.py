@@ -12,9 +12,11 @@ from halo_cluster.context import NodeContext
 from halo_cluster.facts import Firewalld
 from halo_cluster.nodefiles import cached, node_files
 from halo_cluster.operations import text_file
-from halo_cluster.render import render
+from halo_cluster.render import templates
 from halo_cluster.schema import host_defaults
 from halo_cluster.serving import ray_ports
+
+render = templates(__name__)  # roles/firewall/templates/
 
 ORDER = 35
 PACKAGES = ("firewalld",)

@@ -8,8 +8,10 @@ from halo_cluster.context import NodeContext
 from halo_cluster.facts import Firewalld, NetworkInterfaces, NmActiveConnections
 from halo_cluster.nodefiles import cached, node_files
 from halo_cluster.operations import activate_connection, text_file
-from halo_cluster.render import render
+from halo_cluster.render import templates
 from halo_cluster.schema import host_defaults
+
+render = templates(__name__)  # roles/network/templates/
 
 ORDER = 30
 PACKAGES = ()

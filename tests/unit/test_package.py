@@ -1,0 +1,80 @@
+"""The package as `pip install .` (not editable) leaves it: every role's templates are package
+data, so an installed copy renders them and plans the same deploy as the checkout."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.plan.nodes import plan_cluster, serve_cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = ("pyproject.toml", "halo_cluster", "roles", "lab")
+
+# run by the installed copy: the checkout is on the path after it only for deploy.py and the
+# plan harness
+PLAN = """
+import json, sys
+from pathlib import Path
+import jinja2, roles
+from roles import all_roles
+assert roles.__file__.startswith(sys.argv[1]), roles.__file__
+for role in all_roles():
+    folder = Path(role.__file__).parent / "templates"
+    loader = jinja2.PackageLoader(role.__name__, "templates") if folder.is_dir() else None
+    for name in loader.list_templates() if loader else ():
+        jinja2.Environment(loader=loader).get_template(name)
+from tests.plan.nodes import plan_cluster, serve_cluster
+cluster = serve_cluster(serve=", listen: all, api_key_file: key", tmp_path=Path.cwd())
+result = plan_cluster(cluster)
+print(json.dumps({node: result.uploads(node) for node in ("halo1", "halo2")}))
+"""
+
+
+def build_and_install(tmp_path: Path) -> Path:
+    """A wheel built from a copy of the sources (no network, no build artefacts in the checkout),
+    installed into a folder of its own."""
+    source = tmp_path / "source"
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    source.mkdir()
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, source / name, ignore=ignore)
+        else:
+            shutil.copy(ROOT / name, source / name)
+    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+    wheels, site = tmp_path / "wheels", tmp_path / "site"
+    subprocess.run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", wheels, source],
+        check=True,
+        timeout=120,
+    )
+    wheel = next(wheels.glob("halo_cluster-*.whl"))
+    subprocess.run(
+        [*pip, "install", "--no-deps", "--no-index", "--target", site, wheel],
+        check=True,
+        timeout=120,
+    )
+    return site
+
+
+def test_an_installed_package_renders_every_template_and_plans_the_same(tmp_path: Path) -> None:
+    site = build_and_install(tmp_path)
+    (tmp_path / "key").write_text("sk-package-test\n")
+    env = dict(os.environ, PYTHONPATH=f"{site}{os.pathsep}{ROOT}")
+    installed = subprocess.run(
+        [sys.executable, "-c", PLAN, str(site)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    here = plan_cluster(serve_cluster(serve=", listen: all, api_key_file: key", tmp_path=tmp_path))
+    expected = {node: here.uploads(node) for node in ("halo1", "halo2")}
+    assert json.loads(installed.stdout.splitlines()[-1]) == expected
