@@ -44,6 +44,7 @@ else:
         interfaces=interfaces,
         hardware=cached(host, Hardware, interface=verdict.interface),
         ssh_interfaces=tuple(dict.fromkeys(s["interface"] for s in sessions if s["interface"])),
+        packages=roles.all_packages(),
     )
     serving = host.data.get("halo_serve_enabled")
     for check in preflight.run(

@@ -9,12 +9,14 @@ from dataclasses import dataclass
 class NodeContext:
     """`interface`: the data interface (None when it is not there yet, as thunderbolt0 before the
     cable); `interfaces`: the NetworkInterfaces fact; `hardware`: the Hardware fact;
-    `ssh_interfaces`: the interfaces that carry SSH sessions to the node (its management side)."""
+    `ssh_interfaces`: the interfaces that carry SSH sessions to the node (its management side);
+    `packages`: every package the roles declare (the packages role installs them)."""
 
     interface: str | None
     interfaces: dict
     hardware: dict
     ssh_interfaces: tuple[str, ...] = ()
+    packages: tuple[str, ...] = ()
 
     @property
     def has_infiniband(self) -> bool:

@@ -17,12 +17,11 @@ VARIABLES = ("halo_kernel_args", "halo_kernel_args_remove")
 GRUB = "/etc/default/grub"
 KERNEL_CMDLINE = "/etc/kernel/cmdline"
 GRUBENV = "/boot/grub2/grubenv"
-PROC_CMDLINE = "/proc/cmdline"
 ENTRIES = "/boot/loader/entries"
 
 
 def paths(data) -> tuple[str, ...]:
-    return (GRUB, KERNEL_CMDLINE, PROC_CMDLINE, GRUBENV, f"{ENTRIES}/*.conf")
+    return (GRUB, KERNEL_CMDLINE, GRUBENV, f"{ENTRIES}/*.conf")
 
 
 @deploy("Kernel arguments")
@@ -68,11 +67,3 @@ def _base_cmdline(files: NodeFiles, entries: dict[str, str]) -> str:
         return present
     default = cmdline.default_entry(entries, files.text(GRUBENV))
     return (cmdline.bls_options(entries[default]) if default else None) or ""
-
-
-def inactive_args() -> list[str]:
-    """Wanted arguments missing from the running kernel, and removed ones still present."""
-    running = node_files(host).text(PROC_CMDLINE) or ""
-    return cmdline.missing_args(
-        running, host.data.halo_kernel_args, host.data.halo_kernel_args_remove
-    )

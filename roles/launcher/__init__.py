@@ -6,6 +6,7 @@ from pyinfra.api import deploy
 
 from halo_cluster.blocks import with_block
 from halo_cluster.context import NodeContext
+from halo_cluster.environment import environment_values
 from halo_cluster.nodefiles import node_files
 from halo_cluster.operations import authorize_key, text_file, user_ssh_key
 from halo_cluster.render import templates
@@ -51,21 +52,6 @@ def apply(node: NodeContext) -> None:
         _head_reaches_workers()
     else:
         _worker_admits_head()
-
-
-def environment_values(node: NodeContext) -> dict:
-    """What cluster.env.j2 renders from; the serve role's environment starts from the same."""
-    return {
-        "node": host.data.halo_node,
-        "role": host.data.halo_role,
-        "head_ip": host.data.halo_head_address,
-        "worker_ips": host.data.halo_worker_addresses,
-        "toolbox": host.data.halo_toolbox,
-        "node_ip": host.data.halo_data_address,
-        "interface": node.interface or host.data.halo_data_interface,
-        "interconnect": host.data.halo_interconnect,
-        "hca": node.rdma_device,
-    }
 
 
 def node_host(name: str):

@@ -5,7 +5,6 @@ from pyinfra.api import deploy
 from pyinfra.facts.rpm import RpmPackages
 from pyinfra.operations import server
 
-import roles
 from halo_cluster.context import NodeContext
 from halo_cluster.nodefiles import cached
 
@@ -24,7 +23,7 @@ def paths(data) -> tuple[str, ...]:
 def apply(node: NodeContext) -> None:
     # decided from the rpm database alone: a converged node runs no dnf command at all
     installed = cached(host, RpmPackages)
-    missing = [p for p in roles.all_packages() if p not in installed]
+    missing = [p for p in node.packages if p not in installed]
     if missing:
         server.shell(
             name=f"Install {' '.join(missing)}",

@@ -4,18 +4,26 @@
 from pyinfra import host, logger
 from pyinfra.api import deploy
 
+from halo_cluster import cmdline
 from halo_cluster.context import NodeContext
+from halo_cluster.nodefiles import node_files
 from halo_cluster.operations import assert_kernel_args_active, reboot_and_wait
 from halo_cluster.schema import host_defaults
-from roles.kernel import inactive_args
 
 ORDER = 90
 PACKAGES = ()
-VARIABLES = ("halo_reboot", "halo_role", "halo_reboot_timeout", "halo_kernel_args")
+VARIABLES = (
+    "halo_reboot",
+    "halo_role",
+    "halo_reboot_timeout",
+    "halo_kernel_args",
+    "halo_kernel_args_remove",
+)
+PROC_CMDLINE = "/proc/cmdline"
 
 
 def paths(data) -> tuple[str, ...]:
-    return ()
+    return (PROC_CMDLINE,)
 
 
 @deploy("Reboot", data_defaults=host_defaults(VARIABLES))
@@ -41,4 +49,12 @@ def apply(node: NodeContext) -> None:
         )
     assert_kernel_args_active(
         name="Confirm the kernel arguments are active", args=host.data.halo_kernel_args
+    )
+
+
+def inactive_args() -> list[str]:
+    """Wanted arguments missing from the running kernel, and removed ones still present."""
+    running = node_files(host).text(PROC_CMDLINE) or ""
+    return cmdline.missing_args(
+        running, host.data.halo_kernel_args, host.data.halo_kernel_args_remove
     )

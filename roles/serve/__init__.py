@@ -13,6 +13,7 @@ from pyinfra.operations import server
 
 from halo_cluster import toolbox as toolbox_files
 from halo_cluster.context import NodeContext
+from halo_cluster.environment import environment_values
 from halo_cluster.facts import HttpStatus, UserManager, UserUnits
 from halo_cluster.nodefiles import cached, node_files
 from halo_cluster.operations import text_file
@@ -26,7 +27,6 @@ from halo_cluster.services import (
 )
 from halo_cluster.serving import NODE_PORTS, PORTS
 from halo_cluster.usermanager import device_groups, needs_reexec, stale_because
-from roles import launcher
 
 render = templates(__name__)  # roles/serve/templates/
 
@@ -276,7 +276,7 @@ def argv() -> list[str]:
 
 
 def _environment(node: NodeContext) -> str:
-    values = launcher.environment_values(node)
+    values = environment_values(node)
     return render(
         "serve.env.j2",
         **values,
