@@ -8,12 +8,12 @@ in its declared order.
 from pyinfra import host, logger
 
 import roles
-from halo_cluster import preflight
-from halo_cluster.context import NodeContext
-from halo_cluster.facts import Hardware, NetworkInterfaces, SshSessionInterfaces
-from halo_cluster.nodefiles import cached, node_files
-from halo_cluster.report import record, refuse
-from halo_cluster.safety import check_node
+from halo_cluster.decide import preflight
+from halo_cluster.decide.safety import check_node
+from halo_cluster.node.context import NodeContext
+from halo_cluster.node.facts import Hardware, NetworkInterfaces, SshSessionInterfaces
+from halo_cluster.node.nodefiles import cached, declare, node_files
+from halo_cluster.node.report import record, refuse
 
 SELECTOR = ("halo_interconnect", "halo_data_interface", "halo_data_mac", "halo_cluster_user")
 LOG = {
@@ -23,6 +23,7 @@ LOG = {
     preflight.FAIL: logger.error,
 }
 
+declare(roles.declared_paths)
 interfaces = cached(host, NetworkInterfaces)
 sessions = cached(host, SshSessionInterfaces, port=host.data.get("ssh_port") or 22)
 verdict = check_node(

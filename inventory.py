@@ -8,8 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-from halo_cluster.hostdata import inventory_groups
-from halo_cluster.loader import ConfigError, load_cluster
+from halo_cluster.config.hostdata import inventory_groups
+from halo_cluster.config.loader import ConfigError, load_cluster
 
 _config = os.environ.get("CLUSTER_CONFIG") or str(Path(__file__).resolve().parent / "cluster.yml")
 try:

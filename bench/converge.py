@@ -26,7 +26,7 @@ RUNS = {
     "first run": [PYINFRA, "-y", "inventory.py", "deploy.py"],
     "no-op re-run": [PYINFRA, "-y", "inventory.py", "deploy.py"],
     "--dry run": [PYINFRA, "--dry", "inventory.py", "deploy.py"],
-    "make drift": [sys.executable, "-m", "halo_cluster.drift", "--json-out", "/dev/null"],
+    "make drift": [sys.executable, "-m", "halo_cluster.tools.drift", "--json-out", "/dev/null"],
     "make verify": [sys.executable, "-m", "pytest", "tests/infra", "-q", "-p", "no:cacheprovider"],
 }
 

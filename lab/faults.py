@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from halo_cluster.facts import as_user
+from halo_cluster.node.facts import as_user
 from lab import cli
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,11 +3,11 @@
 from pyinfra import host
 from pyinfra.api import deploy
 
-from halo_cluster import toolbox as toolbox_files
-from halo_cluster.context import NodeContext
-from halo_cluster.nodefiles import STORAGE, node_files
-from halo_cluster.operations import pull_image, toolbox_container
-from halo_cluster.schema import host_defaults
+from halo_cluster.config.schema import host_defaults
+from halo_cluster.node import toolbox as toolbox_files
+from halo_cluster.node.context import NodeContext
+from halo_cluster.node.nodefiles import STORAGE, node_files
+from halo_cluster.node.operations import pull_image, toolbox_container
 
 ORDER = 60
 PACKAGES = ("podman", "toolbox")

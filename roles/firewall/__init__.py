@@ -7,21 +7,21 @@ from pyinfra import host, logger
 from pyinfra.api import deploy
 from pyinfra.operations import server
 
-from halo_cluster import firewall
-from halo_cluster.context import NodeContext
-from halo_cluster.facts import Firewalld
-from halo_cluster.nodefiles import cached, node_files
-from halo_cluster.operations import text_file
-from halo_cluster.render import templates
-from halo_cluster.schema import host_defaults
-from halo_cluster.serving import ray_ports
+from halo_cluster.config.schema import host_defaults
+from halo_cluster.config.serving import ray_ports
+from halo_cluster.node import firewalld
+from halo_cluster.node.context import NodeContext
+from halo_cluster.node.facts import Firewalld
+from halo_cluster.node.nodefiles import cached, node_files
+from halo_cluster.node.operations import text_file
+from halo_cluster.node.render import templates
 
 render = templates(__name__)  # roles/firewall/templates/
 
 ORDER = 35
 PACKAGES = ("firewalld",)
 VARIABLES = ("halo_serve_enabled", "halo_serve_listen", "halo_serve_port", "halo_role")
-SERVICE_FILE = f"/etc/firewalld/services/{firewall.SERVICE}.xml"
+SERVICE_FILE = f"/etc/firewalld/services/{firewalld.SERVICE}.xml"
 
 
 def paths(data) -> tuple[str, ...]:
@@ -31,10 +31,10 @@ def paths(data) -> tuple[str, ...]:
 @deploy("Firewall", data_defaults=host_defaults(VARIABLES))
 def apply(node: NodeContext) -> None:
     state = cached(host, Firewalld)
-    if not firewall.running(state):
+    if not firewalld.running(state):
         _warn_not_running(state)
         return
-    management = firewall.management_zones(state, node.ssh_interfaces, node.interface)
+    management = firewalld.management_zones(state, node.ssh_interfaces, node.interface)
     _warn_about_open_ray_ports(state, management)
     wanted = management if vllm_open_to_management() else set()
     if wanted:
@@ -51,21 +51,21 @@ def vllm_open_to_management() -> bool:
 
 def _write_service_file() -> None:
     """Our service's definition; firewalld knows a new or changed one only after a reload."""
-    text = render(f"{firewall.SERVICE}.xml.j2", port=host.data.halo_serve_port)
+    text = render(f"{firewalld.SERVICE}.xml.j2", port=host.data.halo_serve_port)
     if node_files(host).differs(SERVICE_FILE, text, "644"):
         text_file(name=f"firewalld service {SERVICE_FILE}", path=SERVICE_FILE, text=text)
-        firewall.reload_firewall(name="Reload firewalld (its services changed)")
+        firewalld.reload_firewall(name="Reload firewalld (its services changed)")
 
 
 def _converge_service_zones(state: dict, wanted: set[str]) -> None:
     """Our service in exactly the wanted zones, now and after a reload."""
-    service = firewall.SERVICE
-    runtime = firewall.zones_with_service(state, service, "runtime")
-    permanent = firewall.zones_with_service(state, service, "permanent")
+    service = firewalld.SERVICE
+    runtime = firewalld.zones_with_service(state, service, "runtime")
+    permanent = firewalld.zones_with_service(state, service, "permanent")
     for zone in sorted(wanted - (runtime & permanent)):
-        firewall.zone_service(name=f"Open vLLM's port in zone {zone}", zone=zone, service=service)
+        firewalld.zone_service(name=f"Open vLLM's port in zone {zone}", zone=zone, service=service)
     for zone in sorted((runtime | permanent) - wanted):
-        firewall.zone_service(
+        firewalld.zone_service(
             name=f"Close vLLM's port in zone {zone}", zone=zone, service=service, present=False
         )
 
@@ -82,7 +82,7 @@ def _warn_about_open_ray_ports(state: dict, zones: set[str]) -> None:
     if not host.data.halo_serve_enabled:
         return
     for zone in sorted(zones):
-        exposed = firewall.exposed_in(state, zone, ray_ports())
+        exposed = firewalld.exposed_in(state, zone, ray_ports())
         if exposed:
             logger.warning(
                 f"{host.print_prefix}zone {zone} (management side) lets Ray's ports in "

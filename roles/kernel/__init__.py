@@ -6,10 +6,10 @@ from pyinfra import host, logger
 from pyinfra.api import deploy
 from pyinfra.operations import server
 
-from halo_cluster import cmdline
-from halo_cluster.context import NodeContext
-from halo_cluster.nodefiles import NodeFiles, node_files
-from halo_cluster.operations import text_file
+from halo_cluster.decide import cmdline
+from halo_cluster.node.context import NodeContext
+from halo_cluster.node.nodefiles import NodeFiles, node_files
+from halo_cluster.node.operations import text_file
 
 ORDER = 20
 PACKAGES = ()

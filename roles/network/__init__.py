@@ -3,13 +3,13 @@
 from pyinfra import host
 from pyinfra.api import deploy
 
-from halo_cluster import firewall
-from halo_cluster.context import NodeContext
-from halo_cluster.facts import Firewalld, NetworkInterfaces, NmActiveConnections
-from halo_cluster.nodefiles import cached, node_files
-from halo_cluster.operations import activate_connection, text_file
-from halo_cluster.render import templates
-from halo_cluster.schema import host_defaults
+from halo_cluster.config.schema import host_defaults
+from halo_cluster.node import firewalld
+from halo_cluster.node.context import NodeContext
+from halo_cluster.node.facts import Firewalld, NetworkInterfaces, NmActiveConnections
+from halo_cluster.node.nodefiles import cached, node_files
+from halo_cluster.node.operations import activate_connection, text_file
+from halo_cluster.node.render import templates
 
 render = templates(__name__)  # roles/network/templates/
 
@@ -82,4 +82,6 @@ def _live(interface: str) -> bool:
 
 def _trusted(interface: str) -> bool:
     state = cached(host, Firewalld)
-    return not firewall.running(state) or firewall.zone_of(state, interface) == firewall.DATA_ZONE
+    return (
+        not firewalld.running(state) or firewalld.zone_of(state, interface) == firewalld.DATA_ZONE
+    )

@@ -5,8 +5,8 @@ from pyinfra.api import deploy
 from pyinfra.facts.rpm import RpmPackages
 from pyinfra.operations import server
 
-from halo_cluster.context import NodeContext
-from halo_cluster.nodefiles import cached
+from halo_cluster.node.context import NodeContext
+from halo_cluster.node.nodefiles import cached
 
 ORDER = 10
 # the guide's RDMA tools (installed on thunderbolt nodes too: perftest helps there) and what the

@@ -4,11 +4,11 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import server
 
-from halo_cluster.context import NodeContext
-from halo_cluster.operations import text_file
-from halo_cluster.render import templates
-from halo_cluster.safety import e810_ports
-from halo_cluster.schema import host_defaults
+from halo_cluster.config.schema import host_defaults
+from halo_cluster.decide.safety import e810_ports
+from halo_cluster.node.context import NodeContext
+from halo_cluster.node.operations import text_file
+from halo_cluster.node.render import templates
 
 render = templates(__name__)  # roles/rdma/templates/
 

@@ -4,11 +4,11 @@
 from pyinfra import host, logger
 from pyinfra.api import deploy
 
-from halo_cluster import cmdline
-from halo_cluster.context import NodeContext
-from halo_cluster.nodefiles import node_files
-from halo_cluster.operations import assert_kernel_args_active, reboot_and_wait
-from halo_cluster.schema import host_defaults
+from halo_cluster.config.schema import host_defaults
+from halo_cluster.decide import cmdline
+from halo_cluster.node.context import NodeContext
+from halo_cluster.node.nodefiles import node_files
+from halo_cluster.node.operations import assert_kernel_args_active, reboot_and_wait
 
 ORDER = 90
 PACKAGES = ()

@@ -11,22 +11,22 @@ from pyinfra import host, logger
 from pyinfra.api import deploy
 from pyinfra.operations import server
 
-from halo_cluster import toolbox as toolbox_files
-from halo_cluster.context import NodeContext
-from halo_cluster.environment import environment_values
-from halo_cluster.facts import HttpStatus, UserManager, UserUnits
-from halo_cluster.nodefiles import cached, node_files
-from halo_cluster.operations import text_file
-from halo_cluster.render import templates
-from halo_cluster.schema import host_defaults
-from halo_cluster.services import (
+from halo_cluster.config.schema import host_defaults
+from halo_cluster.config.serving import NODE_PORTS, PORTS
+from halo_cluster.node import toolbox as toolbox_files
+from halo_cluster.node.context import NodeContext
+from halo_cluster.node.environment import environment_values
+from halo_cluster.node.facts import HttpStatus, UserManager, UserUnits
+from halo_cluster.node.nodefiles import cached, node_files
+from halo_cluster.node.operations import text_file
+from halo_cluster.node.render import templates
+from halo_cluster.node.services import (
     download_model,
     remove_user_services,
     user_systemctl,
     wait_for_health,
 )
-from halo_cluster.serving import NODE_PORTS, PORTS
-from halo_cluster.usermanager import device_groups, needs_reexec, stale_because
+from halo_cluster.node.usermanager import device_groups, needs_reexec, stale_because
 
 render = templates(__name__)  # roles/serve/templates/
 

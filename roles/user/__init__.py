@@ -6,10 +6,10 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import server
 
-from halo_cluster.context import NodeContext
-from halo_cluster.nodefiles import node_files
-from halo_cluster.schema import host_defaults
-from halo_cluster.usermanager import device_groups
+from halo_cluster.config.schema import host_defaults
+from halo_cluster.node.context import NodeContext
+from halo_cluster.node.nodefiles import node_files
+from halo_cluster.node.usermanager import device_groups
 
 ORDER = 40
 PACKAGES = ()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from halo_cluster import toolbox
-from halo_cluster.facts import as_user
+from halo_cluster.node import toolbox
+from halo_cluster.node.facts import as_user
 from tests.e2e.conftest import Lab
 
 USER_ENV = as_user("vllm", "")

@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from halo_cluster.facts import as_user
+from halo_cluster.node.facts import as_user
 from lab import cli, faults, hub
 from tests.e2e.conftest import ROOT, Lab, changed_hosts
 from tests.infra.target import connects
@@ -156,7 +156,7 @@ def test_ray_runs_on_both_nodes_as_the_cluster_user_at_the_data_addresses(servin
 
 def test_rerun_changes_nothing(serving: Lab) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "halo_cluster.drift", "--json-out", "/dev/null"],
+        [sys.executable, "-m", "halo_cluster.tools.drift", "--json-out", "/dev/null"],
         cwd=ROOT,
         env={
             **cli.os.environ,

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from halo_cluster.facts import as_user
+from halo_cluster.node.facts import as_user
 from lab import cli
 from tests.e2e.conftest import Lab, failure
 from tests.e2e.test_serve import HEAD, SERVE, health, journal, user, wait_serving

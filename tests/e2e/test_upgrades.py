@@ -24,7 +24,7 @@ def drift(config=None) -> tuple[int, dict, str]:
     out = ROOT / "reports" / "drift-test.json"
     env = dict(os.environ, CLUSTER_CONFIG=str(config or cli.CONFIG))
     result = subprocess.run(
-        [sys.executable, "-m", "halo_cluster.drift", "--json-out", str(out)],
+        [sys.executable, "-m", "halo_cluster.tools.drift", "--json-out", str(out)],
         cwd=ROOT,
         env=env,
         capture_output=True,

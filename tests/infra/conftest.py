@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import testinfra
 
-from halo_cluster import sshconfig
-from halo_cluster.loader import ConfigError, load_cluster
-from halo_cluster.model import Cluster
+from halo_cluster.config.loader import ConfigError, load_cluster
+from halo_cluster.config.model import Cluster
+from halo_cluster.tools import sshconfig
 from tests.infra.target import NOT_VERIFIED, Target
 
 ROOT = Path(__file__).resolve().parents[2]

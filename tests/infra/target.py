@@ -12,7 +12,9 @@ from functools import cached_property
 import pytest
 import testinfra
 
-from halo_cluster.facts import (
+from halo_cluster.config.model import Cluster, Node
+from halo_cluster.decide.safety import resolve_interface
+from halo_cluster.node.facts import (
     CONTAINER_IMAGE,
     IMAGE_ID,
     Firewalld,
@@ -20,9 +22,7 @@ from halo_cluster.facts import (
     SshSessionInterfaces,
     as_user,
 )
-from halo_cluster.model import Cluster, Node
-from halo_cluster.safety import resolve_interface
-from halo_cluster.status import ray_nodes_command
+from halo_cluster.tools.status import ray_nodes_command
 
 NOT_VERIFIED = "NOT VERIFIED"
 

@@ -3,7 +3,7 @@ profile), and what the management side lets in (docs/roles/firewall.md)."""
 
 from __future__ import annotations
 
-from halo_cluster import firewall
+from halo_cluster.node import firewalld
 from tests.infra.target import Target
 
 
@@ -17,10 +17,10 @@ def test_firewalld_running(node: Target, measured) -> None:
 
 
 def test_data_link_in_the_trusted_zone(node: Target, measured) -> None:
-    zone = firewall.zone_of(node.firewall, node.interface)
-    assert zone == firewall.DATA_ZONE, (
+    zone = firewalld.zone_of(node.firewall, node.interface)
+    assert zone == firewalld.DATA_ZONE, (
         f"{node.name}: {node.interface} is in zone {zone or 'none'}, expected "
-        f"{firewall.DATA_ZONE}: RCCL and Ray between the nodes are blocked; re-run the deploy "
+        f"{firewalld.DATA_ZONE}: RCCL and Ray between the nodes are blocked; re-run the deploy "
         "(it activates halo-data again, whose profile says zone=trusted)"
     )
     measured(f"{node.interface} in {zone}")

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from halo_cluster import rdmatools
+from halo_cluster.decide import rdmatools
 from tests.infra.target import Target
 
 PERFTEST = "timeout 60 {tool} -d {device} -x {gid} -F {extra}"

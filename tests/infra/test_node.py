@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from halo_cluster import cmdline, toolbox
+from halo_cluster.decide import cmdline
+from halo_cluster.node import toolbox
 from roles import all_packages
 from tests.infra.target import Target
 

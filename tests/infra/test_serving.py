@@ -9,9 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from halo_cluster import allreduce, firewall, nccl
-from halo_cluster.facts import as_user
-from halo_cluster.serving import PORTS, ray_ports
+from halo_cluster.config.serving import PORTS, ray_ports
+from halo_cluster.decide import nccl
+from halo_cluster.node import firewalld
+from halo_cluster.node.facts import as_user
+from halo_cluster.tools import allreduce
 from tests.infra.target import NOT_VERIFIED, Target, connects
 
 STANDIN = "stand-in"
@@ -137,8 +139,8 @@ def run_allreduce(cluster, targets: dict[str, Target]) -> str:
 
 
 def test_ray_ports_closed_on_the_management_side(node: Target, measured) -> None:
-    zones = firewall.management_zones(node.firewall, node.ssh_interfaces, node.interface)
-    exposed = {zone: firewall.exposed_in(node.firewall, zone, ray_ports()) for zone in zones}
+    zones = firewalld.management_zones(node.firewall, node.ssh_interfaces, node.interface)
+    exposed = {zone: firewalld.exposed_in(node.firewall, zone, ray_ports()) for zone in zones}
     exposed = {zone: ports for zone, ports in exposed.items() if ports}
     assert not exposed, (
         f"{node.name}: zone(s) {', '.join(exposed)} on the management side let Ray's ports in "

@@ -19,9 +19,9 @@ from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_host, ctx_state
 from pyinfra_cli.util import load_deploy_file
 
-from halo_cluster import report
-from halo_cluster.hostdata import inventory_groups
-from halo_cluster.model import Cluster
+from halo_cluster.config.hostdata import inventory_groups
+from halo_cluster.config.model import Cluster
+from halo_cluster.node import report
 
 ROOT = Path(__file__).resolve().parents[2]
 

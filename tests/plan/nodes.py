@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from halo_cluster import toolbox
-from halo_cluster.loader import ensure_ray_token, parse_cluster
+from halo_cluster.config.loader import ensure_ray_token, parse_cluster
+from halo_cluster.node import toolbox
 from roles import all_packages
 from tests.plan.harness import Plan, plan
 from tests.recorded import firewalld_output, fixture, interfaces_output, text_files_output

@@ -89,7 +89,7 @@ nodes:
   - {name: halo3, ssh: {host: halo3.lan}, data: {interface: thunderbolt0}}
   - {name: halo4, ssh: {host: HALO3.LAN.}}
 """
-    from halo_cluster.loader import ConfigError, load_cluster
+    from halo_cluster.config.loader import ConfigError, load_cluster
 
     (tmp_path / "cluster.yml").write_text(text)
     try:

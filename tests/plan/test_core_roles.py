@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from halo_cluster.loader import parse_cluster
+from halo_cluster.config.loader import parse_cluster
 from tests.plan.harness import plan
 from tests.plan.nodes import (
     E810,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from halo_cluster.facts import Firewalld
+from halo_cluster.node.facts import Firewalld
 from tests.plan.harness import Plan, plan
 from tests.plan.nodes import cluster, converged_node, plan_both, serve_cluster, user_node
 from tests.recorded import firewalld_output, fixture

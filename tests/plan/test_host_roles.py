@@ -3,7 +3,7 @@ SSH, planned on recorded real outputs."""
 
 from __future__ import annotations
 
-from halo_cluster import toolbox
+from halo_cluster.node import toolbox
 from tests.plan.nodes import HOST_KEY, IMAGE_ID, containers, node, plan_pair, strix_halo_hardware
 
 HEAD_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHeadUserKeyForThePlanTest halo-cluster"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from halo_cluster import preflight
-from halo_cluster.facts import Hardware
+from halo_cluster.decide import preflight
+from halo_cluster.node.facts import Hardware
 from tests.plan.nodes import E810, strix_halo_hardware
 from tests.recorded import fixture
 

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from halo_cluster.loader import ConfigError
+from halo_cluster.config.loader import ConfigError
 from tests.plan.harness import plan
 from tests.plan.nodes import cluster, fresh_node, strix_halo_hardware
 

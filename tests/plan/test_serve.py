@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from halo_cluster.loader import ConfigError, parse_cluster
+from halo_cluster.config.loader import ConfigError, parse_cluster
 from tests.plan.harness import Plan, plan
 from tests.plan.nodes import CONFIG, HOME, plan_cluster, serve_cluster, user_node
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from halo_cluster.loader import ConfigError, load_cluster
+from halo_cluster.config.loader import ConfigError, load_cluster
 
 VALID_ROCE = """\
 cluster_user: vllm

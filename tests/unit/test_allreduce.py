@@ -6,7 +6,8 @@ from __future__ import annotations
 import shlex
 import subprocess
 
-from halo_cluster import allreduce, nccl
+from halo_cluster.decide import nccl
+from halo_cluster.tools import allreduce
 from tests.recorded import fixture
 
 IMAGE = "docker.io/kyuz0/vllm-therock-gfx1151:latest"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from halo_cluster import cli, project
+from halo_cluster.tools import cli, project
 
 ROOT = Path(__file__).resolve().parents[2]
 # the lab's config as `python -m lab up` writes it, with lab/serve.yml appended (make demo SERVE=1)
@@ -57,7 +57,7 @@ def where(config: Path, capsys: pytest.CaptureFixture[str], extra: str = "") -> 
 
 def test_console_script_is_declared() -> None:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts == {"halo-cluster": "halo_cluster.cli:main"}
+    assert scripts == {"halo-cluster": "halo_cluster.tools.cli:main"}
 
 
 @pytest.mark.parametrize("command", ["status", "drift", "where"])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from halo_cluster import cmdline
+from halo_cluster.decide import cmdline
 
 SEED = [
     "iommu=pt",

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from halo_cluster.hostdata import inventory_groups
-from halo_cluster.loader import ConfigError, load_cluster, parse_cluster
-from halo_cluster.model import gtt_kernel_args
-from halo_cluster.schema import SCHEMA
+from halo_cluster.config.hostdata import inventory_groups
+from halo_cluster.config.loader import ConfigError, load_cluster, parse_cluster
+from halo_cluster.config.model import gtt_kernel_args
+from halo_cluster.config.schema import SCHEMA
 from tests.unit.configs import VALID_ROCE, VALID_TB, problems, write
 
 ROOT = Path(__file__).resolve().parents[2]

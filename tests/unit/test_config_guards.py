@@ -12,9 +12,10 @@ from types import SimpleNamespace
 import pytest
 
 import roles.serve
-from halo_cluster import preflight, serving
-from halo_cluster.loader import ConfigError, load_cluster
-from halo_cluster.safety import cluster_user_problem
+from halo_cluster.config import serving
+from halo_cluster.config.loader import ConfigError, load_cluster
+from halo_cluster.decide import preflight
+from halo_cluster.decide.safety import cluster_user_problem
 from tests.unit.configs import VALID_ROCE, VALID_TB, problems, write
 
 ROOT = Path(__file__).resolve().parents[2]

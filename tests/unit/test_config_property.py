@@ -12,8 +12,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from halo_cluster.loader import ConfigError, load_cluster
-from halo_cluster.schema import FIELDS, REQUIRED, SCHEMA, children_of
+from halo_cluster.config.loader import ConfigError, load_cluster
+from halo_cluster.config.schema import FIELDS, REQUIRED, SCHEMA, children_of
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = (ROOT / "cluster.example.yml").read_text()

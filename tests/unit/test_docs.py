@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import roles
-from halo_cluster.cli import COMMANDS
-from halo_cluster.schema import variable_default_text
+from halo_cluster.config.schema import variable_default_text
+from halo_cluster.tools.cli import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = roles.all_roles()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 
-from halo_cluster.facts import (
+from halo_cluster.node.facts import (
     NetworkInterfaces,
     NmActiveConnections,
     OsRelease,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from halo_cluster import firewall
-from halo_cluster.facts import Firewalld
+from halo_cluster.node import firewalld
+from halo_cluster.node.facts import Firewalld
 from tests.recorded import firewalld_output
 
 RAY = [6379, 6380, 10001, 10002, 10199]
@@ -15,34 +15,34 @@ def state(**zones: dict[str, str]) -> dict:
 
 def test_an_interface_in_no_zone_is_in_the_default_zone() -> None:
     found = state(trusted={"interfaces": "enp1s0f0np0"})
-    assert firewall.zone_of(found, "enp1s0f0np0") == "trusted"
-    assert firewall.zone_of(found, "mgmt0") == "public"
+    assert firewalld.zone_of(found, "enp1s0f0np0") == "trusted"
+    assert firewalld.zone_of(found, "mgmt0") == "public"
 
 
 def test_management_zones_leave_out_the_data_link_and_loopback() -> None:
     found = state(trusted={"interfaces": "enp1s0f0np0"}, home={"interfaces": "eno1"})
-    zones = firewall.management_zones(found, ["eno1", "enp1s0f0np0", "lo", "wlan0"], "enp1s0f0np0")
+    zones = firewalld.management_zones(found, ["eno1", "enp1s0f0np0", "lo", "wlan0"], "enp1s0f0np0")
     assert zones == {"home", "public"}
 
 
 def test_port_lists_and_targets() -> None:
-    assert firewall.open_ports({"ports": ["1025-65535/tcp"]}, RAY) == RAY
-    assert firewall.open_ports({"ports": ["1025-65535/udp"]}, RAY) == []
-    assert firewall.open_ports({"ports": ["6379/tcp", "8000/tcp"]}, RAY) == [6379]
-    assert firewall.open_ports({"target": ["ACCEPT"], "ports": []}, RAY) == RAY
-    assert firewall.open_ports({"target": ["default"], "ports": []}, RAY) == []
+    assert firewalld.open_ports({"ports": ["1025-65535/tcp"]}, RAY) == RAY
+    assert firewalld.open_ports({"ports": ["1025-65535/udp"]}, RAY) == []
+    assert firewalld.open_ports({"ports": ["6379/tcp", "8000/tcp"]}, RAY) == [6379]
+    assert firewalld.open_ports({"target": ["ACCEPT"], "ports": []}, RAY) == RAY
+    assert firewalld.open_ports({"target": ["default"], "ports": []}, RAY) == []
 
 
 def test_exposed_counts_the_permanent_view_and_the_trusted_zone() -> None:
     found = state()
     found["permanent"]["public"]["ports"] = ["10000-10100/tcp"]
-    assert firewall.exposed_in(found, "public", RAY) == [10001, 10002]
-    assert firewall.exposed_in(state(), "public", RAY) == []
-    assert firewall.exposed_in(state(), "trusted", RAY) == RAY
+    assert firewalld.exposed_in(found, "public", RAY) == [10001, 10002]
+    assert firewalld.exposed_in(state(), "public", RAY) == []
+    assert firewalld.exposed_in(state(), "trusted", RAY) == RAY
 
 
 def test_zones_with_our_service_per_view() -> None:
     found = state(public={"services": "dhcpv6-client halo-vllm ssh"})
     found["permanent"]["public"]["services"] = ["ssh"]
-    assert firewall.zones_with_service(found, "halo-vllm", "runtime") == {"public"}
-    assert firewall.zones_with_service(found, "halo-vllm", "permanent") == set()
+    assert firewalld.zones_with_service(found, "halo-vllm", "runtime") == {"public"}
+    assert firewalld.zones_with_service(found, "halo-vllm", "permanent") == set()

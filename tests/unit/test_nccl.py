@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from halo_cluster import nccl
+from halo_cluster.decide import nccl
 
 FIXTURES = Path(__file__).resolve().parents[1] / "plan" / "fixtures"
 

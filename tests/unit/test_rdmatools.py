@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from halo_cluster import rdmatools
+from halo_cluster.decide import rdmatools
 from tests.recorded import fixture
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import yaml
 
-from halo_cluster import status
-from halo_cluster.loader import parse_cluster
+from halo_cluster.config.loader import parse_cluster
+from halo_cluster.tools import status
 
 CLUSTER = parse_cluster(
     yaml.safe_load(

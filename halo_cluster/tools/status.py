@@ -19,11 +19,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from halo_cluster import sshconfig
-from halo_cluster.facts import as_user
-from halo_cluster.loader import ConfigError, load_cluster
-from halo_cluster.model import Cluster, Node
-from halo_cluster.project import ROOT
+from halo_cluster.config.loader import ConfigError, load_cluster
+from halo_cluster.config.model import Cluster, Node
+from halo_cluster.node.facts import as_user
+from halo_cluster.tools import sshconfig
+from halo_cluster.tools.project import ROOT
 
 UP, DOWN, UNREACHABLE = 0, 2, 1
 VERDICTS = {UP: "up", DOWN: "something is down", UNREACHABLE: "a node cannot be reached"}

@@ -10,11 +10,11 @@ from io import StringIO
 from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, FunctionCommand, OperationError, operation
 
-from halo_cluster import toolbox as toolbox_files
-from halo_cluster.facts import CONTAINER_IMAGE, IMAGE_ID, as_user
-from halo_cluster.nodefiles import node_files
-from halo_cluster.progress import waiting
-from halo_cluster.report import record
+from halo_cluster.node import toolbox as toolbox_files
+from halo_cluster.node.facts import CONTAINER_IMAGE, IMAGE_ID, as_user
+from halo_cluster.node.nodefiles import node_files
+from halo_cluster.node.progress import waiting
+from halo_cluster.node.report import record
 
 BOOT_MARKER = "/run/halo-cluster/booted-before"
 RESTORE_SELINUX_LABEL = "{{ ! command -v restorecon >/dev/null || restorecon -R {path}; }}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pyinfra import host
 
-from halo_cluster.context import NodeContext
+from halo_cluster.node.context import NodeContext
 
 
 def environment_values(node: NodeContext) -> dict:

@@ -12,7 +12,7 @@ import re
 import reprlib
 from collections.abc import Callable
 
-from halo_cluster import serving
+from halo_cluster.config import serving
 
 Rule = Callable[[object], str | None]
 

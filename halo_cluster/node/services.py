@@ -8,9 +8,9 @@ import time
 from pyinfra import logger
 from pyinfra.api import FunctionCommand, operation
 
-from halo_cluster.facts import as_user
-from halo_cluster.operations import run_saying_what
-from halo_cluster.progress import waiting
+from halo_cluster.node.facts import as_user
+from halo_cluster.node.operations import run_saying_what
+from halo_cluster.node.progress import waiting
 
 POLL_SECONDS = 3
 

@@ -8,7 +8,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from halo_cluster import toolbox
+from halo_cluster.node import toolbox
 
 PORT = 29511  # torch's rendezvous on the head's data address (the data link is trusted)
 SIZE = 256 * 1024 * 1024

@@ -8,7 +8,7 @@ changes a host: it runs `pyinfra --dry`.
 
 Where each answer comes from: which operations would change which node, from pyinfra's `--json`
 plan; refusals and file diffs, from the deploy's own structured events ($HALO_REPORT, see
-`halo_cluster.report`); why a node could not be reached, from pyinfra's log (the only thing it
+`halo_cluster.node.report`); why a node could not be reached, from pyinfra's log (the only thing it
 reports nowhere else).
 """
 
@@ -22,9 +22,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from halo_cluster.loader import ConfigError, load_cluster
-from halo_cluster.project import ROOT
-from halo_cluster.report import REPORT_ENV
+from halo_cluster.config.loader import ConfigError, load_cluster
+from halo_cluster.node.report import REPORT_ENV
+from halo_cluster.tools.project import ROOT
 
 NO_DRIFT, ERROR, DRIFT = 0, 1, 2
 CONVERGED, PENDING, REFUSED, UNREACHABLE = "converged", "drift", "refused", "unreachable"

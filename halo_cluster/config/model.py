@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from halo_cluster import rules
-from halo_cluster.rules import quote
-from halo_cluster.schema import DEFAULT_SUBNETS, DERIVED, FIELDS, MTU_RANGES, REQUIRED
+from halo_cluster.config import rules
+from halo_cluster.config.rules import quote
+from halo_cluster.config.schema import DEFAULT_SUBNETS, DERIVED, FIELDS, MTU_RANGES, REQUIRED
 
 NM_CONNECTION_ID = "halo-data"
 # Ray's cluster token when `serve.ray_token_file` is not given: made once by the loader

@@ -16,8 +16,8 @@ import os
 import shlex
 from pathlib import Path
 
-from halo_cluster.model import Cluster, Node
-from halo_cluster.project import ROOT
+from halo_cluster.config.model import Cluster, Node
+from halo_cluster.tools.project import ROOT
 
 
 def shown(path: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from halo_cluster.model import Cluster, Node
+from halo_cluster.config.model import Cluster, Node
 
 
 def alias(node: Node) -> str:

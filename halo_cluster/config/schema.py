@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from halo_cluster import rules
+from halo_cluster.config import rules
 
 REQUIRED = object()  # sentinel default: the key must be present
 DERIVED = object()  # sentinel default: computed from other keys (see `meaning`)
@@ -411,7 +411,7 @@ def variable_default_text(name: str) -> str:
 
 
 def markdown_table() -> str:
-    """The schema as the table in docs/configuration.md (`python -m halo_cluster.schema`)."""
+    """The schema as the table in docs/configuration.md (`python -m halo_cluster.config.schema`)."""
     rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for f in SCHEMA:
         choices = f" One of: {', '.join(f'`{c}`' for c in f.choices)}." if f.choices else ""

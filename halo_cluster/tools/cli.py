@@ -17,8 +17,8 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from halo_cluster import drift, project, status, where
-from halo_cluster.loader import ConfigError, load_cluster
+from halo_cluster.config.loader import ConfigError, load_cluster
+from halo_cluster.tools import drift, project, status, where
 
 ERROR = 1
 NO_CHECKOUT = 4  # pytest's usage error: there is nothing to run

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-PACKAGE_PARENT = Path(__file__).resolve().parents[1]
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 MARKERS = ("deploy.py", "inventory.py", "tests/infra/conftest.py")
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from halo_cluster.rules import OS_RESERVE_GIB
-from halo_cluster.safety import E810_DEVICES, INTEL_VENDOR
-from halo_cluster.serving import OBJECT_STORE_SHARE
+from halo_cluster.config.rules import OS_RESERVE_GIB
+from halo_cluster.config.serving import OBJECT_STORE_SHARE
+from halo_cluster.decide.safety import E810_DEVICES, INTEL_VENDOR
 
 OK, WARN, FAIL, NOT_VERIFIED = "OK", "WARN", "FAIL", "NOT VERIFIED"
 MIN_E810_FIRMWARE = (4, 91)  # field-notes.md: E810 firmware >= 4.91 recommended

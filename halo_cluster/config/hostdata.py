@@ -7,7 +7,7 @@ import dataclasses
 import uuid
 from typing import Any
 
-from halo_cluster.model import NM_CONNECTION_ID, Cluster, Node
+from halo_cluster.config.model import NM_CONNECTION_ID, Cluster, Node
 
 
 def host_data(cluster: Cluster, node: Node) -> dict[str, Any]:

@@ -3,8 +3,9 @@
 pyinfra 3 does not cache facts: each `host.get_fact` is a round trip. The roles therefore read
 facts through `cached()`, and all the plain files they need through one TextFiles fact: the
 snapshot. Its paths are the union of what each role declares next to its code (`paths(data)` in
-the role's module); `text_file` refuses to write a path no role declared, so a forgotten
-declaration fails every plan test instead of re-uploading the file on every run.
+the role's package), handed in by deploy.py (`declare`); `text_file` refuses to write a path no
+role declared, so a forgotten declaration fails every plan test instead of re-uploading the file
+on every run.
 """
 
 from __future__ import annotations
@@ -12,26 +13,33 @@ from __future__ import annotations
 import fnmatch
 import json
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pyinfra.context import ctx_state
 
-from halo_cluster.facts import OsRelease, TextFile, TextFiles
+from halo_cluster.node.facts import OsRelease, TextFile, TextFiles
 
 # read by the deploy itself (safety checks, homes, groups), whatever the roles declare
 SYSTEM_FILES = ("/etc/os-release", "/etc/passwd", "/etc/group")
 STORAGE = ".local/share/containers/storage"
 
 
-def paths(data: Any) -> tuple[str, ...]:
-    """The snapshot: the system files plus every path a role declares (`roles.declared_paths`)."""
-    from roles import declared_paths  # roles build on this module; the registry is read lazily
-
-    return (*SYSTEM_FILES, *declared_paths(data))
-
-
 _CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_DECLARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def declare(declared_paths: Callable[[Any], tuple[str, ...]]) -> None:
+    """What the roles read or write, as a function of host data, for this run: the deploy hands
+    it in (roles build on this package, never the other way round)."""
+    _DECLARED[ctx_state.get()] = declared_paths
+
+
+def paths(data: Any) -> tuple[str, ...]:
+    """The snapshot: the system files plus every path the roles declare for this run."""
+    declared = _DECLARED.get(ctx_state.get())
+    return (*SYSTEM_FILES, *(declared(data) if declared else ()))
 
 
 def cached(host: Any, fact: type, **kwargs: Any) -> Any:

@@ -19,9 +19,9 @@ from typing import Any
 
 import yaml
 
-from halo_cluster.model import DEFAULT_RAY_TOKEN, Cluster, ConfigError, Problems, derive
-from halo_cluster.rules import quote
-from halo_cluster.schema import REQUIRED, Field, children_of
+from halo_cluster.config.model import DEFAULT_RAY_TOKEN, Cluster, ConfigError, Problems, derive
+from halo_cluster.config.rules import quote
+from halo_cluster.config.schema import REQUIRED, Field, children_of
 
 MAX_BYTES = 1024 * 1024  # a cluster.yml is a few KiB; more is not a config
 MAX_DEPTH = 10  # the schema needs 5 levels (nodes[].ssh.host); an alias may not add more

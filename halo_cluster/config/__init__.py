@@ -1,0 +1,1 @@
+"""Cluster.yml read, checked and derived into host data."""

@@ -1,0 +1,1 @@
+"""Pure decisions and parsers: plain values in, verdicts out, no pyinfra."""

@@ -1,0 +1,1 @@
+"""The command-line tools around the deploy: halo-cluster and its commands."""
