@@ -23,6 +23,9 @@ VARIABLES = (
     "halo_head_address",
     "halo_worker_addresses",
     "halo_peers",
+    "halo_node",
+    "halo_interconnect",
+    "halo_data_address",
 )
 ENV_FILE = "/etc/halo-cluster/cluster.env"
 PROFILE = "/etc/profile.d/halo-cluster.sh"

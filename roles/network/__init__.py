@@ -22,6 +22,9 @@ VARIABLES = (
     "halo_data_address",
     "halo_data_prefix",
     "halo_data_mac",
+    "halo_node",
+    "halo_data_interface",
+    "halo_nm_uuid",
 )
 CONNECTIONS = "/etc/NetworkManager/system-connections"
 THUNDERBOLT_MODULES = "/etc/modules-load.d/thunderbolt-net.conf"

@@ -60,6 +60,9 @@ VARIABLES = (
     "halo_data_address",
     "halo_head_address",
     "halo_worker_addresses",
+    "halo_node",
+    "halo_interconnect",
+    "halo_toolbox",
 )
 UNITS = ".config/containers/systemd"
 CONFIG = ".config/halo-cluster"

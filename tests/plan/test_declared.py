@@ -1,0 +1,77 @@
+"""A role reads only the host data it declares (`VARIABLES`, documented in docs/roles/NAME.md):
+every `host.data` read during a role's `apply` or `paths`, over plans that reach every role's
+branches, is attributed to that role and checked against its declaration."""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pyinfra
+import pytest
+from pyinfra.api.host import HostData
+
+import roles
+from halo_cluster.node import operations, report
+from roles import all_roles
+from tests.plan.nodes import cluster, plan_both, plan_cluster, serve_cluster
+
+PYINFRA = str(Path(pyinfra.__file__).parent)
+# the deploy's own bookkeeping: every event names its node, whichever role caused it
+MACHINERY = {report.__file__, operations.__file__}
+
+
+def _by_a_role(frame: FrameType | None) -> bool:
+    """Whether the read comes from a role (or a domain module it calls), not from pyinfra or the
+    deploy's bookkeeping."""
+    while frame and frame.f_code.co_filename.startswith(PYINFRA):
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_filename not in MACHINERY
+
+
+def attributed(name: str, function: Callable, current: list[str]) -> Callable:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        current.append(name)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            current.pop()
+
+    return call
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch, tmp_path) -> dict[str, set[str]]:
+    """{role: host data names it read} over a plain, a rebooting and two serving plans."""
+    current: list[str] = []
+    found: dict[str, set[str]] = defaultdict(set)
+    read = HostData.__getattr__
+
+    def recorded(self: HostData, key: str) -> Any:
+        if current and key.startswith("halo_") and _by_a_role(sys._getframe(1)):
+            found[current[-1]].add(key)
+        return read(self, key)
+
+    monkeypatch.setattr(HostData, "__getattr__", recorded)
+    for role in all_roles():
+        for function in ("apply", "paths"):
+            wrapped = attributed(roles.name(role), getattr(role, function), current)
+            monkeypatch.setattr(role, function, wrapped)
+    (tmp_path / "key").write_text("sk-declared\n")
+    plan_both(cluster("reboot: if-needed\n"))
+    plan_cluster(serve_cluster(serve=", listen: all, api_key_file: key", tmp_path=tmp_path))
+    plan_cluster(serve_cluster(interconnect="thunderbolt"), interconnect="thunderbolt")
+    return found
+
+
+def test_every_role_reads_only_the_host_data_it_declares(reads: dict[str, set[str]]) -> None:
+    assert reads["kernel"] and reads["serve"]  # the reads were recorded at all
+    undeclared = {
+        roles.name(role): sorted(reads[roles.name(role)] - set(role.VARIABLES))
+        for role in all_roles()
+    }
+    assert undeclared == {name: [] for name in undeclared}
