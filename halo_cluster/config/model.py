@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,29 +82,31 @@ class Node:
 
 @dataclass(frozen=True)
 class Serve:
-    """The `serve:` section: Ray on every node, `vllm serve` on the head (docs/roles/serve.md)."""
+    """The `serve:` section: Ray on every node, `vllm serve` on the head (docs/roles/serve.md).
 
-    enabled: bool = False
-    model: str | None = None
-    served_model_name: str | None = None
-    tensor_parallel_size: int = 1
-    pipeline_parallel_size: int = 1
-    port: int = 8000
-    listen: str = "data"
-    api_key_file: str | None = None
-    hf_token_file: str | None = None
-    ray_token_file: str | None = None
-    gpu_memory_utilization: float = 0.9
-    max_model_len: int | None = None
-    max_num_seqs: int | None = None
-    enforce_eager: bool = True
-    extra_args: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
-    ready_timeout: int = 1800
-    wait: bool = True
-    nccl_debug: bool = False
-    download: bool = False
-    object_store_mib: int | None = None
+    No field has a default: `derive` sets each from the document or the schema's default."""
+
+    enabled: bool
+    model: str | None
+    served_model_name: str | None
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    port: int
+    listen: str
+    api_key_file: str | None
+    hf_token_file: str | None
+    ray_token_file: str | None
+    gpu_memory_utilization: float
+    max_model_len: int | None
+    max_num_seqs: int | None
+    enforce_eager: bool
+    extra_args: tuple[str, ...]
+    env: dict[str, str]
+    ready_timeout: int
+    wait: bool
+    nccl_debug: bool
+    download: bool
+    object_store_mib: int | None
 
     @property
     def gpus(self) -> int:
@@ -113,6 +115,8 @@ class Serve:
 
 @dataclass(frozen=True)
 class Cluster:
+    """The whole cluster, every field set by `derive` (defaults are the schema's)."""
+
     source: str
     interconnect: str
     subnet: ipaddress.IPv4Network
@@ -126,11 +130,11 @@ class Cluster:
     gtt_gib: int
     kernel_args: tuple[str, ...]
     kernel_args_remove: tuple[str, ...]
-    max_latency_us: int = 10
-    min_bandwidth_gbps: int = 40
-    nodes: tuple[Node, ...] = field(default_factory=tuple)
-    serve: Serve = field(default_factory=Serve)
-    warnings: tuple[str, ...] = ()
+    max_latency_us: int
+    min_bandwidth_gbps: int
+    nodes: tuple[Node, ...]
+    serve: Serve
+    warnings: tuple[str, ...]
 
     @property
     def head(self) -> Node:

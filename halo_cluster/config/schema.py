@@ -391,19 +391,6 @@ def host_name(path: str) -> str:
     return "halo_" + path.replace(".", "_")
 
 
-def host_defaults(variables: tuple[str, ...]) -> dict[str, Any]:
-    """pyinfra `data_defaults` for a role: the schema's default of each variable that has one.
-
-    A role never states a default of its own, so the schema is the one source of truth.
-    """
-    by_name = {host_name(f.path): f for f in SCHEMA if "[]" not in f.path}
-    return {
-        name: by_name[name].default
-        for name in variables
-        if name in by_name and by_name[name].default not in (REQUIRED, DERIVED)
-    }
-
-
 def variable_default_text(name: str) -> str:
     """How a role's docs table shows a variable's default: the schema's, else `derived`."""
     by_name = {host_name(f.path): f for f in SCHEMA if "[]" not in f.path}

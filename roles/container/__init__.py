@@ -3,7 +3,6 @@
 from pyinfra import host
 from pyinfra.api import deploy
 
-from halo_cluster.config.schema import host_defaults
 from halo_cluster.node import toolbox as toolbox_files
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.nodefiles import STORAGE, node_files
@@ -23,7 +22,7 @@ def paths(data) -> tuple[str, ...]:
     )
 
 
-@deploy("Image and toolbox", data_defaults=host_defaults(VARIABLES))
+@deploy("Image and toolbox")
 def apply(node: NodeContext) -> None:
     user, image, name = host.data.halo_cluster_user, host.data.halo_image, host.data.halo_toolbox
     update = host.data.halo_image_update

@@ -7,7 +7,6 @@ from pyinfra import host, logger
 from pyinfra.api import deploy
 from pyinfra.operations import server
 
-from halo_cluster.config.schema import host_defaults
 from halo_cluster.config.serving import ray_ports
 from halo_cluster.node import firewalld
 from halo_cluster.node.context import NodeContext
@@ -28,7 +27,7 @@ def paths(data) -> tuple[str, ...]:
     return (SERVICE_FILE,)
 
 
-@deploy("Firewall", data_defaults=host_defaults(VARIABLES))
+@deploy("Firewall")
 def apply(node: NodeContext) -> None:
     state = cached(host, Firewalld)
     if not firewalld.running(state):

@@ -4,7 +4,6 @@ head's cluster user to every worker over the data link, with pinned host keys.""
 from pyinfra import host, logger, state
 from pyinfra.api import deploy
 
-from halo_cluster.config.schema import host_defaults
 from halo_cluster.node.blocks import with_block
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.environment import environment_values
@@ -45,7 +44,7 @@ def paths(data) -> tuple[str, ...]:
     )
 
 
-@deploy("Launcher", data_defaults=host_defaults(VARIABLES))
+@deploy("Launcher")
 def apply(node: NodeContext) -> None:
     """Launcher defaults: the data interface, and its RDMA device pinned for RCCL when known."""
     env = render("cluster.env.j2", **environment_values(node))

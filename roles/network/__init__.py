@@ -3,7 +3,6 @@
 from pyinfra import host
 from pyinfra.api import deploy
 
-from halo_cluster.config.schema import host_defaults
 from halo_cluster.node import firewalld
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.facts import Firewalld, NetworkInterfaces, NmActiveConnections
@@ -38,7 +37,7 @@ def paths(data) -> tuple[str, ...]:
     return (keyfile(data), THUNDERBOLT_MODULES)
 
 
-@deploy("Data link", data_defaults=host_defaults(VARIABLES))
+@deploy("Data link")
 def apply(node: NodeContext) -> None:
     """`node.interface`: the resolved data interface, None when it is not there yet."""
     interface = node.interface

@@ -4,7 +4,6 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import server
 
-from halo_cluster.config.schema import host_defaults
 from halo_cluster.decide.safety import e810_ports
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.operations import text_file
@@ -27,7 +26,7 @@ def paths(data) -> tuple[str, ...]:
     return (RDMA_MODULES, MEMLOCK_LIMITS, *MEMLOCK_DROP_INS)
 
 
-@deploy("RDMA host settings", data_defaults=host_defaults(VARIABLES))
+@deploy("RDMA host settings")
 def apply(node: NodeContext) -> None:
     if host.data.halo_interconnect != "roce":
         return

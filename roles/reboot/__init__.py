@@ -4,7 +4,6 @@
 from pyinfra import host, logger
 from pyinfra.api import deploy
 
-from halo_cluster.config.schema import host_defaults
 from halo_cluster.decide import cmdline
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.nodefiles import node_files
@@ -26,7 +25,7 @@ def paths(data) -> tuple[str, ...]:
     return (PROC_CMDLINE,)
 
 
-@deploy("Reboot", data_defaults=host_defaults(VARIABLES))
+@deploy("Reboot")
 def apply(node: NodeContext) -> None:
     missing = inactive_args()
     if not missing:

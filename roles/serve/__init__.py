@@ -11,7 +11,6 @@ from pyinfra import host, logger
 from pyinfra.api import deploy
 from pyinfra.operations import server
 
-from halo_cluster.config.schema import host_defaults
 from halo_cluster.config.serving import NODE_PORTS, PORTS
 from halo_cluster.node import toolbox as toolbox_files
 from halo_cluster.node.context import NodeContext
@@ -114,7 +113,7 @@ def paths(data) -> tuple[str, ...]:
     return (*own, *ANY_USERS_UNITS)
 
 
-@deploy("Cluster services", data_defaults=host_defaults(VARIABLES))
+@deploy("Cluster services")
 def apply(node: NodeContext) -> None:
     user = host.data.halo_cluster_user
     snapshot = node_files(host)

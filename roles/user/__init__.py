@@ -6,7 +6,6 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import server
 
-from halo_cluster.config.schema import host_defaults
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.nodefiles import node_files
 from halo_cluster.node.usermanager import device_groups
@@ -21,7 +20,7 @@ def paths(data) -> tuple[str, ...]:
     return (f"{LINGER}/{data.halo_cluster_user}",)
 
 
-@deploy("Cluster user", data_defaults=host_defaults(VARIABLES))
+@deploy("Cluster user")
 def apply(node: NodeContext) -> None:
     user = host.data.halo_cluster_user
     files = node_files(host)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from dataclasses import MISSING
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import yaml
 
 from halo_cluster.config.hostdata import inventory_groups
 from halo_cluster.config.loader import ConfigError, load_cluster, parse_cluster
-from halo_cluster.config.model import gtt_kernel_args
+from halo_cluster.config.model import Serve, gtt_kernel_args
 from halo_cluster.config.schema import SCHEMA
 from tests.unit.configs import VALID_ROCE, VALID_TB, problems, write
 
@@ -342,3 +343,11 @@ def test_a_given_ray_token_file_must_exist(tmp_path: Path) -> None:
     assert found == [f"{tmp_path / 'cluster.yml'}: serve.ray_token_file: "
                      f"{tmp_path / 'secrets/ray'} is missing"]  # fmt: skip
     assert not (tmp_path / ".halo-cluster").exists()
+
+
+def test_the_serve_model_is_the_schema_section() -> None:
+    """Serve's fields are the `serve.*` keys, and their host data names follow (no default of
+    its own: an added key without a field, or a field without a key, fails here)."""
+    keys = {f.path.removeprefix("serve.") for f in SCHEMA if f.path.startswith("serve.")}
+    assert set(Serve.__dataclass_fields__) == keys
+    assert all(field.default is MISSING for field in Serve.__dataclass_fields__.values())
