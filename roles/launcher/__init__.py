@@ -4,12 +4,12 @@ head's cluster user to every worker over the data link, with pinned host keys.""
 from pyinfra import host, logger, state
 from pyinfra.api import deploy
 
-from halo_cluster.node.blocks import with_block
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.environment import environment_values
 from halo_cluster.node.nodefiles import node_files
 from halo_cluster.node.operations import authorize_key, text_file, user_ssh_key
 from halo_cluster.node.render import templates
+from roles.launcher.blocks import with_block
 
 render = templates(__name__)  # roles/launcher/templates/
 

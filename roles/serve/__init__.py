@@ -19,13 +19,13 @@ from halo_cluster.node.facts import HttpStatus, UserManager, UserUnits
 from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.operations import text_file
 from halo_cluster.node.render import templates
-from halo_cluster.node.services import (
+from halo_cluster.node.usermanager import device_groups, needs_reexec, stale_because
+from roles.serve.services import (
     download_model,
     remove_user_services,
     user_systemctl,
     wait_for_health,
 )
-from halo_cluster.node.usermanager import device_groups, needs_reexec, stale_because
 
 render = templates(__name__)  # roles/serve/templates/
 
