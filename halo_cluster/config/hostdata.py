@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 from halo_cluster.config.model import NM_CONNECTION_ID, Cluster, Node
+from halo_cluster.config.schema import host_name
 
 
 def host_data(cluster: Cluster, node: Node) -> dict[str, Any]:
@@ -44,6 +45,8 @@ def host_data(cluster: Cluster, node: Node) -> dict[str, Any]:
     data.update(
         {f"halo_serve_{name}": value for name, value in dataclasses.asdict(cluster.serve).items()}
     )
+    for path, value in cluster.settings.items():
+        data.setdefault(host_name(path), value)  # a key no derivation above sets
     data["halo_head_node"] = cluster.head.name
     data["halo_node_count"] = len(cluster.nodes)
     if node.ssh_key:

@@ -16,7 +16,14 @@ from typing import Any
 
 from halo_cluster.config import rules
 from halo_cluster.config.rules import quote
-from halo_cluster.config.schema import DEFAULT_SUBNETS, DERIVED, FIELDS, MTU_RANGES, REQUIRED
+from halo_cluster.config.schema import (
+    DEFAULT_SUBNETS,
+    DERIVED,
+    FIELDS,
+    MTU_RANGES,
+    REQUIRED,
+    SCHEMA,
+)
 
 NM_CONNECTION_ID = "halo-data"
 # Ray's cluster token when `serve.ray_token_file` is not given: made once by the loader
@@ -135,6 +142,9 @@ class Cluster:
     nodes: tuple[Node, ...]
     serve: Serve
     warnings: tuple[str, ...]
+    # every plain key by its path, as written or the schema's default: a role's own key reaches
+    # its host data from here, without a field or a derivation of its own
+    settings: dict[str, Any]
 
     @property
     def head(self) -> Node:
@@ -194,7 +204,17 @@ def derive(doc: dict, problems: Problems, base_dir: Path) -> Cluster:
         nodes=nodes,
         serve=_derive_serve(doc, len(nodes), problems, base_dir),
         warnings=tuple(problems.warnings),
+        settings=_settings(doc),
     )
+
+
+def _settings(doc: dict) -> dict[str, Any]:
+    """Every plain key (the nodes, SSH and the mappings aside) as written or defaulted."""
+    return {
+        f.path: _get(doc, f.path)
+        for f in SCHEMA
+        if f.type != "mapping" and not f.path.startswith(("nodes", "ssh"))
+    }
 
 
 def _derive_serve(doc: dict, node_count: int, problems: Problems, base_dir: Path) -> Serve:

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from halo_cluster.config.hostdata import inventory_groups
+from halo_cluster.config.hostdata import host_data, inventory_groups
 from halo_cluster.config.loader import ConfigError, load_cluster, parse_cluster
 from halo_cluster.config.model import Serve, gtt_kernel_args
-from halo_cluster.config.schema import SCHEMA
+from halo_cluster.config.schema import SCHEMA, host_name
 from tests.unit.configs import VALID_ROCE, VALID_TB, problems, write
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -351,3 +351,12 @@ def test_the_serve_model_is_the_schema_section() -> None:
     keys = {f.path.removeprefix("serve.") for f in SCHEMA if f.path.startswith("serve.")}
     assert set(Serve.__dataclass_fields__) == keys
     assert all(field.default is MISSING for field in Serve.__dataclass_fields__.values())
+
+
+def test_every_plain_key_reaches_host_data_by_its_name(tmp_path: Path) -> None:
+    """A key needs no derivation to reach the roles: `kernel.iommu` is `halo_kernel_iommu`."""
+    cluster = load_cluster(write(tmp_path, VALID_ROCE + "kernel: {iommu: 'off'}\n"))
+    data = host_data(cluster, cluster.nodes[0])
+    assert data["halo_kernel_iommu"] == "off" and data["halo_verify_max_latency_us"] == 10
+    assert {host_name(path) for path in cluster.settings} <= set(data)
+    assert data["halo_serve_ray_token_file"] == cluster.serve.ray_token_file  # derived wins
