@@ -6,20 +6,6 @@ from halo_cluster.node import toolbox
 from roles import all_roles
 from tests.plan.nodes import IMAGE_ID, containers, node, plan_pair
 
-# each role's @deploy name, in ORDER
-ROLE_NAMES = [
-    "Packages",
-    "Kernel arguments",
-    "Data link",
-    "Firewall",
-    "Cluster user",
-    "RDMA host settings",
-    "Image and toolbox",
-    "Launcher",
-    "Reboot",
-    "Cluster services",
-]
-
 
 def test_every_role_has_its_own_place() -> None:
     orders = [role.ORDER for role in all_roles()]
@@ -42,5 +28,6 @@ def test_head_without_the_image_and_worker_with_it_reboot_in_order() -> None:
         "Reboot | Reboot head for kernel arguments",
         "Reboot | Confirm the kernel arguments are active",
     ]
+    in_order = [role.apply.deploy_name for role in all_roles()]
     roles = [name.split(" | ")[0] for name in head]
-    assert roles == sorted(roles, key=ROLE_NAMES.index)
+    assert roles == sorted(roles, key=in_order.index)
