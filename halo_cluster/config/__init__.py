@@ -1,1 +1,1 @@
-"""Cluster.yml read, checked and derived into host data."""
+"""The cluster.yml: read, checked against the schema, derived into the model and host data."""
