@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from tests.plan.nodes import plan_cluster, serve_cluster
@@ -78,3 +80,18 @@ def test_an_installed_package_renders_every_template_and_plans_the_same(tmp_path
     here = plan_cluster(serve_cluster(serve=", listen: all, api_key_file: key", tmp_path=tmp_path))
     expected = {node: here.uploads(node) for node in ("halo1", "halo2")}
     assert json.loads(installed.stdout.splitlines()[-1]) == expected
+
+
+def test_every_requirement_has_its_exact_version_in_the_constraints() -> None:
+    """make venv installs with -c constraints.txt: a requirement missing there floats."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"].values()
+    required = [r for group in (project["dependencies"], *extras) for r in group]
+    pinned = dict(
+        line.split("==")
+        for line in (ROOT / "constraints.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    names = {re.split(r"[<>=!~\[ ]", r)[0].lower().replace("_", "-") for r in required}
+    assert names <= {name.lower().replace("_", "-") for name in pinned}, names - set(pinned)
+    assert "pyinfra==3.10.0" in project["dependencies"] and pinned["pyinfra"] == "3.10.0"
