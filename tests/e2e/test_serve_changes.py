@@ -97,7 +97,7 @@ def test_a_vllm_that_does_not_share_the_rendezvous_folder_fails_in_the_lab(servi
     """Real vLLM's driver and its GPU worker meet in VLLM_RPC_BASE_PATH: without the shared
     folder the stand-in fails, as a real vLLM would (it would hang), and the deploy repairs it."""
     lab = serving
-    unit = "~/.config/containers/systemd/halo-vllm.container"
+    unit = "~vllm/.config/containers/systemd/halo-vllm.container"
     user(lab, "node1", f"sed -i '/vllm-rpc$/d' {unit}")
     user(lab, "node1", "systemctl --user daemon-reload")
     user(lab, "node1", "systemctl --user restart halo-vllm")
