@@ -162,9 +162,6 @@ PINNED_VARIABLES = frozenset(
         "RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES",
         # serve.env.j2: Ray's address, identity and token, vLLM's settings
         "RAY_ADDRESS",
-        "RAY_NODE_IP_ADDRESS",
-        "RAY_OVERRIDE_NODE_IP_ADDRESS",
-        "RAY_DISABLE_METRICS",
         "RAY_enable_metrics_collection",
         "RAY_gcs_rpc_server_reconnect_timeout_s",
         "RAY_AUTH_MODE",

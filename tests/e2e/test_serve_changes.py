@@ -68,7 +68,10 @@ def test_a_renamed_cluster_user_and_a_model_folder_leave_nothing_of_the_old_clus
     )
     result = lab.deploy(config=config)
     assert result.returncode == 0, failure(result)
-    assert "Stop and remove vllm's cluster services (cluster_user is vllm2)" in result.stdout
+    assert (
+        "Stop and remove vllm's cluster services (cluster_user is vllm2)"
+        in result.stderr + result.stdout
+    )
     for name in lab.nodes:
         assert "halo-" not in user(lab, name, "podman ps -a --format '{{.Names}}'")
         left = lab.ssh(name, "ls ~vllm/.config/containers/systemd 2>/dev/null || true")
@@ -83,7 +86,10 @@ def test_a_renamed_cluster_user_and_a_model_folder_leave_nothing_of_the_old_clus
     # and back: vllm2's cluster is the leftover now
     back = lab.deploy(config=lab.config("reboot: if-needed\n" + SERVE))
     assert back.returncode == 0, failure(back)
-    assert "Stop and remove vllm2's cluster services (cluster_user is vllm)" in back.stdout
+    assert (
+        "Stop and remove vllm2's cluster services (cluster_user is vllm)"
+        in back.stderr + back.stdout
+    )
     assert f"serving facebook/opt-125m at http://{HEAD}:8000" in back.stderr
 
 
@@ -91,7 +97,7 @@ def test_a_vllm_that_does_not_share_the_rendezvous_folder_fails_in_the_lab(servi
     """Real vLLM's driver and its GPU worker meet in VLLM_RPC_BASE_PATH: without the shared
     folder the stand-in fails, as a real vLLM would (it would hang), and the deploy repairs it."""
     lab = serving
-    unit = "~/.config/containers/systemd/halo-vllm.container"
+    unit = "~vllm/.config/containers/systemd/halo-vllm.container"
     user(lab, "node1", f"sed -i '/vllm-rpc$/d' {unit}")
     user(lab, "node1", "systemctl --user daemon-reload")
     user(lab, "node1", "systemctl --user restart halo-vllm")
