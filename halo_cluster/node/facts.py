@@ -137,28 +137,6 @@ class OsRelease(FactBase):
         return release
 
 
-class NmActiveConnections(FactBase):
-    """Active NetworkManager connections: {connection name: device}."""
-
-    @staticmethod
-    def default() -> dict:
-        return {}
-
-    def requires_command(self) -> str:
-        return "nmcli"
-
-    def command(self) -> str:
-        return "nmcli -t -f NAME,DEVICE connection show --active"
-
-    def process(self, output: list[str]) -> dict[str, str]:
-        active = {}
-        for line in output:
-            # nmcli -t escapes ':' inside fields as '\:'
-            name, _, device = line.replace("\\:", "\0").rpartition(":")
-            active[name.replace("\0", ":")] = device
-        return active
-
-
 class Hardware(FactBase):
     """What the preflight checks read: virtualization, CPU, iGPU carve-out, the data port's
     driver, firmware and RDMA device, thunderbolt link speeds, /dev/infiniband.
@@ -221,45 +199,6 @@ class Hardware(FactBase):
             elif kind == "memory":
                 found["memory_kib"] = int(rest)
         return found
-
-
-class UserUnits(FactBase):
-    """ActiveState of some of a user's systemd units: {unit: state}; {} when the user's manager
-    is not running (a new user, before linger)."""
-
-    @staticmethod
-    def default() -> dict:
-        return {}
-
-    def command(self, user: str, units: tuple[str, ...]) -> str:
-        names = " ".join(shlex.quote(f"{unit}.service") for unit in units)
-        show = f"systemctl --user show --property=Id,ActiveState {names}"
-        return f"{as_user(user, show)} 2>/dev/null || true"
-
-    def process(self, output: list[str]) -> dict[str, str]:
-        states, unit = {}, None
-        for line in output:
-            key, _, value = line.partition("=")
-            if key == "Id":
-                unit = value.removesuffix(".service")
-            elif key == "ActiveState" and unit:
-                states[unit] = value
-        return states
-
-
-class HttpStatus(FactBase):
-    """The HTTP status a URL answers with from this node (0: no answer within 5 s)."""
-
-    @staticmethod
-    def default() -> int:
-        return 0
-
-    def command(self, url: str) -> str:
-        return f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {shlex.quote(url)} || true"
-
-    def process(self, output: list[str]) -> int:
-        text = "".join(output).strip()
-        return int(text) if text.isdigit() else 0
 
 
 IMAGE_ID = "podman image inspect --format '{{.Id}}' "

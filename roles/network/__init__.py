@@ -5,10 +5,11 @@ from pyinfra.api import deploy
 
 from halo_cluster.node import firewalld
 from halo_cluster.node.context import NodeContext
-from halo_cluster.node.facts import Firewalld, NetworkInterfaces, NmActiveConnections
+from halo_cluster.node.facts import Firewalld, NetworkInterfaces
 from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.operations import activate_connection, text_file
 from halo_cluster.node.render import templates
+from roles.network.facts import NmActiveConnections
 
 render = templates(__name__)  # roles/network/templates/
 

@@ -15,11 +15,12 @@ from halo_cluster.config.serving import NODE_PORTS, PORTS
 from halo_cluster.node import toolbox as toolbox_files
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.environment import environment_values
-from halo_cluster.node.facts import HttpStatus, UserManager, UserUnits
+from halo_cluster.node.facts import UserManager
 from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.operations import text_file
 from halo_cluster.node.render import templates
 from halo_cluster.node.usermanager import device_groups, needs_reexec, stale_because
+from roles.serve.facts import HttpStatus, UserUnits
 from roles.serve.services import (
     download_model,
     remove_user_services,

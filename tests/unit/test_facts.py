@@ -5,13 +5,8 @@ from __future__ import annotations
 import base64
 import json
 
-from halo_cluster.node.facts import (
-    NetworkInterfaces,
-    NmActiveConnections,
-    OsRelease,
-    SshSessionInterfaces,
-    TextFiles,
-)
+from halo_cluster.node.facts import NetworkInterfaces, OsRelease, SshSessionInterfaces, TextFiles
+from roles.network.facts import NmActiveConnections
 from tests.recorded import fixture
 
 

@@ -1,0 +1,49 @@
+"""What the serve role reads from a node besides files: its services' states and vLLM's
+answer (pyinfra facts, one command each)."""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra.api import FactBase
+
+from halo_cluster.node.facts import as_user
+
+
+class UserUnits(FactBase):
+    """ActiveState of some of a user's systemd units: {unit: state}; {} when the user's manager
+    is not running (a new user, before linger)."""
+
+    @staticmethod
+    def default() -> dict:
+        return {}
+
+    def command(self, user: str, units: tuple[str, ...]) -> str:
+        names = " ".join(shlex.quote(f"{unit}.service") for unit in units)
+        show = f"systemctl --user show --property=Id,ActiveState {names}"
+        return f"{as_user(user, show)} 2>/dev/null || true"
+
+    def process(self, output: list[str]) -> dict[str, str]:
+        states, unit = {}, None
+        for line in output:
+            key, _, value = line.partition("=")
+            if key == "Id":
+                unit = value.removesuffix(".service")
+            elif key == "ActiveState" and unit:
+                states[unit] = value
+        return states
+
+
+class HttpStatus(FactBase):
+    """The HTTP status a URL answers with from this node (0: no answer within 5 s)."""
+
+    @staticmethod
+    def default() -> int:
+        return 0
+
+    def command(self, url: str) -> str:
+        return f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {shlex.quote(url)} || true"
+
+    def process(self, output: list[str]) -> int:
+        text = "".join(output).strip()
+        return int(text) if text.isdigit() else 0
