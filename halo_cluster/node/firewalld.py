@@ -1,16 +1,12 @@
-"""firewalld as the deploy sees it: which zone an interface is in, which ports a zone lets in,
-and the operations that add or remove our service in a zone.
+"""firewalld as the deploy sees it: which zone an interface is in, which ports a zone lets in
+(the network and firewall roles and the checks read it; the firewall role's operations are in
+roles/firewall/operations.py).
 
 Decisions read the Firewalld fact (facts.py); nothing here reads a node by itself.
 """
 
 from __future__ import annotations
 
-import shlex
-
-from pyinfra.api import operation
-
-SERVICE = "halo-vllm"
 DATA_ZONE = "trusted"  # the data link's zone, set by its NetworkManager profile (as the guide)
 # zones that let every port in, whatever their port list says
 OPEN_TARGETS = ("ACCEPT",)
@@ -67,39 +63,3 @@ def exposed_in(state: dict, zone: str, ports: list[int]) -> list[int]:
     for view in ("runtime", "permanent"):
         found.update(open_ports(state.get(view, {}).get(zone, {}), ports))
     return sorted(found)
-
-
-@operation(is_idempotent=False)
-def zone_service(zone: str, service: str, present: bool = True):
-    """
-    Add a service to a firewalld zone, or remove it, now and permanently.
-
-    + zone: the zone, as firewalld names it
-    + service: a service firewalld knows (its own or one in /etc/firewalld/services)
-    + present: add (True) or remove (False)
-
-    **Example:**
-
-    .. code:: python
-
-        zone_service(name="Open vLLM in public", zone="public", service="halo-vllm")
-    """
-    verb = "add" if present else "remove"
-    change = f"--zone={shlex.quote(zone)} --{verb}-service={shlex.quote(service)}"
-    yield f"firewall-cmd --permanent {change} && firewall-cmd {change}"
-
-
-@operation(is_idempotent=False)
-def reload_firewall():
-    """
-    Make firewalld read its permanent configuration again (a new or changed service file).
-
-    Runtime-only changes made by hand are lost; interfaces NetworkManager placed keep their zone.
-
-    **Example:**
-
-    .. code:: python
-
-        reload_firewall(name="Reload firewalld")
-    """
-    yield "firewall-cmd --reload"

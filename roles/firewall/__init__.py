@@ -14,13 +14,15 @@ from halo_cluster.node.facts import Firewalld
 from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.operations import text_file
 from halo_cluster.node.render import templates
+from roles.firewall.operations import reload_firewall, zone_service
 
 render = templates(__name__)  # roles/firewall/templates/
 
 ORDER = 35
 PACKAGES = ("firewalld",)
 VARIABLES = ("halo_serve_enabled", "halo_serve_listen", "halo_serve_port", "halo_role")
-SERVICE_FILE = f"/etc/firewalld/services/{firewalld.SERVICE}.xml"
+SERVICE = "halo-vllm"
+SERVICE_FILE = f"/etc/firewalld/services/{SERVICE}.xml"
 
 
 def paths(data) -> tuple[str, ...]:
@@ -50,21 +52,21 @@ def vllm_open_to_management() -> bool:
 
 def _write_service_file() -> None:
     """Our service's definition; firewalld knows a new or changed one only after a reload."""
-    text = render(f"{firewalld.SERVICE}.xml.j2", port=host.data.halo_serve_port)
+    text = render(f"{SERVICE}.xml.j2", port=host.data.halo_serve_port)
     if node_files(host).differs(SERVICE_FILE, text, "644"):
         text_file(name=f"firewalld service {SERVICE_FILE}", path=SERVICE_FILE, text=text)
-        firewalld.reload_firewall(name="Reload firewalld (its services changed)")
+        reload_firewall(name="Reload firewalld (its services changed)")
 
 
 def _converge_service_zones(state: dict, wanted: set[str]) -> None:
     """Our service in exactly the wanted zones, now and after a reload."""
-    service = firewalld.SERVICE
+    service = SERVICE
     runtime = firewalld.zones_with_service(state, service, "runtime")
     permanent = firewalld.zones_with_service(state, service, "permanent")
     for zone in sorted(wanted - (runtime & permanent)):
-        firewalld.zone_service(name=f"Open vLLM's port in zone {zone}", zone=zone, service=service)
+        zone_service(name=f"Open vLLM's port in zone {zone}", zone=zone, service=service)
     for zone in sorted((runtime | permanent) - wanted):
-        firewalld.zone_service(
+        zone_service(
             name=f"Close vLLM's port in zone {zone}", zone=zone, service=service, present=False
         )
 
