@@ -1,6 +1,7 @@
-"""Roles: one module per concern, found here by discovery, run by deploy.py in `ORDER`.
+"""Roles: one package per concern (`roles/NAME/`: its code, its templates, the facts and
+operations only it uses), found here by discovery, run by deploy.py in `ORDER`.
 
-A role module declares, next to its code:
+A role declares, in its `__init__.py`:
 
 - `ORDER`: its place in the run (packages first, reboot last);
 - `PACKAGES`: the packages it needs (the packages role installs the union; the lab builds a
@@ -9,7 +10,8 @@ A role module declares, next to its code:
 - `VARIABLES`: the host data it reads, each documented in docs/roles/NAME.md;
 - `apply(node)`: its `@deploy`, given the `NodeContext` the deploy resolved.
 
-Adding a role is adding its module: nothing here or in deploy.py lists the roles.
+Adding a role is adding its folder: nothing here or in deploy.py lists the roles. A role imports
+no other role: what two roles share lives in halo_cluster (tests/unit/test_layers.py).
 """
 
 from __future__ import annotations
