@@ -25,7 +25,7 @@ LOG = {
 
 declare(roles.declared_paths)
 interfaces = cached(host, NetworkInterfaces)
-sessions = cached(host, SshSessionInterfaces, port=host.data.get("ssh_port") or 22)
+sessions = cached(host, SshSessionInterfaces, port=host.data.ssh_port)
 verdict = check_node(
     {key: host.data.get(key) for key in SELECTOR},
     node_files(host).os_release(),

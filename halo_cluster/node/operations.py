@@ -119,11 +119,11 @@ def assert_kernel_args_active(args: list[str]):
 
 
 @operation(is_idempotent=False)
-def reboot_and_wait(timeout: int = 600, interval: float = 2.0):
+def reboot_and_wait(timeout: int, interval: float = 2.0):
     """
     Reboot the node and wait until it is back and has finished booting.
 
-    + timeout: seconds to wait for the node to come back
+    + timeout: seconds to wait for the node to come back (the caller's `reboot_timeout`)
     + interval: seconds between reconnection attempts
 
     A marker in /run (a tmpfs, empty after every boot) tells the new boot from the old one;
