@@ -7,41 +7,18 @@ import json
 import shlex
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 
 import pytest
 
-from halo_cluster.node.facts import as_user
 from lab import cli, faults, hub
 from tests.e2e.conftest import ROOT, Lab, changed_hosts
+from tests.e2e.serving_lab import HEAD, SERVE, health, journal, user, wait_serving
 from tests.infra.target import connects
 
-SERVE = (ROOT / "lab" / "serve.yml").read_text()
 MODEL = "facebook/opt-125m"
-HEAD = "192.168.100.1"
 IMAGE = "docker.io/kyuz0/vllm-therock-gfx1151:latest"
-USER = as_user("vllm", "")
-
-
-def health(lab: Lab, url: str = f"http://{HEAD}:8000") -> str:
-    return lab.ssh("node1", f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {url}/health", False)
-
-
-def wait_serving(lab: Lab, timeout: float = 300) -> float:
-    """Seconds until /health answers 200 on the head's data address."""
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        if health(lab) == "200":
-            return time.monotonic() - start
-        time.sleep(1)
-    journal = lab.ssh("node1", f"{USER} journalctl --user -n 40 --no-pager -q", check=False)
-    raise AssertionError(f"not serving after {timeout} s:\n{journal[-3000:]}")
-
-
-def user(lab: Lab, node: str, command: str, check: bool = True) -> str:
-    return lab.ssh(node, f"{USER} {command}", check=check)
 
 
 @pytest.fixture
@@ -223,10 +200,6 @@ def test_vllm_meets_its_contracts_with_ray_and_the_image(serving: Lab) -> None:
     )
     assert snapshot.strip().endswith(f"/snapshots/{hub.COMMIT}"), snapshot
     assert "usage_stats" not in journal(serving, "halo-vllm")
-
-
-def journal(lab: Lab, service: str) -> str:
-    return user(lab, "node1", f"journalctl --user -u {service} -o cat --no-pager", check=False)
 
 
 LEAK = (

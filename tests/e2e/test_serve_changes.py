@@ -12,7 +12,7 @@ import pytest
 from halo_cluster.node.facts import as_user
 from lab import cli
 from tests.e2e.conftest import Lab, failure
-from tests.e2e.test_serve import HEAD, SERVE, health, journal, user, wait_serving
+from tests.e2e.serving_lab import HEAD, SERVE, health, journal, user, wait_serving
 
 MODEL_DIR = "/srv/models/opt-125m"
 

@@ -1,0 +1,36 @@
+"""The serving lab as the serve e2e tests read it: its config, the head's address, vLLM's
+/health and the cluster user's commands and journal."""
+
+from __future__ import annotations
+
+import time
+
+from halo_cluster.node.facts import as_user
+from tests.e2e.conftest import ROOT, Lab
+
+SERVE = (ROOT / "lab" / "serve.yml").read_text()
+HEAD = "192.168.100.1"
+USER = as_user("vllm", "")
+
+
+def health(lab: Lab, url: str = f"http://{HEAD}:8000") -> str:
+    return lab.ssh("node1", f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {url}/health", False)
+
+
+def wait_serving(lab: Lab, timeout: float = 300) -> float:
+    """Seconds until /health answers 200 on the head's data address."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if health(lab) == "200":
+            return time.monotonic() - start
+        time.sleep(1)
+    journal = lab.ssh("node1", f"{USER} journalctl --user -n 40 --no-pager -q", check=False)
+    raise AssertionError(f"not serving after {timeout} s:\n{journal[-3000:]}")
+
+
+def user(lab: Lab, node: str, command: str, check: bool = True) -> str:
+    return lab.ssh(node, f"{USER} {command}", check=check)
+
+
+def journal(lab: Lab, service: str) -> str:
+    return user(lab, "node1", f"journalctl --user -u {service} -o cat --no-pager", check=False)
