@@ -158,3 +158,13 @@ def lab_down_at_exit() -> Iterator[None]:
     yield
     if os.geteuid() == 0:
         Lab(2, "roce").lab("down")
+
+
+@pytest.fixture
+def serving() -> Lab:
+    """The 2-node lab converged with lab/serve.yml and answering /health."""
+    from tests.e2e.serving_lab import SERVE, wait_serving  # it builds on Lab: imported here
+
+    lab = Lab(2, "roce").ensure_converged(SERVE)
+    wait_serving(lab)
+    return lab

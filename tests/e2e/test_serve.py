@@ -21,13 +21,6 @@ MODEL = "facebook/opt-125m"
 IMAGE = "docker.io/kyuz0/vllm-therock-gfx1151:latest"
 
 
-@pytest.fixture
-def serving() -> Lab:
-    lab = Lab(2, "roce").ensure_converged(SERVE)
-    wait_serving(lab)
-    return lab
-
-
 def test_serves_the_model_on_the_head_data_address(serving: Lab) -> None:
     lab = serving
     assert health(lab) == "200"

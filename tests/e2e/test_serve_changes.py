@@ -7,21 +7,12 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
-
 from halo_cluster.node.facts import as_user
 from lab import cli
 from tests.e2e.conftest import Lab, failure
 from tests.e2e.serving_lab import HEAD, SERVE, health, journal, user, wait_serving
 
 MODEL_DIR = "/srv/models/opt-125m"
-
-
-@pytest.fixture
-def serving() -> Lab:
-    lab = Lab(2, "roce").ensure_converged(SERVE)
-    wait_serving(lab)
-    return lab
 
 
 def groups_of_ray(lab: Lab, node: str) -> set[int]:
