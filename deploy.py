@@ -1,6 +1,8 @@
 """Converge every node: `pyinfra inventory.py deploy.py`.
 
-Safety checks first: a node that fails them is refused with one line and nothing on it changes.
+Everything the deploy and the roles read from a node is read first, in one command per node
+(`halo_cluster/node/reads.py`). Safety checks next: a node that fails them is refused with one
+line and nothing on it changes.
 Then the preflight report (is this the hardware the guide assumes?), then every role in `roles/`,
 in its declared order.
 """
@@ -10,9 +12,10 @@ from pyinfra import host, logger
 import roles
 from halo_cluster.decide import preflight
 from halo_cluster.decide.safety import check_node
+from halo_cluster.node import reads
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.facts import Hardware, NetworkInterfaces, SshSessionInterfaces
-from halo_cluster.node.nodefiles import cached, declare, node_files
+from halo_cluster.node.nodefiles import cached, declare, node_files, snapshot_read
 from halo_cluster.node.report import record, refuse
 
 SELECTOR = ("halo_interconnect", "halo_data_interface", "halo_data_mac", "halo_cluster_user")
@@ -23,7 +26,26 @@ LOG = {
     preflight.FAIL: logger.error,
 }
 
+
+def own_reads(data) -> tuple[tuple[type, dict], ...]:
+    """What the deploy itself reads: the interfaces, the SSH sessions, the snapshot, and the
+    data interface's hardware when the config names the interface (found by MAC or `auto`, it
+    is known only from the interfaces: its hardware is then read after the safety check)."""
+    found = ((NetworkInterfaces, {}), (SshSessionInterfaces, {"port": data.ssh_port}))
+    found += (snapshot_read(data),)
+    name = data.get("halo_data_interface")
+    if data.get("halo_data_mac") is None and name not in (None, "auto"):
+        found += ((Hardware, {"interface": name}),)
+    return found
+
+
+def all_reads(data) -> tuple[tuple[type, dict], ...]:
+    return (*own_reads(data), *roles.declared_reads(data))
+
+
 declare(roles.declared_paths)
+reads.declare(all_reads)
+reads.prefetch(host)  # one command: every fact below and in the roles comes from it
 interfaces = cached(host, NetworkInterfaces)
 sessions = cached(host, SshSessionInterfaces, port=host.data.ssh_port)
 verdict = check_node(
