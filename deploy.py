@@ -14,7 +14,12 @@ from halo_cluster.decide import preflight
 from halo_cluster.decide.safety import check_node
 from halo_cluster.node import reads
 from halo_cluster.node.context import NodeContext
-from halo_cluster.node.facts import Hardware, NetworkInterfaces, SshSessionInterfaces
+from halo_cluster.node.facts import (
+    DataPortHardware,
+    Hardware,
+    NetworkInterfaces,
+    SshSessionInterfaces,
+)
 from halo_cluster.node.nodefiles import cached, declare, node_files, snapshot_read
 from halo_cluster.node.report import record, refuse
 
@@ -29,14 +34,28 @@ LOG = {
 
 def own_reads(data) -> tuple[tuple[type, dict], ...]:
     """What the deploy itself reads: the interfaces, the SSH sessions, the snapshot, and the
-    data interface's hardware when the config names the interface (found by MAC or `auto`, it
-    is known only from the interfaces: its hardware is then read after the safety check)."""
+    data port's hardware: of the interface the config names, or of the port the node finds by
+    MAC or as `auto`'s one E810 port (DataPortHardware), before the safety check resolves it."""
     found = ((NetworkInterfaces, {}), (SshSessionInterfaces, {"port": data.ssh_port}))
-    found += (snapshot_read(data),)
-    name = data.get("halo_data_interface")
-    if data.get("halo_data_mac") is None and name not in (None, "auto"):
-        found += ((Hardware, {"interface": name}),)
-    return found
+    return (*found, snapshot_read(data), hardware_read(data))
+
+
+def hardware_read(data) -> tuple[type, dict]:
+    mac, name = data.get("halo_data_mac"), data.get("halo_data_interface")
+    if mac is None and name != "auto":
+        return Hardware, {"interface": name}
+    return DataPortHardware, {"mac": mac}
+
+
+def hardware(interface: str) -> dict:
+    """The resolved data interface's hardware: from the one read when the node found the same
+    port, else read for it (a second command, only when the node's and the check's differ)."""
+    fact, kwargs = hardware_read(host.data)
+    if fact is DataPortHardware:
+        found = cached(host, fact, **kwargs)
+        if found["port"] == interface:
+            return found["hardware"]
+    return cached(host, Hardware, interface=interface)
 
 
 def all_reads(data) -> tuple[tuple[type, dict], ...]:
@@ -65,7 +84,7 @@ else:
     node = NodeContext(
         interface=verdict.interface,
         interfaces=interfaces,
-        hardware=cached(host, Hardware, interface=verdict.interface),
+        hardware=hardware(verdict.interface),
         ssh_interfaces=tuple(dict.fromkeys(s["interface"] for s in sessions if s["interface"])),
         packages=roles.all_packages(),
     )

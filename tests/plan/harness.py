@@ -41,7 +41,7 @@ class PlannedOp:
 class Plan:
     ops: dict[str, list[PlannedOp]]  # node name -> operations in order
     refused: dict[str, str] = field(default_factory=dict)  # node name -> reason
-    # node name -> the commands run on it while planning: its fact reads (@fake runs nothing else)
+    # node name -> the commands the deploy ran on it while planning: its fact reads
     read: dict[str, list[str]] = field(default_factory=dict)
     log: str = ""
 
@@ -84,7 +84,7 @@ def plan(cluster: Cluster, responses: dict[str, dict]) -> Plan:
             state.set_stage(StateStage.Prepare)
             load_deploy_file(state, str(ROOT / "deploy.py"))
             refused = {e["node"]: e["reason"] for e in report.events(state, "refused")}
-            read = {
+            read = {  # before _collect, whose uploads ask for a temporary directory
                 h.name.removeprefix("@fake/"): list(h.connector.executed_commands)
                 for h in state.inventory
             }

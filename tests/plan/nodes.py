@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from halo_cluster.config.loader import ensure_ray_token, parse_cluster
+from halo_cluster.decide.safety import E810_DEVICES, INTEL_VENDOR
 from halo_cluster.node import toolbox
 from roles import all_packages
 from tests.plan.harness import Plan, plan
@@ -113,13 +114,26 @@ def fresh_node(**over) -> dict:
         **boot,
         **over.pop("files", {}),
     }
+    interfaces = over.pop("interfaces", [LOOPBACK, MGMT, E810])
+    hardware = over.pop("hardware", strix_halo_hardware())
+    e810 = [
+        i["name"]
+        for i in interfaces
+        if i.get("vendor") == INTEL_VENDOR and i.get("device") in E810_DEVICES
+    ]
     responses = {
         "/etc/default/grub": text_files_output(files),
-        "ip -j addr show": interfaces_output(over.pop("interfaces", [LOOPBACK, MGMT, E810])),
+        "ip -j addr show": interfaces_output(interfaces),
         "ss -Htn": over.pop("sessions", ["10.0.0.11 eno1"]),
         "nmcli -t -f NAME,DEVICE": over.pop("active", ["eno1:eno1"]),
         "rpm --queryformat": rpm_lines(over.pop("rpms", RPMS)),
-        "systemd-detect-virt": over.pop("hardware", strix_halo_hardware()),
+        # DataPortHardware: the port the node finds by MAC, or as `auto`'s one E810 port
+        **{f"= {i['mac']} ] && echo": [f"port {i['name']}", *hardware] for i in interfaces},
+        f"in ({'|'.join(sorted(E810_DEVICES))})": [
+            f"port {e810[0] if len(e810) == 1 else 'none'}",
+            *hardware,
+        ],
+        "systemd-detect-virt": hardware,
         "systemctl --user show": over.pop("units", []),
         "%{http_code}": over.pop("health", []),
         "firewall-cmd": over.pop("firewall", None) or firewalld_output(),
