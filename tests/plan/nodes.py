@@ -281,3 +281,23 @@ def user_node(infiniband: bool = True, interconnect: str = "roce", **over) -> di
 
 def plan_cluster(cluster, **node) -> Plan:
     return plan(cluster, {n.name: user_node(**node) for n in cluster.nodes})
+
+
+def converged(cluster, name: str, active: bool = True, health: str = "200") -> dict:
+    """A node as a first deploy leaves it: every service file in place, the services running."""
+    first = plan_cluster(cluster).uploads(name)
+    files = {
+        path: (
+            text,
+            "600"
+            if path.endswith(("secrets.env", "ray-token"))
+            else "755"
+            if path.endswith(".sh")
+            else "644",
+        )
+        for path, text in first.items()
+        if path.startswith(HOME)
+    }
+    units = ["Id=halo-ray.service", "ActiveState=active", "", "Id=halo-vllm.service"]
+    units.append("ActiveState=active" if active else "ActiveState=failed")
+    return user_node(files=files, units=units, health=[health])
