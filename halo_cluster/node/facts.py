@@ -1,7 +1,7 @@
 """Custom pyinfra facts: each reads one thing from a node in one command.
 
-Every fact is read once per node per run (pyinfra caches facts by their arguments), and the roles
-decide from them; no fact changes anything.
+Every fact is read once per node per run, all of a node's together in one SSH command
+(`node/reads.py`), and the roles decide from them; no fact changes anything.
 """
 
 from __future__ import annotations
