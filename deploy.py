@@ -1,6 +1,8 @@
 """Converge every node: `pyinfra inventory.py deploy.py`.
 
-Safety checks first: a node that fails them is refused with one line and nothing on it changes.
+Everything the deploy and the roles read from a node is read first, in one command per node
+(`halo_cluster/node/reads.py`). Safety checks next: a node that fails them is refused with one
+line and nothing on it changes.
 Then the preflight report (is this the hardware the guide assumes?), then every role in `roles/`,
 in its declared order.
 """
@@ -10,9 +12,15 @@ from pyinfra import host, logger
 import roles
 from halo_cluster.decide import preflight
 from halo_cluster.decide.safety import check_node
+from halo_cluster.node import reads
 from halo_cluster.node.context import NodeContext
-from halo_cluster.node.facts import Hardware, NetworkInterfaces, SshSessionInterfaces
-from halo_cluster.node.nodefiles import cached, declare, node_files
+from halo_cluster.node.facts import (
+    DataPortHardware,
+    Hardware,
+    NetworkInterfaces,
+    SshSessionInterfaces,
+)
+from halo_cluster.node.nodefiles import cached, declare, node_files, snapshot_read
 from halo_cluster.node.report import record, refuse
 
 SELECTOR = ("halo_interconnect", "halo_data_interface", "halo_data_mac", "halo_cluster_user")
@@ -23,7 +31,40 @@ LOG = {
     preflight.FAIL: logger.error,
 }
 
+
+def own_reads(data) -> tuple[tuple[type, dict], ...]:
+    """What the deploy itself reads: the interfaces, the SSH sessions, the snapshot, and the
+    data port's hardware: of the interface the config names, or of the port the node finds by
+    MAC or as `auto`'s one E810 port (DataPortHardware), before the safety check resolves it."""
+    found = ((NetworkInterfaces, {}), (SshSessionInterfaces, {"port": data.ssh_port}))
+    return (*found, snapshot_read(data), hardware_read(data))
+
+
+def hardware_read(data) -> tuple[type, dict]:
+    mac, name = data.get("halo_data_mac"), data.get("halo_data_interface")
+    if mac is None and name != "auto":
+        return Hardware, {"interface": name}
+    return DataPortHardware, {"mac": mac}
+
+
+def hardware(interface: str) -> dict:
+    """The resolved data interface's hardware: from the one read when the node found the same
+    port, else read for it (a second command, only when the node's and the check's differ)."""
+    fact, kwargs = hardware_read(host.data)
+    if fact is DataPortHardware:
+        found = cached(host, fact, **kwargs)
+        if found["port"] == interface:
+            return found["hardware"]
+    return cached(host, Hardware, interface=interface)
+
+
+def all_reads(data) -> tuple[tuple[type, dict], ...]:
+    return (*own_reads(data), *roles.declared_reads(data))
+
+
 declare(roles.declared_paths)
+reads.declare(all_reads)
+reads.prefetch(host)  # one command: every fact below and in the roles comes from it
 interfaces = cached(host, NetworkInterfaces)
 sessions = cached(host, SshSessionInterfaces, port=host.data.ssh_port)
 verdict = check_node(
@@ -43,7 +84,7 @@ else:
     node = NodeContext(
         interface=verdict.interface,
         interfaces=interfaces,
-        hardware=cached(host, Hardware, interface=verdict.interface),
+        hardware=hardware(verdict.interface),
         ssh_interfaces=tuple(dict.fromkeys(s["interface"] for s in sessions if s["interface"])),
         packages=roles.all_packages(),
     )

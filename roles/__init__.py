@@ -7,6 +7,8 @@ A role declares, in its `__init__.py`:
 - `PACKAGES`: the packages it needs (the packages role installs the union; the lab builds a
   stand-in RPM for each);
 - `paths(data)`: every file it reads or writes on a node (the per-run snapshot is the union);
+- `reads(data)`, where it reads facts: each `(Fact, kwargs)` it reads through `cached()` (the
+  deploy reads them all in one command per node: `halo_cluster/node/reads.py`);
 - `VARIABLES`: the host data it reads, each documented in docs/roles/NAME.md;
 - `apply(node)`: its `@deploy`, given the `NodeContext` the deploy resolved.
 
@@ -49,6 +51,11 @@ def apply_all(node: Any) -> None:
 
 def declared_paths(data: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(p for role in all_roles() for p in role.paths(data)))
+
+
+def declared_reads(data: Any) -> tuple[tuple[type, dict[str, Any]], ...]:
+    """Every role's `(Fact, kwargs)` reads for this node (a role without facts has no `reads`)."""
+    return tuple(r for role in all_roles() if hasattr(role, "reads") for r in role.reads(data))
 
 
 def all_packages() -> tuple[str, ...]:

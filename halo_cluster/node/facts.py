@@ -1,7 +1,7 @@
 """Custom pyinfra facts: each reads one thing from a node in one command.
 
-Every fact is read once per node per run (pyinfra caches facts by their arguments), and the roles
-decide from them; no fact changes anything.
+Every fact is read once per node per run, all of a node's together in one SSH command
+(`node/reads.py`), and the roles decide from them; no fact changes anything.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import shlex
 from dataclasses import dataclass
 
 from pyinfra.api import FactBase
+
+from halo_cluster.decide.safety import E810_DEVICES, INTEL_VENDOR
 
 
 @dataclass(frozen=True)
@@ -161,44 +163,89 @@ class Hardware(FactBase):
         }
 
     def command(self, interface: str | None) -> str:
-        port = shlex.quote(interface or "none")
+        return hardware_command(shlex.quote(interface or "none"))
+
+    def process(self, output: list[str]) -> dict:
+        return hardware_process(output)
+
+
+def hardware_command(port: str) -> str:
+    """Hardware's command for the data port `port`, a shell word (quoted name or "$port")."""
+    return (
+        'echo "virt $(systemd-detect-virt --container 2>/dev/null || echo none)"; '
+        "echo \"cpu $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2-)\"; "
+        "for f in /sys/class/drm/card*/device/mem_info_vram_total; do "
+        '[ -f "$f" ] && echo "vram $(cat "$f")"; done; '
+        f"ethtool -i {port} 2>/dev/null | sed 's/^/ethtool /'; "
+        f"ls /sys/class/net/{port}/device/infiniband 2>/dev/null | sed 's/^/rdma /'; "
+        'for d in /sys/bus/thunderbolt/devices/*; do [ -f "$d/rx_speed" ] && '
+        'echo "tb $(cat "$d/rx_speed" | tr -d " ") $(cat "$d/rx_lanes" 2>/dev/null)"; done; '
+        'for m in ice irdma thunderbolt_net; do [ -d /sys/module/$m ] && echo "module $m"; '
+        "done; [ -e /dev/infiniband ] && echo infiniband; "
+        "sed -n 's/^MemTotal: *\\([0-9]*\\) kB$/memory \\1/p' /proc/meminfo; true"
+    )
+
+
+def hardware_process(output: list[str]) -> dict:
+    found = Hardware.default()
+    for line in output:
+        kind, _, rest = line.partition(" ")
+        if kind in ("virt", "cpu"):
+            found[kind] = rest.strip()
+        elif kind == "vram":
+            found["vram"].append(int(rest))
+        elif kind == "ethtool":
+            key, _, value = rest.partition(":")
+            found["ethtool"][key.strip()] = value.strip()
+        elif kind == "rdma":
+            found["rdma"].append(rest.strip())
+        elif kind == "tb":
+            speed, _, lanes = rest.partition(" ")
+            found["thunderbolt"].append((speed, lanes.strip()))
+        elif kind == "module":
+            found["modules"].append(rest.strip())
+        elif kind == "infiniband":
+            found["infiniband"] = True
+        elif kind == "memory":
+            found["memory_kib"] = int(rest)
+    return found
+
+
+class DataPortHardware(FactBase):
+    """Hardware of the data port the node finds itself, by MAC or (`mac` None) as the one E810
+    port of `interface: auto`, as safety.resolve_interface does: the deploy reads it with
+    everything else, before the safety check resolves the port from the interfaces.
+
+    Returns {"port": name, or None when no single port matched, "hardware": Hardware's dict}.
+    """
+
+    @staticmethod
+    def default() -> dict:
+        return {"port": None, "hardware": Hardware.default()}
+
+    def command(self, mac: str | None) -> str:
+        if mac:
+            match = f'[ "$(cat "$d/address" 2>/dev/null)" = {shlex.quote(mac.lower())} ]'
+        else:
+            devices = "|".join(sorted(E810_DEVICES))
+            match = (
+                f'[ "$(cat "$d/device/vendor" 2>/dev/null)" = {INTEL_VENDOR} ] && '
+                f'case "$(cat "$d/device/device" 2>/dev/null)" in ({devices}) true;; '
+                "(*) false;; esac"
+            )
         return (
-            'echo "virt $(systemd-detect-virt --container 2>/dev/null || echo none)"; '
-            "echo \"cpu $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2-)\"; "
-            "for f in /sys/class/drm/card*/device/mem_info_vram_total; do "
-            '[ -f "$f" ] && echo "vram $(cat "$f")"; done; '
-            f"ethtool -i {port} 2>/dev/null | sed 's/^/ethtool /'; "
-            f"ls /sys/class/net/{port}/device/infiniband 2>/dev/null | sed 's/^/rdma /'; "
-            'for d in /sys/bus/thunderbolt/devices/*; do [ -f "$d/rx_speed" ] && '
-            'echo "tb $(cat "$d/rx_speed" | tr -d " ") $(cat "$d/rx_lanes" 2>/dev/null)"; done; '
-            'for m in ice irdma thunderbolt_net; do [ -d /sys/module/$m ] && echo "module $m"; '
-            "done; [ -e /dev/infiniband ] && echo infiniband; "
-            "sed -n 's/^MemTotal: *\\([0-9]*\\) kB$/memory \\1/p' /proc/meminfo; true"
+            f'ports=$(for d in /sys/class/net/*; do {match} && echo "${{d##*/}}"; done); '
+            "set -- $ports; if [ $# -eq 1 ]; then port=$1; else port=none; fi; "
+            'echo "port $port"; ' + hardware_command('"$port"')
         )
 
     def process(self, output: list[str]) -> dict:
-        found = self.default()
-        for line in output:
-            kind, _, rest = line.partition(" ")
-            if kind in ("virt", "cpu"):
-                found[kind] = rest.strip()
-            elif kind == "vram":
-                found["vram"].append(int(rest))
-            elif kind == "ethtool":
-                key, _, value = rest.partition(":")
-                found["ethtool"][key.strip()] = value.strip()
-            elif kind == "rdma":
-                found["rdma"].append(rest.strip())
-            elif kind == "tb":
-                speed, _, lanes = rest.partition(" ")
-                found["thunderbolt"].append((speed, lanes.strip()))
-            elif kind == "module":
-                found["modules"].append(rest.strip())
-            elif kind == "infiniband":
-                found["infiniband"] = True
-            elif kind == "memory":
-                found["memory_kib"] = int(rest)
-        return found
+        found = bool(output) and output[0].startswith("port ")
+        port = output[0].removeprefix("port ") if found else "none"
+        return {
+            "port": None if port == "none" else port,
+            "hardware": hardware_process(output[1:] if found else output),
+        }
 
 
 IMAGE_ID = "podman image inspect --format '{{.Id}}' "

@@ -1,11 +1,11 @@
 """Every file the deploy reads on a node, fetched in one command per node and run.
 
 pyinfra 3 does not cache facts: each `host.get_fact` is a round trip. The roles therefore read
-facts through `cached()`, and all the plain files they need through one TextFiles fact: the
-snapshot. Its paths are the union of what each role declares next to its code (`paths(data)` in
-the role's package), handed in by deploy.py (`declare`); `text_file` refuses to write a path no
-role declared, so a forgotten declaration fails every plan test instead of re-uploading the file
-on every run.
+facts through `cached()` (node/reads.py: every declared fact of a node in one command), and all
+the plain files they need through one TextFiles fact among them: the snapshot. Its paths are the
+union of what each role declares next to its code (`paths(data)` in the role's package), handed
+in by deploy.py (`declare`); `text_file` refuses to write a path no role declared, so a
+forgotten declaration fails every plan test instead of re-uploading the file on every run.
 """
 
 from __future__ import annotations
@@ -20,13 +20,15 @@ from typing import Any
 from pyinfra.context import ctx_state
 
 from halo_cluster.node.facts import OsRelease, TextFile, TextFiles
+from halo_cluster.node.reads import cached
+
+__all__ = ["cached", "declare", "node_files", "snapshot_read"]
 
 # read by the deploy itself (safety checks, homes, groups), whatever the roles declare
 SYSTEM_FILES = ("/etc/os-release", "/etc/passwd", "/etc/group")
 STORAGE = ".local/share/containers/storage"
 
 
-_CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _DECLARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -40,15 +42,6 @@ def paths(data: Any) -> tuple[str, ...]:
     """The snapshot: the system files plus every path the roles declare for this run."""
     declared = _DECLARED.get(ctx_state.get())
     return (*SYSTEM_FILES, *(declared(data) if declared else ()))
-
-
-def cached(host: Any, fact: type, **kwargs: Any) -> Any:
-    """`host.get_fact(fact, **kwargs)`, read once per host and run (the state before changes)."""
-    cache = _CACHES.setdefault(ctx_state.get(), {})
-    key = (host.name, fact.__name__, tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
-    if key not in cache:
-        cache[key] = host.get_fact(fact, **kwargs)
-    return cache[key]
 
 
 class UndeclaredPath(Exception):
@@ -158,6 +151,11 @@ class NodeFiles:
         return None
 
 
+def snapshot_read(data: Any) -> tuple[type, dict[str, Any]]:
+    """The snapshot as a declared read (`reads.prefetch`): TextFiles of every path."""
+    return TextFiles, {"paths": paths(data)}
+
+
 def node_files(host: Any) -> NodeFiles:
-    snapshot = paths(host.data)
-    return NodeFiles(cached(host, TextFiles, paths=snapshot), snapshot)
+    fact, kwargs = snapshot_read(host.data)
+    return NodeFiles(cached(host, fact, **kwargs), kwargs["paths"])

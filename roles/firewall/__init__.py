@@ -29,6 +29,10 @@ def paths(data) -> tuple[str, ...]:
     return (SERVICE_FILE,)
 
 
+def reads(data) -> tuple[tuple[type, dict], ...]:
+    return ((Firewalld, {}),)
+
+
 @deploy("Firewall")
 def apply(node: NodeContext) -> None:
     state = cached(host, Firewalld)

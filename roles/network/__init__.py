@@ -38,6 +38,10 @@ def paths(data) -> tuple[str, ...]:
     return (keyfile(data), THUNDERBOLT_MODULES)
 
 
+def reads(data) -> tuple[tuple[type, dict], ...]:
+    return ((NmActiveConnections, {}), (NetworkInterfaces, {}), (Firewalld, {}))
+
+
 @deploy("Data link")
 def apply(node: NodeContext) -> None:
     """`node.interface`: the resolved data interface, None when it is not there yet."""

@@ -19,6 +19,10 @@ def paths(data) -> tuple[str, ...]:
     return ()
 
 
+def reads(data) -> tuple[tuple[type, dict], ...]:
+    return ((RpmPackages, {}),)
+
+
 @deploy("Packages")
 def apply(node: NodeContext) -> None:
     # decided from the rpm database alone: a converged node runs no dnf command at all

@@ -114,6 +114,24 @@ def paths(data) -> tuple[str, ...]:
     return (*own, *ANY_USERS_UNITS)
 
 
+def reads(data) -> tuple[tuple[type, dict], ...]:
+    """The user's manager and services, and on a waiting head vLLM's /health: what a serving
+    node reads (the /health answer only when nothing was started, a no-op's case)."""
+    if not data.halo_serve_enabled:
+        return ()
+    user = data.halo_cluster_user
+    found = ((UserManager, {"user": user}), (UserUnits, {"user": user, "units": (RAY, VLLM)}))
+    if data.halo_role == "head" and data.halo_serve_wait:
+        found += ((HttpStatus, {"url": f"{health_url(data)}/health"}),)
+    return found
+
+
+def health_url(data) -> str:
+    """Where vLLM answers on the head, as the head reaches it."""
+    listen = data.halo_head_address if data.halo_serve_listen == "data" else "127.0.0.1"
+    return f"http://{listen}:{data.halo_serve_port}"
+
+
 @deploy("Cluster services")
 def apply(node: NodeContext) -> None:
     user = host.data.halo_cluster_user
@@ -362,8 +380,7 @@ def _wait_until_serving(acted: bool) -> None:
     """Wait for /health when this run started or changed something, or vLLM does not answer;
     a converged, healthy cluster is only reported (so a re-run plans no change)."""
     data = host.data
-    listen = data.halo_head_address if data.halo_serve_listen == "data" else "127.0.0.1"
-    url = f"http://{listen}:{data.halo_serve_port}"
+    url = health_url(data)
     if not acted and cached(host, HttpStatus, url=f"{url}/health") == 200:
         logger.info(f"{host.print_prefix}serving {data.halo_serve_served_model_name} at {url}")
         return

@@ -1,5 +1,5 @@
 """What the serve role reads from a node besides files: its services' states and vLLM's
-answer (pyinfra facts, one command each)."""
+answer (pyinfra facts, declared in the role's `reads(data)`: read with the node's other facts)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
 """Plan the deploy against pyinfra's @fake connector and return what it would do, per node.
 
 Facts come from `fake_responses` built from outputs recorded on real hosts (tests/plan/fixtures,
-copied from shared/reference/recorded). Nothing runs anywhere: operations are prepared and their
-command generators read, so file uploads can be inspected as text.
+copied from shared/reference/recorded), keyed by a piece of each fact's own command; the
+deploy's one read per node (`reads.NodeReads`) is answered part by part from them. Nothing runs
+anywhere: operations are prepared and their command generators read, so file uploads can be
+inspected as text.
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from pyinfra.api import Config, Inventory, State
 from pyinfra.api.command import FileUploadCommand, StringCommand
 from pyinfra.api.connect import connect_all
 from pyinfra.api.state import StateStage
+from pyinfra.connectors.fake import FakeConnector
+from pyinfra.connectors.util import CommandOutput, OutputLine
 from pyinfra.context import ctx_host, ctx_state
 from pyinfra_cli.util import load_deploy_file
 
 from halo_cluster.config.hostdata import inventory_groups
 from halo_cluster.config.model import Cluster
-from halo_cluster.node import report
+from halo_cluster.node import reads, report
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,6 +41,8 @@ class PlannedOp:
 class Plan:
     ops: dict[str, list[PlannedOp]]  # node name -> operations in order
     refused: dict[str, str] = field(default_factory=dict)  # node name -> reason
+    # node name -> the commands the deploy ran on it while planning: its fact reads
+    read: dict[str, list[str]] = field(default_factory=dict)
     log: str = ""
 
     def names(self, node: str) -> list[str]:
@@ -70,6 +76,7 @@ def plan(cluster: Cluster, responses: dict[str, dict]) -> Plan:
     state.current_op_file_number = 0
     cwd = os.getcwd()
     os.chdir(ROOT)
+    FakeConnector._lookup_response = _lookup_reads  # type: ignore[method-assign]
     try:
         with ctx_state.use(state):
             state.set_stage(StateStage.Connect)
@@ -77,10 +84,28 @@ def plan(cluster: Cluster, responses: dict[str, dict]) -> Plan:
             state.set_stage(StateStage.Prepare)
             load_deploy_file(state, str(ROOT / "deploy.py"))
             refused = {e["node"]: e["reason"] for e in report.events(state, "refused")}
-            return Plan(_collect(state), refused=refused)
+            read = {  # before _collect, whose uploads ask for a temporary directory
+                h.name.removeprefix("@fake/"): list(h.connector.executed_commands)
+                for h in state.inventory
+            }
+            return Plan(_collect(state), refused=refused, read=read)
     finally:
+        FakeConnector._lookup_response = _lookup  # type: ignore[method-assign]
         pyinfra.is_cli = False
         os.chdir(cwd)
+
+
+_lookup = FakeConnector._lookup_response
+
+
+def _lookup_reads(self: FakeConnector, command: str) -> tuple[bool, CommandOutput]:
+    """The recorded outputs, and for the deploy's one read per node each part's own answer."""
+    parts = reads.parts_of(command)
+    if not parts:
+        return _lookup(self, command)
+    answers = [_lookup(self, part) for part in parts]
+    output = reads.join_output((0 if ok else 1, out.stdout_lines) for ok, out in answers)
+    return True, CommandOutput([OutputLine("stdout", line) for line in output])
 
 
 def target_of(upload: str) -> str:

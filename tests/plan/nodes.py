@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from halo_cluster.config.loader import ensure_ray_token, parse_cluster
+from halo_cluster.decide.safety import E810_DEVICES, INTEL_VENDOR
 from halo_cluster.node import toolbox
 from roles import all_packages
 from tests.plan.harness import Plan, plan
@@ -113,13 +114,26 @@ def fresh_node(**over) -> dict:
         **boot,
         **over.pop("files", {}),
     }
+    interfaces = over.pop("interfaces", [LOOPBACK, MGMT, E810])
+    hardware = over.pop("hardware", strix_halo_hardware())
+    e810 = [
+        i["name"]
+        for i in interfaces
+        if i.get("vendor") == INTEL_VENDOR and i.get("device") in E810_DEVICES
+    ]
     responses = {
         "/etc/default/grub": text_files_output(files),
-        "ip -j addr show": interfaces_output(over.pop("interfaces", [LOOPBACK, MGMT, E810])),
+        "ip -j addr show": interfaces_output(interfaces),
         "ss -Htn": over.pop("sessions", ["10.0.0.11 eno1"]),
         "nmcli -t -f NAME,DEVICE": over.pop("active", ["eno1:eno1"]),
         "rpm --queryformat": rpm_lines(over.pop("rpms", RPMS)),
-        "systemd-detect-virt": over.pop("hardware", strix_halo_hardware()),
+        # DataPortHardware: the port the node finds by MAC, or as `auto`'s one E810 port
+        **{f"= {i['mac']} ] && echo": [f"port {i['name']}", *hardware] for i in interfaces},
+        f"in ({'|'.join(sorted(E810_DEVICES))})": [
+            f"port {e810[0] if len(e810) == 1 else 'none'}",
+            *hardware,
+        ],
+        "systemd-detect-virt": hardware,
         "systemctl --user show": over.pop("units", []),
         "%{http_code}": over.pop("health", []),
         "firewall-cmd": over.pop("firewall", None) or firewalld_output(),
@@ -267,3 +281,23 @@ def user_node(infiniband: bool = True, interconnect: str = "roce", **over) -> di
 
 def plan_cluster(cluster, **node) -> Plan:
     return plan(cluster, {n.name: user_node(**node) for n in cluster.nodes})
+
+
+def converged(cluster, name: str, active: bool = True, health: str = "200") -> dict:
+    """A node as a first deploy leaves it: every service file in place, the services running."""
+    first = plan_cluster(cluster).uploads(name)
+    files = {
+        path: (
+            text,
+            "600"
+            if path.endswith(("secrets.env", "ray-token"))
+            else "755"
+            if path.endswith(".sh")
+            else "644",
+        )
+        for path, text in first.items()
+        if path.startswith(HOME)
+    }
+    units = ["Id=halo-ray.service", "ActiveState=active", "", "Id=halo-vllm.service"]
+    units.append("ActiveState=active" if active else "ActiveState=failed")
+    return user_node(files=files, units=units, health=[health])

@@ -1,6 +1,6 @@
 """A role reads only the host data it declares (`VARIABLES`, documented in docs/roles/NAME.md):
-every `host.data` read during a role's `apply` or `paths`, over plans that reach every role's
-branches, is attributed to that role and checked against its declaration."""
+every `host.data` read during a role's `apply`, `paths` or `reads`, over plans that reach every
+role's branches, is attributed to that role and checked against its declaration."""
 
 from __future__ import annotations
 
@@ -18,11 +18,13 @@ from pyinfra.api.host import HostData
 import roles
 from halo_cluster.node import operations, report
 from roles import all_roles
+from tests.plan.harness import ROOT
 from tests.plan.nodes import cluster, plan_both, plan_cluster, serve_cluster
 
 PYINFRA = str(Path(pyinfra.__file__).parent)
-# the deploy's own bookkeeping: every event names its node, whichever role caused it
-MACHINERY = {report.__file__, operations.__file__}
+# the deploy's own bookkeeping: every event names its node, whichever role caused it; and the
+# deploy's own reads, which a role reading a peer's snapshot makes for that peer (reads.prefetch)
+MACHINERY = {report.__file__, operations.__file__, str(ROOT / "deploy.py")}
 
 
 def _by_a_role(frame: FrameType | None) -> bool:
@@ -58,7 +60,9 @@ def reads(monkeypatch: pytest.MonkeyPatch, tmp_path) -> dict[str, set[str]]:
 
     monkeypatch.setattr(HostData, "__getattr__", recorded)
     for role in all_roles():
-        for function in ("apply", "paths"):
+        for function in ("apply", "paths", "reads"):
+            if not hasattr(role, function):
+                continue
             wrapped = attributed(roles.name(role), getattr(role, function), current)
             monkeypatch.setattr(role, function, wrapped)
     (tmp_path / "key").write_text("sk-declared\n")

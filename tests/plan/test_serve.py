@@ -10,7 +10,7 @@ import yaml
 
 from halo_cluster.config.loader import ConfigError, parse_cluster
 from tests.plan.harness import Plan, plan
-from tests.plan.nodes import CONFIG, HOME, plan_cluster, serve_cluster, user_node
+from tests.plan.nodes import CONFIG, HOME, converged, plan_cluster, serve_cluster
 
 UNITS = f"{HOME}/.config/containers/systemd"
 
@@ -162,26 +162,6 @@ def test_bad_serve_values_are_one_line(serve: str, message: str) -> None:
     with pytest.raises(ConfigError) as refused:
         serve_cluster(serve=serve)
     assert any(message in line for line in refused.value.problems), refused.value.problems
-
-
-def converged(cluster, name: str, active: bool = True, health: str = "200") -> dict:
-    """A node as a first deploy leaves it: every service file in place, the services running."""
-    first = plan_cluster(cluster).uploads(name)
-    files = {
-        path: (
-            text,
-            "600"
-            if path.endswith(("secrets.env", "ray-token"))
-            else "755"
-            if path.endswith(".sh")
-            else "644",
-        )
-        for path, text in first.items()
-        if path.startswith(HOME)
-    }
-    units = ["Id=halo-ray.service", "ActiveState=active", "", "Id=halo-vllm.service"]
-    units.append("ActiveState=active" if active else "ActiveState=failed")
-    return user_node(files=files, units=units, health=[health])
 
 
 def serve_ops(result: Plan, name: str) -> list[str]:

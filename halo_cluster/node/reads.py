@@ -1,0 +1,201 @@
+"""Everything the deploy reads from a node, in one SSH command per node and run.
+
+Each read is a pyinfra fact with its arguments, `(Fact, {kwarg: value})`: the deploy declares
+its own, each role declares its in `reads(data)` next to `paths(data)`, and `prefetch` runs all
+their commands in one script, each in its own subshell and all at once (the slowest,
+firewall-cmd, sets the time), with its stdout and exit status delimited. Every part is then
+processed as pyinfra would have (`process`, or `default()` for no output or a missing
+`requires_command`) and seeds the per-run cache, so the roles' `cached(host, Fact, ...)` read
+the node's state from this one command. A part that failed, or a read nobody declared, is left
+to `cached()`: it reads it with `host.get_fact`, and pyinfra reports a failure as it always
+does.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import weakref
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import gevent.event
+from pyinfra.api import FactBase, StringCommand
+from pyinfra.context import ctx_state
+
+MARK = "@@halo-read"
+# pyinfra's own sentinel for a fact whose `requires_command` is not installed (api/facts.py)
+NO_COMMAND = "##PYINFRA_NOCMD##"
+_CLOSE = re.compile(r'\) >"\$d/(\d+)" 2>/dev/null & p\d+=\$!')
+_DONE = re.compile(rf"{MARK} (\d+) (\d+)")
+
+Read = tuple[type, dict[str, Any]]
+
+_CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # run -> {key: value}
+_DECLARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # run -> reads_of(data)
+_FETCHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # run -> {host: Event}
+
+
+def declare(reads_of: Callable[[Any], Iterable[Read]]) -> None:
+    """What the deploy and the roles read on a node, as a function of its host data, for this
+    run: the deploy hands it in (roles build on this package, never the other way round)."""
+    _DECLARED[ctx_state.get()] = reads_of
+
+
+def cached(host: Any, fact: type, **kwargs: Any) -> Any:
+    """`host.get_fact(fact, **kwargs)`, read once per host and run (the state before changes):
+    from the node's one command (`prefetch`), else on its own (a read nobody declared)."""
+    prefetch(host)
+    cache = _CACHES.setdefault(ctx_state.get(), {})
+    key = _key(host, fact, kwargs)
+    if key not in cache:
+        cache[key] = host.get_fact(fact, **kwargs)
+    return cache[key]
+
+
+def _key(host: Any, fact: type, kwargs: dict[str, Any]) -> tuple:
+    return (host.name, fact.__name__, tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
+
+
+class NodeReads(FactBase):
+    """Several commands in one: [(exit status, stdout lines)], in the order given. Each runs in
+    its own subshell (an `exit` in one ends only that one), all at once."""
+
+    @staticmethod
+    def default() -> list:
+        return []
+
+    def command(self, parts: tuple[str, ...]) -> str:
+        return script(parts)
+
+    def process(self, output: list[str]) -> list[tuple[int, list[str]]]:
+        return split_output(output)
+
+
+def script(parts: Iterable[str]) -> str:
+    """The shell script that runs `parts` (one line each) and prints each one's output, then
+    `MARK INDEX STATUS` on a line of its own."""
+    parts = list(parts)
+    lines = ["d=$(mktemp -d) || exit 1"]
+    for i, part in enumerate(parts):
+        # the closing parenthesis on its own line: a part ending in a comment stays closed
+        lines += [f"( {part}", f') >"$d/{i}" 2>/dev/null & p{i}=$!']
+    for i in range(len(parts)):
+        lines.append(f"wait $p{i}; s=$?; cat \"$d/{i}\"; printf '\\n{MARK} %d %d\\n' {i} $s")
+    lines.append('rm -rf "$d"')
+    return "\n".join(lines)
+
+
+def parts_of(command: str) -> list[str]:
+    """The parts of a `script` (the plan harness answers each as its own fact command)."""
+    lines = command.split("\n")
+    return [
+        first[2:]
+        for first, second in itertools.pairwise(lines)
+        if first.startswith("( ") and _CLOSE.fullmatch(second)
+    ]
+
+
+def split_output(output: list[str]) -> list[tuple[int, list[str]]]:
+    """[(status, lines)] from a script's output lines, each part's lines as pyinfra would have
+    read its own command's output (the newline before a mark is the script's)."""
+    results: list[tuple[int, list[str]]] = []
+    current: list[str] = []
+    for line in output:
+        done = _DONE.fullmatch(line)
+        if done and int(done[1]) == len(results):
+            if current and current[-1] == "":
+                current.pop()
+            results.append((int(done[2]), current))
+            current = []
+        else:
+            current.append(line)
+    return results
+
+
+def join_output(results: Iterable[tuple[int, list[str]]]) -> list[str]:
+    """What a script prints for these [(status, lines)]: the inverse of `split_output`."""
+    output: list[str] = []
+    for i, (status, lines) in enumerate(results):
+        output += [*lines, "", f"{MARK} {i} {status}"]
+    return output
+
+
+def part_command(fact: type, kwargs: dict[str, Any]) -> str | None:
+    """The command pyinfra runs for `fact(**kwargs)`, `requires_command` guard included; None
+    for a fact that cannot be one line of the script (read on its own, by `cached()`)."""
+    instance = fact()
+    if instance.shell_executable or type(instance).check_preconditions is not (
+        FactBase.check_preconditions
+    ):
+        return None
+    command = _text(instance.command(**kwargs))
+    required = instance.requires_command(**kwargs)
+    if required:
+        command = (
+            f"if command -v {_text(required)} >/dev/null 2>&1; then ( {command} ); "
+            f"else echo '{NO_COMMAND}'; fi"
+        )
+    return None if "\n" in command else command
+
+
+def _text(command: str | StringCommand) -> str:
+    return command.get_raw_value() if isinstance(command, StringCommand) else str(command)
+
+
+_MISSING = object()
+
+
+def _value(fact: type, status: int, lines: list[str]) -> Any:
+    """What `host.get_fact` returns for this output in the prepare stage; _MISSING where it
+    would report an error (the read is then left to `cached()`, which asks pyinfra)."""
+    instance = fact()
+    if status != 0:
+        return _MISSING
+    if not lines or lines == [NO_COMMAND]:
+        return instance.default()
+    try:
+        return instance.process(lines)
+    except Exception:
+        return _MISSING
+
+
+def prefetch(host: Any) -> None:
+    """Read everything declared for `host` in one command, once per run, whichever greenlet
+    asks first: the head reads its workers' snapshots (the launcher role), and waits for a
+    worker's read under way instead of reading again."""
+    state = ctx_state.get()
+    reads_of = _DECLARED.get(state)
+    if reads_of is None:
+        return
+    fetched = _FETCHED.setdefault(state, {})
+    if host.name in fetched:
+        fetched[host.name].wait()
+        return
+    fetched[host.name] = done = gevent.event.Event()
+    try:
+        _fetch(host, reads_of(host.data), _CACHES.setdefault(state, {}))
+    finally:
+        done.set()
+
+
+def _fetch(host: Any, reads: Iterable[Read], cache: dict) -> None:
+    wanted: list[Read] = []
+    parts: list[str] = []
+    keys: set[tuple] = set()
+    for fact, kwargs in reads:
+        key = _key(host, fact, kwargs)
+        if key in cache or key in keys:
+            continue
+        keys.add(key)
+        command = part_command(fact, kwargs)
+        if command is not None:
+            wanted.append((fact, kwargs))
+            parts.append(command)
+    if not parts:
+        return
+    results = host.get_fact(NodeReads, parts=tuple(parts), _ignore_errors=True) or []
+    for (fact, kwargs), (status, lines) in zip(wanted, results, strict=False):
+        value = _value(fact, status, lines)
+        if value is not _MISSING:
+            cache[_key(host, fact, kwargs)] = value
