@@ -37,7 +37,7 @@ def test_the_docs_table_is_the_generated_one() -> None:
 @pytest.mark.parametrize("role", ROLES, ids=[roles.name(r) for r in ROLES])
 def test_a_role_may_read_its_section_and_what_it_names(role) -> None:
     section = role.schema.SECTION
-    assert role.schema.VARIABLES == variables(section, role.schema.READS)
+    assert variables(section, role.schema.READS) == role.schema.VARIABLES
     own = {host_name(f.path) for f in section if f.type != "mapping"}
     assert own <= set(role.schema.VARIABLES)
     assert not own & set(role.schema.READS), "READS names only host data beyond its section"
