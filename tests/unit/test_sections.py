@@ -4,6 +4,7 @@ host data it names in `READS`, each of which the inventory sets."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,24 @@ def test_what_a_role_may_read_is_host_data(role, tmp_path: Path) -> None:
     cluster = load_cluster(write(tmp_path, SERVING))
     data = host_data(cluster, cluster.nodes[0])
     assert set(role.schema.VARIABLES) <= set(data), set(role.schema.VARIABLES) - set(data)
+
+
+def _literal(default) -> str | None:
+    """A default distinctive enough to find written out again: a number from 2 up, a long text."""
+    if isinstance(default, bool) or default is None:
+        return None
+    if isinstance(default, float) or (isinstance(default, int) and default >= 2):
+        return repr(default)
+    return repr(default) if isinstance(default, str) and len(default) >= 8 else None
+
+
+def test_no_default_is_written_again_in_the_model_or_the_host_data() -> None:
+    """Defaults live in the schema only: the model and the host data read them from there."""
+    config = ROOT / "halo_cluster" / "config"
+    sources = {name: (config / name).read_text() for name in ("model.py", "hostdata.py")}
+    for field in roles.schema().fields:
+        if (text := _literal(field.default)) is None:
+            continue
+        pattern = re.compile(rf"(?<![\w.]){re.escape(text)}(?![\w.])")
+        for name, source in sources.items():
+            assert not pattern.search(source), f"{field.path}'s default {text} in {name}"
