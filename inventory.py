@@ -8,10 +8,13 @@ import os
 import sys
 from pathlib import Path
 
+import roles
 from halo_cluster.config.hostdata import inventory_groups
 from halo_cluster.config.loader import ConfigError, load_cluster
+from halo_cluster.config.schema import use
 
 _config = os.environ.get("CLUSTER_CONFIG") or str(Path(__file__).resolve().parent / "cluster.yml")
+use(roles.schema())  # the cluster section and every role's: the keys cluster.yml may hold
 try:
     _groups = inventory_groups(load_cluster(_config))
 except ConfigError as _error:

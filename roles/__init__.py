@@ -9,8 +9,15 @@ A role declares, in its `__init__.py`:
 - `paths(data)`: every file it reads or writes on a node (the per-run snapshot is the union);
 - `reads(data)`, where it reads facts: each `(Fact, kwargs)` it reads through `cached()` (the
   deploy reads them all in one command per node: `halo_cluster/node/reads.py`);
-- `VARIABLES`: the host data it reads, each documented in docs/roles/NAME.md;
-- `apply(node)`: its `@deploy`, given the `NodeContext` the deploy resolved.
+- `apply(node)`: its `@deploy`, given the `NodeContext` the deploy resolved;
+
+and in its `schema.py`:
+
+- `SECTION`: the cluster.yml keys only it uses (`Field`s: type, default, meaning, rule), which
+  `schema()` adds to the cluster section (`halo_cluster.config.schema.CORE`);
+- `READS`: the host data it reads beyond its section (the cluster section's keys, values
+  hostdata.py derives), and `VARIABLES = variables(SECTION, READS)`: everything it may read,
+  each documented in docs/roles/NAME.md (tests/plan/test_declared.py fails on any other read).
 
 Adding a role is adding its folder: nothing here or in deploy.py lists the roles. A role imports
 no other role: what two roles share lives in halo_cluster (tests/unit/test_layers.py).
@@ -26,15 +33,31 @@ from typing import Any
 
 from pyinfra import host
 
+from halo_cluster.config.schema import CORE, Field, Schema
+
 
 @cache
 def all_roles() -> tuple[ModuleType, ...]:
     modules = [
         importlib.import_module(f"{__name__}.{info.name}")
         for info in pkgutil.iter_modules(__path__)
-        if not info.name.startswith("_")
+        if info.ispkg and not info.name.startswith("_")
     ]
+    for module in modules:  # its schema section, as `role.schema`
+        importlib.import_module(f"{module.__name__}.schema")
     return tuple(sorted(modules, key=lambda module: module.ORDER))
+
+
+def sections() -> dict[str, tuple[Field, ...]]:
+    """Every role's schema section, by role name, in ORDER."""
+    return {name(role): role.schema.SECTION for role in all_roles()}
+
+
+@cache
+def schema() -> Schema:
+    """The whole cluster.yml schema: the cluster section, then each role's, in ORDER. An entry
+    point that loads a config hands it to `halo_cluster.config.schema.use` first."""
+    return Schema(CORE + tuple(f for section in sections().values() for f in section))
 
 
 def apply_all(node: Any) -> None:

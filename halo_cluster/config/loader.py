@@ -21,7 +21,7 @@ import yaml
 
 from halo_cluster.config.model import DEFAULT_RAY_TOKEN, Cluster, ConfigError, Problems, derive
 from halo_cluster.config.rules import quote
-from halo_cluster.config.schema import REQUIRED, Field, children_of
+from halo_cluster.config.schema import REQUIRED, Field, current
 
 MAX_BYTES = 1024 * 1024  # a cluster.yml is a few KiB; more is not a config
 MAX_DEPTH = 10  # the schema needs 5 levels (nodes[].ssh.host); an alias may not add more
@@ -326,7 +326,7 @@ class _Checker:
         return value
 
     def walk(self, doc: dict, schema_prefix: str, where: str) -> None:
-        fields = children_of(schema_prefix)
+        fields = current().children_of(schema_prefix)
         for key in doc:
             if key not in fields:
                 known = ", ".join(sorted(fields))

@@ -16,14 +16,7 @@ from typing import Any
 
 from halo_cluster.config import rules
 from halo_cluster.config.rules import quote
-from halo_cluster.config.schema import (
-    DEFAULT_SUBNETS,
-    DERIVED,
-    FIELDS,
-    MTU_RANGES,
-    REQUIRED,
-    SCHEMA,
-)
+from halo_cluster.config.schema import DEFAULT_SUBNETS, MTU_RANGES, current
 
 NM_CONNECTION_ID = "halo-data"
 # Ray's cluster token when `serve.ray_token_file` is not given: made once by the loader
@@ -166,10 +159,7 @@ def _get(doc: dict, path: str) -> Any:
     value: Any = doc
     for part in path.split("."):
         value = value.get(part) if isinstance(value, dict) else None
-    if value is None:
-        default = FIELDS[path].default
-        return None if default in (REQUIRED, DERIVED) else default
-    return value
+    return current().default(path) if value is None else value
 
 
 def derive(doc: dict, problems: Problems, base_dir: Path) -> Cluster:
@@ -212,7 +202,7 @@ def _settings(doc: dict) -> dict[str, Any]:
     """Every plain key (the nodes, SSH and the mappings aside) as written or defaulted."""
     return {
         f.path: _get(doc, f.path)
-        for f in SCHEMA
+        for f in current().fields
         if f.type != "mapping" and not f.path.startswith(("nodes", "ssh"))
     }
 

@@ -1,7 +1,14 @@
-"""The cluster.yml schema: every key, its type, its default and its meaning, in one table.
+"""The cluster.yml schema: every key, its type, its default and its meaning, declared once.
 
-The validator walks this table (unknown keys, types, choices, defaults) and docs/configuration.md is
-checked against it by a unit test, so the documentation cannot drift from the code.
+The keys the deploy itself and several roles use (nodes, SSH, the cluster user, the link, the
+image) are the cluster section, `CORE`, here. A key only one role uses is declared in that role's
+section, `roles/NAME/schema.py`: `roles.schema()` assembles `CORE` and every section into one
+`Schema`, and an entry point that loads a config (inventory.py, the `halo-cluster` tools, the
+tests) hands it to `use()` first, since nothing in halo_cluster imports roles.
+
+The validator walks the schema (unknown keys, types, choices, defaults), the model reads its
+defaults, host data names its keys `halo_<path>`, a role's `VARIABLES` are its section's keys and
+the host data it names in `READS`, and docs/configuration.md is checked against it by a unit test.
 """
 
 from __future__ import annotations
@@ -44,7 +51,7 @@ DEFAULT_TOOLBOX = "vllm-therock-gfx1151"
 DEFAULT_SUBNETS = {"roce": "192.168.100.0/30", "thunderbolt": "192.168.2.0/30"}
 MTU_RANGES = {"roce": (1280, 9216), "thunderbolt": (68, 65522)}
 
-SCHEMA: tuple[Field, ...] = (
+CORE: tuple[Field, ...] = (
     Field(
         "interconnect",
         "string",
@@ -60,7 +67,6 @@ SCHEMA: tuple[Field, ...] = (
         "for roce, 192.168.2.0/30 for thunderbolt. A /30 holds two nodes; use a /29 or larger "
         "for more.",
     ),
-    Field("mtu", "integer", 9000, "MTU of the data link (roce 1280-9216, thunderbolt 68-65522)."),
     Field(
         "cluster_user",
         "string",
@@ -70,67 +76,18 @@ SCHEMA: tuple[Field, ...] = (
         rule=rules.cluster_user,
     ),
     Field(
-        "reboot",
-        "string",
-        "never",
-        "`never`: only report nodes that need a reboot for kernel "
-        "arguments; `if-needed`: reboot them one at a time, workers first.",
-        ("never", "if-needed"),
-    ),
-    Field(
-        "reboot_timeout",
-        "integer",
-        600,
-        "Seconds a rebooted node may take to come back before the deploy fails it.",
-        rule=rules.reboot_timeout,
-    ),
-    Field(
         "image",
         "string",
         DEFAULT_IMAGE,
         "Container image of the vLLM toolbox; `name@sha256:...` pins a digest.",
         rule=rules.image_reference,
     ),
-    Field("image_update", "boolean", False, "Pull the image again even when it is present."),
     Field(
         "toolbox",
         "string",
         DEFAULT_TOOLBOX,
         "Name of the toolbox container.",
         rule=rules.container_name,
-    ),
-    Field("kernel", "mapping", {}, "Kernel command line arguments (see the `kernel.*` keys)."),
-    Field(
-        "kernel.gtt_gib",
-        "integer",
-        124,
-        "GTT size in GiB; gives `amdgpu.gttsize=GiB*1024` "
-        "and `ttm.pages_limit=GiB*262144` (124 gives 126976 and 32505856).",
-        rule=rules.gtt_gib,
-    ),
-    Field(
-        "kernel.iommu",
-        "string",
-        "pt",
-        "`pt` adds `iommu=pt` (and removes `amd_iommu=off`); "
-        "`off` adds `amd_iommu=off` (and removes `iommu=pt`).",
-        ("pt", "off"),
-    ),
-    Field("kernel.pci_realloc", "boolean", True, "Add `pci=realloc` (false removes it)."),
-    Field("kernel.pcie_aspm_off", "boolean", True, "Add `pcie_aspm=off` (false removes it)."),
-    Field(
-        "kernel.extra_args",
-        "list of strings",
-        [],
-        "Further arguments to add, `key=value` or a bare flag.",
-        rule=rules.kernel_argument,
-    ),
-    Field(
-        "kernel.remove_args",
-        "list of strings",
-        [],
-        "Arguments to remove: `key` removes every value of that key, `key=value` only that one.",
-        rule=rules.kernel_argument,
     ),
     Field("verify", "mapping", {}, "Thresholds of `make verify` (see `verify.*`)."),
     Field(
@@ -146,140 +103,6 @@ SCHEMA: tuple[Field, ...] = (
         40,
         "Lowest acceptable `ib_write_bw` average bandwidth, in Gb/s (reported: 50.6 behind the "
         "x4 riser).",
-    ),
-    Field(
-        "serve",
-        "mapping",
-        {},
-        "Ray on every node and `vllm serve` on the head as rootless services (see `serve.*` and "
-        "docs/roles/serve.md). Off by default.",
-    ),
-    Field("serve.enabled", "boolean", False, "Start and keep the cluster serving."),
-    Field(
-        "serve.model",
-        "string",
-        None,
-        "Hugging Face id (`org/name`, the hub's characters, no `.`/`..` segments) or an absolute "
-        "path that exists on every node (not a system folder); required when `serve.enabled`.",
-        rule=rules.model,
-    ),
-    Field(
-        "serve.served_model_name",
-        "string",
-        None,
-        "Name the API answers to (`--served-model-name`); default: the model.",
-        rule=rules.served_model_name,
-    ),
-    Field(
-        "serve.tensor_parallel_size",
-        "integer",
-        DERIVED,
-        "Default: the number of nodes. TP x PP must equal the number of nodes (one GPU each).",
-        rule=rules.positive,
-    ),
-    Field("serve.pipeline_parallel_size", "integer", 1, "Pipeline stages.", rule=rules.positive),
-    Field(
-        "serve.port",
-        "integer",
-        8000,
-        "vLLM's HTTP port on the head: 1024-65535, not 22 and not one of Ray's ports (6379-6385, "
-        "10001-10199).",
-        rule=rules.serve_port,
-    ),
-    Field(
-        "serve.listen",
-        "string",
-        "data",
-        "`data`: the head's data address only; `all`: every address (then `serve.api_key_file` "
-        "is required).",
-        ("data", "all"),
-    ),
-    Field(
-        "serve.api_key_file",
-        "string",
-        None,
-        "File on the controller holding the API key (relative to cluster.yml); installed 0600 "
-        "for the cluster user, never in a unit file, the log or `ps`.",
-        rule=rules.file_path,
-    ),
-    Field(
-        "serve.hf_token_file",
-        "string",
-        None,
-        "File on the controller holding a Hugging Face token (relative to cluster.yml); "
-        "installed 0600 as `~/.config/halo-cluster/hf-token` on every node and read through "
-        "`HF_TOKEN_PATH` by `hf download` and vLLM; never in an argument or an environment file.",
-        rule=rules.file_path,
-    ),
-    Field(
-        "serve.ray_token_file",
-        "string",
-        None,
-        "File on the controller holding Ray's cluster token (relative to cluster.yml). Default: "
-        "made once, 64 random hex digits, in `.halo-cluster/ray-token` beside cluster.yml (0600). "
-        "Installed 0600 on every node; Ray 2.52 and later refuse a client without it.",
-        rule=rules.file_path,
-    ),
-    Field(
-        "serve.gpu_memory_utilization",
-        "number",
-        0.9,
-        "`--gpu-memory-utilization`; 0.95 runs out of memory on this APU.",
-        rule=rules.gpu_memory_utilization,
-    ),
-    Field("serve.max_model_len", "integer", None, "`--max-model-len`.", rule=rules.positive),
-    Field("serve.max_num_seqs", "integer", None, "`--max-num-seqs`.", rule=rules.positive),
-    Field("serve.enforce_eager", "boolean", True, "`--enforce-eager` (no graph capture)."),
-    Field(
-        "serve.extra_args",
-        "list of strings",
-        [],
-        "Further `vllm serve` arguments, one per item (`--trust-remote-code`, `--dtype=auto`); "
-        "never a flag the tool sets (see Owned flags).",
-        rule=rules.serve_argument,
-    ),
-    Field(
-        "serve.env",
-        "map of strings",
-        {},
-        "Extra environment of the Ray and vLLM containers (`NAME: value`, names "
-        "`[A-Z_][A-Z0-9_]*`, one-line values); never a variable the tool sets (see Pinned "
-        "variables).",
-        rule=rules.environment,
-    ),
-    Field(
-        "serve.ready_timeout",
-        "integer",
-        1800,
-        "Seconds the deploy waits for vLLM's /health (a real model load takes minutes); "
-        "`--data halo_serve_wait=false` skips the wait.",
-        rule=rules.ready_timeout,
-    ),
-    Field(
-        "serve.wait",
-        "boolean",
-        True,
-        "Wait for /health at the end of the deploy (`--data halo_serve_wait=false` skips it).",
-    ),
-    Field(
-        "serve.nccl_debug",
-        "boolean",
-        False,
-        "`NCCL_DEBUG=INFO` for vLLM's RCCL: `make verify` then reads which transport RCCL used.",
-    ),
-    Field(
-        "serve.download",
-        "boolean",
-        False,
-        "Prefetch the weights on every node (the image's `hf download`) before starting.",
-    ),
-    Field(
-        "serve.object_store_mib",
-        "integer",
-        None,
-        "Ray's object store per node in MiB, 75 (Ray's minimum) to 65536 (half of a 128 GiB "
-        "node); default Ray's own (30% of memory). The lab sets 256.",
-        rule=rules.object_store_mib,
     ),
     Field(
         "ssh",
@@ -373,17 +196,63 @@ SCHEMA: tuple[Field, ...] = (
     ),
 )
 
-FIELDS: dict[str, Field] = {f.path: f for f in SCHEMA}
+
+class Schema:
+    """Fields assembled from sections, with the look-ups the loader, the model and the docs use."""
+
+    def __init__(self, fields: tuple[Field, ...]) -> None:
+        self.fields = fields
+        self.by_path: dict[str, Field] = {}
+        for field in fields:
+            if field.path in self.by_path:
+                raise ValueError(f"schema key {field.path} is declared twice")
+            self.by_path[field.path] = field
+
+    def children_of(self, prefix: str) -> dict[str, Field]:
+        """Fields directly below `prefix` ("" for the top level, "nodes[]" for a node), by key."""
+        result = {}
+        for field in self.fields:
+            parent, _, key = field.path.rpartition(".")
+            if parent == prefix:
+                result[key] = field
+        return result
+
+    def default(self, path: str) -> Any:
+        """The default of a key; None for a required or derived one."""
+        default = self.by_path[path].default
+        return None if default is REQUIRED or default is DERIVED else default
+
+    def variable_default_text(self, name: str) -> str:
+        """How a role's docs table shows a variable's default: the schema's, else `derived`."""
+        by_name = {host_name(f.path): f for f in self.fields if "[]" not in f.path}
+        return by_name[name].default_text if name in by_name else "derived"
+
+    def markdown_table(self) -> str:
+        """The schema as the table in docs/configuration.md (`python -m roles`)."""
+        rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
+        for f in self.fields:
+            choices = f" One of: {', '.join(f'`{c}`' for c in f.choices)}." if f.choices else ""
+            rows.append(f"| `{f.path}` | {f.type} | {f.default_text} | {f.meaning}{choices} |")
+        return "\n".join(rows)
 
 
-def children_of(prefix: str) -> dict[str, Field]:
-    """Fields directly below `prefix` ("" for the top level, "nodes[]" for a node), by key."""
-    result = {}
-    for field in SCHEMA:
-        parent, _, key = field.path.rpartition(".")
-        if parent == prefix:
-            result[key] = field
-    return result
+_current: list[Schema] = []
+
+
+def use(schema: Schema) -> Schema:
+    """Make `schema` (`roles.schema()`: CORE and every role's section) the one the loader and
+    the model read. An entry point calls it before loading a config."""
+    _current[:] = [schema]
+    return schema
+
+
+def current() -> Schema:
+    if not _current:
+        raise RuntimeError(
+            "no schema in use: an entry point calls halo_cluster.config.schema.use(roles.schema()) "
+            "before loading a config"
+        )
+    return _current[0]
 
 
 def host_name(path: str) -> str:
@@ -391,20 +260,8 @@ def host_name(path: str) -> str:
     return "halo_" + path.replace(".", "_")
 
 
-def variable_default_text(name: str) -> str:
-    """How a role's docs table shows a variable's default: the schema's, else `derived`."""
-    by_name = {host_name(f.path): f for f in SCHEMA if "[]" not in f.path}
-    return by_name[name].default_text if name in by_name else "derived"
-
-
-def markdown_table() -> str:
-    """The schema as the table in docs/configuration.md (`python -m halo_cluster.config.schema`)."""
-    rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
-    for f in SCHEMA:
-        choices = f" One of: {', '.join(f'`{c}`' for c in f.choices)}." if f.choices else ""
-        rows.append(f"| `{f.path}` | {f.type} | {f.default_text} | {f.meaning}{choices} |")
-    return "\n".join(rows)
-
-
-if __name__ == "__main__":
-    print(markdown_table())
+def variables(section: tuple[Field, ...], reads: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """What a role may read: its section's keys as host data, then the host data it names in
+    `reads` (another section's keys, or values hostdata.py derives)."""
+    own = tuple(host_name(f.path) for f in section if f.type != "mapping")
+    return tuple(dict.fromkeys(own + reads))

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from halo_cluster.config.loader import ConfigError, load_cluster
+from halo_cluster.config.loader import ConfigError
 from halo_cluster.tools import drift, project, status, where
 
 ERROR = 1
@@ -79,7 +79,7 @@ def run_where(args: list[str]) -> int:
     argparse.ArgumentParser(prog="halo-cluster where", description=where.__doc__).parse_args(args)
     config = os.environ.get("CLUSTER_CONFIG") or str(project.ROOT / "cluster.yml")
     try:
-        cluster = load_cluster(config)
+        cluster = project.load(config)
     except ConfigError as error:
         print("\n".join(error.problems), file=sys.stderr)
         return ERROR

@@ -22,9 +22,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from halo_cluster.config.loader import ConfigError, load_cluster
+from halo_cluster.config.loader import ConfigError
 from halo_cluster.node.report import REPORT_ENV
-from halo_cluster.tools.project import ROOT
+from halo_cluster.tools.project import ROOT, load
 
 NO_DRIFT, ERROR, DRIFT = 0, 1, 2
 CONVERGED, PENDING, REFUSED, UNREACHABLE = "converged", "drift", "refused", "unreachable"
@@ -154,7 +154,7 @@ def markdown(summary: dict) -> str:
 
 def run(config: str) -> dict:
     try:
-        nodes = [node.name for node in load_cluster(config).nodes]
+        nodes = [node.name for node in load(config).nodes]
     except ConfigError as error:
         problems = error.problems
         return {"exit_code": ERROR, "errors": problems, "config_errors": problems, "nodes": {}}

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import roles
+from halo_cluster.config.loader import load_cluster
+from halo_cluster.config.model import Cluster
+from halo_cluster.config.schema import use
+
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 MARKERS = ("deploy.py", "inventory.py", "tests/infra/conftest.py")
 
@@ -22,3 +27,10 @@ def checkout() -> Path | None:
 # the modules' default paths (cluster.yml, reports/); the package's parent when no checkout is
 # found, so that importing never fails: the entry points say what is missing
 ROOT = checkout() or PACKAGE_PARENT
+
+
+def load(path: str | Path) -> Cluster:
+    """The config at `path`, checked against the whole schema: the cluster section and every
+    role's. The tools sit above the roles (docs/architecture.md), so they assemble it."""
+    use(roles.schema())
+    return load_cluster(path)

@@ -19,11 +19,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from halo_cluster.config.loader import ConfigError, load_cluster
+from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.model import Cluster, Node
 from halo_cluster.node.facts import as_user
 from halo_cluster.tools import sshconfig
-from halo_cluster.tools.project import ROOT
+from halo_cluster.tools.project import ROOT, load
 
 UP, DOWN, UNREACHABLE = 0, 2, 1
 VERDICTS = {UP: "up", DOWN: "something is down", UNREACHABLE: "a node cannot be reached"}
@@ -248,7 +248,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     args = parser.parse_args(argv)
     try:
-        cluster = load_cluster(os.environ.get("CLUSTER_CONFIG") or ROOT / "cluster.yml")
+        cluster = load(os.environ.get("CLUSTER_CONFIG") or ROOT / "cluster.yml")
     except ConfigError as error:
         print("\n".join(error.problems), file=sys.stderr)
         return UNREACHABLE

@@ -10,7 +10,6 @@ from halo_cluster.node.operations import pull_image, toolbox_container
 
 ORDER = 60
 PACKAGES = ("podman", "toolbox")
-VARIABLES = ("halo_cluster_user", "halo_image", "halo_image_update", "halo_toolbox")
 
 
 def paths(data) -> tuple[str, ...]:

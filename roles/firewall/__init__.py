@@ -20,7 +20,6 @@ render = templates(__name__)  # roles/firewall/templates/
 
 ORDER = 35
 PACKAGES = ("firewalld",)
-VARIABLES = ("halo_serve_enabled", "halo_serve_listen", "halo_serve_port", "halo_role")
 SERVICE = "halo-vllm"
 SERVICE_FILE = f"/etc/firewalld/services/{SERVICE}.xml"
 

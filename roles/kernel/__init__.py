@@ -13,7 +13,6 @@ from halo_cluster.node.operations import text_file
 
 ORDER = 20
 PACKAGES = ()
-VARIABLES = ("halo_kernel_args", "halo_kernel_args_remove")
 GRUB = "/etc/default/grub"
 KERNEL_CMDLINE = "/etc/kernel/cmdline"
 GRUBENV = "/boot/grub2/grubenv"

@@ -15,17 +15,6 @@ render = templates(__name__)  # roles/launcher/templates/
 
 ORDER = 70
 PACKAGES = ()
-VARIABLES = (
-    "halo_cluster_user",
-    "halo_role",
-    "halo_toolbox",
-    "halo_head_address",
-    "halo_worker_addresses",
-    "halo_peers",
-    "halo_node",
-    "halo_interconnect",
-    "halo_data_address",
-)
 ENV_FILE = "/etc/halo-cluster/cluster.env"
 PROFILE = "/etc/profile.d/halo-cluster.sh"
 HOST_KEY = "/etc/ssh/ssh_host_ed25519_key.pub"

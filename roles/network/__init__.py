@@ -15,17 +15,6 @@ render = templates(__name__)  # roles/network/templates/
 
 ORDER = 30
 PACKAGES = ()
-VARIABLES = (
-    "halo_interconnect",
-    "halo_mtu",
-    "halo_nm_connection",
-    "halo_data_address",
-    "halo_data_prefix",
-    "halo_data_mac",
-    "halo_node",
-    "halo_data_interface",
-    "halo_nm_uuid",
-)
 CONNECTIONS = "/etc/NetworkManager/system-connections"
 THUNDERBOLT_MODULES = "/etc/modules-load.d/thunderbolt-net.conf"
 

@@ -12,7 +12,6 @@ ORDER = 10
 # the guide's RDMA tools (installed on thunderbolt nodes too: perftest helps there) and what the
 # deploy's own facts run (ethtool, ip)
 PACKAGES = ("rdma-core", "libibverbs-utils", "perftest", "ethtool", "iproute")
-VARIABLES = ()
 
 
 def paths(data) -> tuple[str, ...]:

@@ -13,7 +13,6 @@ render = templates(__name__)  # roles/rdma/templates/
 
 ORDER = 50
 PACKAGES = ()
-VARIABLES = ("halo_cluster_user", "halo_interconnect")
 RDMA_MODULES = "/etc/modules-load.d/halo-rdma.conf"
 MEMLOCK_LIMITS = "/etc/security/limits.d/90-halo-memlock.conf"
 MEMLOCK_DROP_INS = (

@@ -11,13 +11,6 @@ from halo_cluster.node.operations import assert_kernel_args_active, reboot_and_w
 
 ORDER = 90
 PACKAGES = ()
-VARIABLES = (
-    "halo_reboot",
-    "halo_role",
-    "halo_reboot_timeout",
-    "halo_kernel_args",
-    "halo_kernel_args_remove",
-)
 PROC_CMDLINE = "/proc/cmdline"
 
 

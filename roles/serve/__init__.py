@@ -32,38 +32,6 @@ render = templates(__name__)  # roles/serve/templates/
 
 ORDER = 95  # after the reboot role: a cluster ends its deploy serving, not rebooting
 PACKAGES = ("curl",)
-VARIABLES = (
-    "halo_serve_enabled",
-    "halo_serve_model",
-    "halo_serve_served_model_name",
-    "halo_serve_tensor_parallel_size",
-    "halo_serve_pipeline_parallel_size",
-    "halo_serve_port",
-    "halo_serve_listen",
-    "halo_serve_api_key_file",
-    "halo_serve_hf_token_file",
-    "halo_serve_ray_token_file",
-    "halo_serve_gpu_memory_utilization",
-    "halo_serve_max_model_len",
-    "halo_serve_max_num_seqs",
-    "halo_serve_enforce_eager",
-    "halo_serve_extra_args",
-    "halo_serve_env",
-    "halo_serve_ready_timeout",
-    "halo_serve_download",
-    "halo_serve_object_store_mib",
-    "halo_serve_wait",
-    "halo_serve_nccl_debug",
-    "halo_cluster_user",
-    "halo_image",
-    "halo_role",
-    "halo_data_address",
-    "halo_head_address",
-    "halo_worker_addresses",
-    "halo_node",
-    "halo_interconnect",
-    "halo_toolbox",
-)
 UNITS = ".config/containers/systemd"
 CONFIG = ".config/halo-cluster"
 RAY, VLLM = "halo-ray", "halo-vllm"

@@ -12,7 +12,6 @@ from halo_cluster.node.usermanager import device_groups
 
 ORDER = 40
 PACKAGES = ()
-VARIABLES = ("halo_cluster_user", "halo_interconnect")
 LINGER = "/var/lib/systemd/linger"
 
 

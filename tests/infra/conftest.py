@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import testinfra
 
-from halo_cluster.config.loader import ConfigError, load_cluster
+from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.model import Cluster
-from halo_cluster.tools import sshconfig
+from halo_cluster.tools import project, sshconfig
 from tests.infra.target import NOT_VERIFIED, Target
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +32,7 @@ def config_path() -> Path:
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(Summary(), "halo-summary")
     try:
-        config.halo_cluster = load_cluster(config_path())  # type: ignore[attr-defined]
+        config.halo_cluster = project.load(config_path())  # the whole schema, as the tools load it  # type: ignore[attr-defined]
     except ConfigError as error:
         pytest.exit("\n".join(error.problems), returncode=2)
 

@@ -10,12 +10,16 @@ from pathlib import Path
 
 import yaml
 
+import roles
 from halo_cluster.config.loader import ensure_ray_token, parse_cluster
+from halo_cluster.config.schema import use
 from halo_cluster.decide.safety import E810_DEVICES, INTEL_VENDOR
 from halo_cluster.node import toolbox
 from roles import all_packages
 from tests.plan.harness import Plan, plan
 from tests.recorded import firewalld_output, fixture, interfaces_output, text_files_output
+
+use(roles.schema())  # the plan harness loads configs as inventory.py does
 
 GRUB = "/etc/default/grub"
 

@@ -1,6 +1,7 @@
-"""A role reads only the host data it declares (`VARIABLES`, documented in docs/roles/NAME.md):
-every `host.data` read during a role's `apply`, `paths` or `reads`, over plans that reach every
-role's branches, is attributed to that role and checked against its declaration."""
+"""A role reads only the host data it declares (`schema.VARIABLES`: its section's keys and its
+`READS`, documented in docs/roles/NAME.md): every `host.data` read during a role's `apply`,
+`paths` or `reads`, over plans that reach every role's branches, is attributed to that role and
+checked against its declaration."""
 
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ def reads(monkeypatch: pytest.MonkeyPatch, tmp_path) -> dict[str, set[str]]:
 def test_every_role_reads_only_the_host_data_it_declares(reads: dict[str, set[str]]) -> None:
     assert reads["kernel"] and reads["serve"]  # the reads were recorded at all
     undeclared = {
-        roles.name(role): sorted(reads[roles.name(role)] - set(role.VARIABLES))
+        roles.name(role): sorted(reads[roles.name(role)] - set(role.schema.VARIABLES))
         for role in all_roles()
     }
     assert undeclared == {name: [] for name in undeclared}

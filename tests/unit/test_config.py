@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+import roles
 from halo_cluster.config.hostdata import host_data, inventory_groups
 from halo_cluster.config.loader import ConfigError, load_cluster, parse_cluster
 from halo_cluster.config.model import Serve, gtt_kernel_args
-from halo_cluster.config.schema import SCHEMA, host_name
+from halo_cluster.config.schema import host_name
 from tests.unit.configs import VALID_ROCE, VALID_TB, problems, write
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -311,7 +312,7 @@ def test_docs_table_matches_schema() -> None:
     doc = doc.split("## Keys")[1].split("## Derived")[0]
     rows = re.findall(r"^\| `([^`]+)` \| ([^|]+) \| ([^|]+) \|", doc, re.MULTILINE)
     documented = {key: (type_.strip(), default.strip()) for key, type_, default in rows}
-    assert documented == {f.path: (f.type, f.default_text) for f in SCHEMA}
+    assert documented == {f.path: (f.type, f.default_text) for f in roles.schema().fields}
 
 
 def test_docs_example_is_valid(tmp_path: Path) -> None:
@@ -348,7 +349,9 @@ def test_a_given_ray_token_file_must_exist(tmp_path: Path) -> None:
 def test_the_serve_model_is_the_schema_section() -> None:
     """Serve's fields are the `serve.*` keys, and their host data names follow (no default of
     its own: an added key without a field, or a field without a key, fails here)."""
-    keys = {f.path.removeprefix("serve.") for f in SCHEMA if f.path.startswith("serve.")}
+    keys = {
+        f.path.removeprefix("serve.") for f in roles.schema().fields if f.path.startswith("serve.")
+    }
     assert set(Serve.__dataclass_fields__) == keys
     assert all(field.default is MISSING for field in Serve.__dataclass_fields__.values())
 

@@ -12,10 +12,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import roles
 from halo_cluster.config.loader import ConfigError, load_cluster
-from halo_cluster.config.schema import FIELDS, REQUIRED, SCHEMA, children_of
+from halo_cluster.config.schema import REQUIRED
 
 ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = roles.schema()
 EXAMPLE = (ROOT / "cluster.example.yml").read_text()
 FOLDER = Path(tempfile.mkdtemp(prefix="halo-property-"))
 SETTINGS = settings(
@@ -78,7 +80,7 @@ GOOD = {"cluster_user": "vllm", "nodes[].name": "halo1", "nodes[].ssh.host": "10
 def value_for(type_name: str, prefix: str) -> st.SearchStrategy[Any]:
     """A value of the field's type most of the time (so the rules and the derivation are
     reached), one of its choices when it has some, anything else sometimes."""
-    field = FIELDS.get(prefix)
+    field = SCHEMA.by_path.get(prefix)
     if field and field.choices:
         return st.one_of(st.sampled_from(field.choices), st.sampled_from(field.choices), ANY)
     if prefix in GOOD:
@@ -99,7 +101,7 @@ def value_for(type_name: str, prefix: str) -> st.SearchStrategy[Any]:
 
 
 def mapping_for(prefix: str) -> st.SearchStrategy[dict]:
-    fields = children_of(prefix)
+    fields = SCHEMA.children_of(prefix)
     if not fields:
         return st.just({})
     strategies = {
@@ -178,5 +180,5 @@ def test_arbitrary_bytes(data: bytes) -> None:
 
 
 def test_every_schema_type_has_a_strategy() -> None:
-    for field in SCHEMA:
+    for field in SCHEMA.fields:
         assert value_for(field.type, field.path) is not None

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 import roles
-from halo_cluster.config.schema import variable_default_text
 from halo_cluster.tools.cli import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,15 +19,17 @@ ROLES = roles.all_roles()
 def test_every_role_variable_is_documented_with_the_schema_default(role) -> None:
     doc = (ROOT / "docs" / "roles" / f"{roles.name(role)}.md").read_text()
     rows = re.findall(r"^\| `(halo_\w+)` \| ([^|]+) \|", doc, re.MULTILINE)
-    assert {name for name, _ in rows} == set(role.VARIABLES)
+    assert {name for name, _ in rows} == set(role.schema.VARIABLES)
     for name, default in rows:
-        assert default.strip() == variable_default_text(name), f"{name}: docs say {default}"
+        assert default.strip() == roles.schema().variable_default_text(name), (
+            f"{name}: docs say {default}"
+        )
 
 
 def test_roles_declare_what_the_registry_needs() -> None:
     for role in ROLES:
         assert isinstance(role.ORDER, int) and callable(role.paths) and callable(role.apply)
-        assert isinstance(role.PACKAGES, tuple) and isinstance(role.VARIABLES, tuple)
+        assert isinstance(role.PACKAGES, tuple) and isinstance(role.schema.VARIABLES, tuple)
     names = [roles.name(r) for r in ROLES]
     assert names[0] == "packages"
     assert names.index("reboot") > names.index("kernel")

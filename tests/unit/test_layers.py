@@ -1,5 +1,5 @@
 """The layers of docs/architecture.md, read from the imports: each imports only layers below it,
-nothing in halo_cluster imports roles, no role imports another role."""
+nothing in halo_cluster below the tools imports roles, no role imports another role."""
 
 from __future__ import annotations
 
@@ -16,6 +16,10 @@ ALLOWED = {
     "node": {"config", "decide", "node"},
     "tools": {"config", "decide", "node", "tools"},
 }
+# the command-line tools sit above the roles, as deploy.py and inventory.py do: they load a
+# config, so they assemble the schema from the roles' sections (`roles.schema()`), and import
+# nothing else of a role
+ABOVE_ROLES = {"tools": {"roles", "roles.schema"}}
 
 
 def imported(path: Path) -> set[str]:
@@ -34,7 +38,8 @@ def test_a_layer_imports_only_layers_below_it(layer: str) -> None:
     for path in sorted((ROOT / "halo_cluster" / layer).glob("*.py")):
         for name in imported(path):
             parts = name.split(".")
-            assert parts[0] != "roles", f"{path.name} imports {name}"
+            if parts[0] == "roles":
+                assert name in ABOVE_ROLES.get(layer, ()), f"{layer}/{path.name} imports {name}"
             if parts[0] == "halo_cluster" and len(parts) > 1:
                 assert parts[1] in ALLOWED[layer], f"{layer}/{path.name} imports {name}"
 
@@ -46,3 +51,9 @@ def test_no_role_imports_another_role() -> None:
                 parts = name.split(".")
                 if parts[0] == "roles":
                     assert parts[1:2] == [folder.name], f"{folder.name}/{path.name} imports {name}"
+
+
+def test_no_role_imports_the_tools() -> None:
+    for path in sorted((ROOT / "roles").rglob("*.py")):
+        for name in imported(path):
+            assert not name.startswith("halo_cluster.tools"), f"{path} imports {name}"

@@ -1,0 +1,156 @@
+"""The serve role's keys: Ray on every node, `vllm serve` on the head (`serve.*`)."""
+
+from __future__ import annotations
+
+from halo_cluster.config import rules
+from halo_cluster.config.schema import DERIVED, Field, variables
+
+SECTION: tuple[Field, ...] = (
+    Field(
+        "serve",
+        "mapping",
+        {},
+        "Ray on every node and `vllm serve` on the head as rootless services (see `serve.*` and "
+        "docs/roles/serve.md). Off by default.",
+    ),
+    Field("serve.enabled", "boolean", False, "Start and keep the cluster serving."),
+    Field(
+        "serve.model",
+        "string",
+        None,
+        "Hugging Face id (`org/name`, the hub's characters, no `.`/`..` segments) or an absolute "
+        "path that exists on every node (not a system folder); required when `serve.enabled`.",
+        rule=rules.model,
+    ),
+    Field(
+        "serve.served_model_name",
+        "string",
+        None,
+        "Name the API answers to (`--served-model-name`); default: the model.",
+        rule=rules.served_model_name,
+    ),
+    Field(
+        "serve.tensor_parallel_size",
+        "integer",
+        DERIVED,
+        "Default: the number of nodes. TP x PP must equal the number of nodes (one GPU each).",
+        rule=rules.positive,
+    ),
+    Field("serve.pipeline_parallel_size", "integer", 1, "Pipeline stages.", rule=rules.positive),
+    Field(
+        "serve.port",
+        "integer",
+        8000,
+        "vLLM's HTTP port on the head: 1024-65535, not 22 and not one of Ray's ports (6379-6385, "
+        "10001-10199).",
+        rule=rules.serve_port,
+    ),
+    Field(
+        "serve.listen",
+        "string",
+        "data",
+        "`data`: the head's data address only; `all`: every address (then `serve.api_key_file` "
+        "is required).",
+        ("data", "all"),
+    ),
+    Field(
+        "serve.api_key_file",
+        "string",
+        None,
+        "File on the controller holding the API key (relative to cluster.yml); installed 0600 "
+        "for the cluster user, never in a unit file, the log or `ps`.",
+        rule=rules.file_path,
+    ),
+    Field(
+        "serve.hf_token_file",
+        "string",
+        None,
+        "File on the controller holding a Hugging Face token (relative to cluster.yml); "
+        "installed 0600 as `~/.config/halo-cluster/hf-token` on every node and read through "
+        "`HF_TOKEN_PATH` by `hf download` and vLLM; never in an argument or an environment file.",
+        rule=rules.file_path,
+    ),
+    Field(
+        "serve.ray_token_file",
+        "string",
+        None,
+        "File on the controller holding Ray's cluster token (relative to cluster.yml). Default: "
+        "made once, 64 random hex digits, in `.halo-cluster/ray-token` beside cluster.yml (0600). "
+        "Installed 0600 on every node; Ray 2.52 and later refuse a client without it.",
+        rule=rules.file_path,
+    ),
+    Field(
+        "serve.gpu_memory_utilization",
+        "number",
+        0.9,
+        "`--gpu-memory-utilization`; 0.95 runs out of memory on this APU.",
+        rule=rules.gpu_memory_utilization,
+    ),
+    Field("serve.max_model_len", "integer", None, "`--max-model-len`.", rule=rules.positive),
+    Field("serve.max_num_seqs", "integer", None, "`--max-num-seqs`.", rule=rules.positive),
+    Field("serve.enforce_eager", "boolean", True, "`--enforce-eager` (no graph capture)."),
+    Field(
+        "serve.extra_args",
+        "list of strings",
+        [],
+        "Further `vllm serve` arguments, one per item (`--trust-remote-code`, `--dtype=auto`); "
+        "never a flag the tool sets (see Owned flags).",
+        rule=rules.serve_argument,
+    ),
+    Field(
+        "serve.env",
+        "map of strings",
+        {},
+        "Extra environment of the Ray and vLLM containers (`NAME: value`, names "
+        "`[A-Z_][A-Z0-9_]*`, one-line values); never a variable the tool sets (see Pinned "
+        "variables).",
+        rule=rules.environment,
+    ),
+    Field(
+        "serve.ready_timeout",
+        "integer",
+        1800,
+        "Seconds the deploy waits for vLLM's /health (a real model load takes minutes); "
+        "`--data halo_serve_wait=false` skips the wait.",
+        rule=rules.ready_timeout,
+    ),
+    Field(
+        "serve.wait",
+        "boolean",
+        True,
+        "Wait for /health at the end of the deploy (`--data halo_serve_wait=false` skips it).",
+    ),
+    Field(
+        "serve.nccl_debug",
+        "boolean",
+        False,
+        "`NCCL_DEBUG=INFO` for vLLM's RCCL: `make verify` then reads which transport RCCL used.",
+    ),
+    Field(
+        "serve.download",
+        "boolean",
+        False,
+        "Prefetch the weights on every node (the image's `hf download`) before starting.",
+    ),
+    Field(
+        "serve.object_store_mib",
+        "integer",
+        None,
+        "Ray's object store per node in MiB, 75 (Ray's minimum) to 65536 (half of a 128 GiB "
+        "node); default Ray's own (30% of memory). The lab sets 256.",
+        rule=rules.object_store_mib,
+    ),
+)
+# host data it reads beyond its section: other sections' keys, values hostdata.py derives
+READS = (
+    "halo_cluster_user",
+    "halo_image",
+    "halo_role",
+    "halo_data_address",
+    "halo_head_address",
+    "halo_worker_addresses",
+    "halo_node",
+    "halo_interconnect",
+    "halo_toolbox",
+)
+VARIABLES = variables(SECTION, READS)

@@ -1,0 +1,72 @@
+"""Declared once: the schema is the cluster section and each role's section, the docs table is
+generated from it, and what a role may read (`schema.VARIABLES`) is its section's keys and the
+host data it names in `READS`, each of which the inventory sets."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import roles
+from halo_cluster.config.hostdata import host_data
+from halo_cluster.config.loader import load_cluster
+from halo_cluster.config.schema import CORE, Schema, host_name, variables
+from tests.unit.configs import VALID_ROCE, write
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLES = roles.all_roles()
+SERVING = VALID_ROCE + "serve: {enabled: true, model: Qwen/Qwen3-14B}\n"
+
+
+def test_the_schema_is_the_cluster_section_then_each_roles() -> None:
+    sections = [role.schema.SECTION for role in ROLES]
+    assert roles.schema().fields == CORE + tuple(f for s in sections for f in s)
+
+
+def test_a_key_is_declared_in_one_section_only() -> None:
+    mtu = roles.schema().by_path["mtu"]
+    with pytest.raises(ValueError, match="mtu is declared twice"):
+        Schema((*CORE, mtu, mtu))
+
+
+def test_the_docs_table_is_the_generated_one() -> None:
+    assert roles.schema().markdown_table() in (ROOT / "docs" / "configuration.md").read_text()
+
+
+@pytest.mark.parametrize("role", ROLES, ids=[roles.name(r) for r in ROLES])
+def test_a_role_may_read_its_section_and_what_it_names(role) -> None:
+    section = role.schema.SECTION
+    assert variables(section, role.schema.READS) == role.schema.VARIABLES
+    own = {host_name(f.path) for f in section if f.type != "mapping"}
+    assert own <= set(role.schema.VARIABLES)
+    assert not own & set(role.schema.READS), "READS names only host data beyond its section"
+
+
+@pytest.mark.parametrize("role", ROLES, ids=[roles.name(r) for r in ROLES])
+def test_what_a_role_may_read_is_host_data(role, tmp_path: Path) -> None:
+    cluster = load_cluster(write(tmp_path, SERVING))
+    data = host_data(cluster, cluster.nodes[0])
+    assert set(role.schema.VARIABLES) <= set(data), set(role.schema.VARIABLES) - set(data)
+
+
+def _literal(default) -> str | None:
+    """A default distinctive enough to find written out again: a number from 2 up, a long text."""
+    if isinstance(default, bool) or default is None:
+        return None
+    if isinstance(default, float) or (isinstance(default, int) and default >= 2):
+        return repr(default)
+    return repr(default) if isinstance(default, str) and len(default) >= 8 else None
+
+
+def test_no_default_is_written_again_in_the_model_or_the_host_data() -> None:
+    """Defaults live in the schema only: the model and the host data read them from there."""
+    config = ROOT / "halo_cluster" / "config"
+    sources = {name: (config / name).read_text() for name in ("model.py", "hostdata.py")}
+    for field in roles.schema().fields:
+        if (text := _literal(field.default)) is None:
+            continue
+        pattern = re.compile(rf"(?<![\w.]){re.escape(text)}(?![\w.])")
+        for name, source in sources.items():
+            assert not pattern.search(source), f"{field.path}'s default {text} in {name}"
