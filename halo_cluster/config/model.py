@@ -16,7 +16,7 @@ from typing import Any
 
 from halo_cluster.config import rules
 from halo_cluster.config.rules import quote
-from halo_cluster.config.schema import DEFAULT_SUBNETS, MTU_RANGES, current
+from halo_cluster.config.schema import DEFAULT_SUBNETS, DEFAULT_TRANSPORTS, MTU_RANGES, current
 
 NM_CONNECTION_ID = "halo-data"
 # Ray's cluster token when `serve.ray_token_file` is not given: made once by the loader
@@ -107,6 +107,7 @@ class Serve:
     nccl_debug: bool
     download: bool
     object_store_mib: int | None
+    transport: str
 
     @property
     def gpus(self) -> int:
@@ -192,7 +193,7 @@ def derive(doc: dict, problems: Problems, base_dir: Path) -> Cluster:
         max_latency_us=_get(doc, "verify.max_latency_us"),
         min_bandwidth_gbps=_get(doc, "verify.min_bandwidth_gbps"),
         nodes=nodes,
-        serve=_derive_serve(doc, len(nodes), problems, base_dir),
+        serve=_derive_serve(doc, len(nodes), interconnect, problems, base_dir),
         warnings=tuple(problems.warnings),
         settings=_settings(doc),
     )
@@ -207,7 +208,9 @@ def _settings(doc: dict) -> dict[str, Any]:
     }
 
 
-def _derive_serve(doc: dict, node_count: int, problems: Problems, base_dir: Path) -> Serve:
+def _derive_serve(
+    doc: dict, node_count: int, interconnect: str, problems: Problems, base_dir: Path
+) -> Serve:
     values = {
         name: _get(doc, f"serve.{name}")
         for name in Serve.__dataclass_fields__
@@ -226,7 +229,12 @@ def _derive_serve(doc: dict, node_count: int, problems: Problems, base_dir: Path
         hf_token_file=_resolve(values["hf_token_file"], base_dir),
         ray_token_file=_resolve(values["ray_token_file"] or DEFAULT_RAY_TOKEN, base_dir),
         served_model_name=values["served_model_name"] or values["model"],
+        transport=values["transport"] or DEFAULT_TRANSPORTS[interconnect],
     )
+    if serve.transport == "rdma" and interconnect == "thunderbolt":
+        problems.error(
+            "serve.transport", "rdma needs interconnect: roce (thunderbolt has no RDMA): use sockets"
+        )
     if not serve.enabled:
         return serve
     if not serve.model:

@@ -50,6 +50,8 @@ DEFAULT_IMAGE = "docker.io/kyuz0/vllm-therock-gfx1151:latest"
 DEFAULT_TOOLBOX = "vllm-therock-gfx1151"
 DEFAULT_SUBNETS = {"roce": "192.168.100.0/30", "thunderbolt": "192.168.2.0/30"}
 MTU_RANGES = {"roce": (1280, 9216), "thunderbolt": (68, 65522)}
+# RCCL's transport between the nodes (`serve.transport`) when cluster.yml names none
+DEFAULT_TRANSPORTS = {"roce": "rdma", "thunderbolt": "sockets"}
 
 CORE: tuple[Field, ...] = (
     Field(

@@ -158,6 +158,7 @@ PINNED_VARIABLES = frozenset(
         "NCCL_IB_RETRY_CNT",
         "NCCL_NET_GDR_LEVEL",
         "NCCL_IB_DISABLE",
+        "NCCL_NET",
         "RAY_memory_monitor_refresh_ms",
         "RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES",
         # serve.env.j2: Ray's address, identity and token, vLLM's settings
@@ -192,6 +193,8 @@ PINNED_KEYS = {
     "HF_TOKEN_PATH": "serve.hf_token_file",
     "RAY_AUTH_TOKEN_PATH": "serve.ray_token_file",
     "NCCL_DEBUG": "serve.nccl_debug",
+    "NCCL_NET": "serve.transport",
+    "NCCL_IB_DISABLE": "serve.transport",
     "NCCL_DEBUG_SUBSYS": "serve.nccl_debug",
 }
 ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")

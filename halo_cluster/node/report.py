@@ -43,3 +43,13 @@ def refuse(host: Any, reason: str) -> None:
     state = ctx_state.get()
     state.failed_hosts.add(host)
     state.active_hosts.discard(host)
+
+
+def fail(host: Any, reason: str) -> None:
+    """Fail this node but let it run on: one line, the `refused` event, and the run exits 1.
+
+    Unlike `refuse`, the host stays in the run: what it planned before still happens (the serve
+    role writes its files and runs Ray, and withholds only vLLM's start)."""
+    logger.error(f"{host.print_prefix}refused: {reason}")
+    record(host, "refused", reason=reason)
+    ctx_state.get().failed_hosts.add(host)

@@ -12,6 +12,8 @@ from pyinfra.api import deploy
 from pyinfra.operations import server
 
 from halo_cluster.config.serving import NODE_PORTS, PORTS
+from halo_cluster.decide.safety import e810_ports
+from halo_cluster.decide.transport import rdma_port_problem
 from halo_cluster.node import toolbox as toolbox_files
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.environment import environment_values
@@ -19,8 +21,9 @@ from halo_cluster.node.facts import UserManager
 from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.operations import text_file
 from halo_cluster.node.render import templates
+from halo_cluster.node.report import fail
 from halo_cluster.node.usermanager import device_groups, needs_reexec, stale_because
-from roles.serve.facts import HttpStatus, UserUnits
+from roles.serve.facts import HttpStatus, RdmaLinks, UserUnits
 from roles.serve.services import (
     download_model,
     remove_user_services,
@@ -91,6 +94,8 @@ def reads(data) -> tuple[tuple[type, dict], ...]:
     found = ((UserManager, {"user": user}), (UserUnits, {"user": user, "units": (RAY, VLLM)}))
     if data.halo_role == "head" and data.halo_serve_wait:
         found += ((HttpStatus, {"url": f"{health_url(data)}/health"}),)
+    if data.halo_serve_transport == "rdma":
+        found += ((RdmaLinks, {}),)
     return found
 
 
@@ -124,9 +129,32 @@ def apply(node: NodeContext) -> None:
             token=host.data.halo_serve_hf_token_file is not None,
         )
     restarted = _refresh_user_manager(user, snapshot)
-    acted = _start_or_restart(user, head, changed) or restarted
-    if head and host.data.halo_serve_wait:
+    vllm = head and not _rdma_port_refused(node)  # a refused node runs Ray, never vLLM
+    acted = _start_or_restart(user, vllm, changed) or restarted
+    if vllm and host.data.halo_serve_wait:
         _wait_until_serving(acted or any(changed.values()))
+
+
+def _rdma_port_refused(node: NodeContext) -> bool:
+    """With `serve.transport: rdma`, a data port without an ACTIVE RDMA device fails the node
+    (one line: the port and the fix); True then. Where this run loads the E810 drivers, the
+    state read before is not the one vLLM sees: only a warning (RCCL's pin still fails loudly)."""
+    if host.data.halo_serve_transport != "rdma":
+        return False
+    loading = bool(e810_ports(node.interfaces)) and not {"ice", "irdma"} <= set(
+        node.loaded_modules
+    )
+    if loading:
+        logger.warning(
+            f"{host.print_prefix}the E810 drivers load in this run: the RDMA port is checked "
+            "on the next run (NCCL_NET=IB fails vLLM's start if it is not ACTIVE)"
+        )
+    interface = node.interface or host.data.halo_data_interface
+    links = cached(host, RdmaLinks)
+    problem = rdma_port_problem(interface, node.rdma_device, links, drivers_loading=loading)
+    if problem:
+        fail(host, problem)
+    return problem is not None
 
 
 def _write_files(
@@ -275,6 +303,7 @@ def _environment(node: NodeContext) -> str:
         hf_token=host.data.halo_serve_hf_token_file is not None,
         env=dict(host.data.halo_serve_env),
         nccl_debug=host.data.halo_serve_nccl_debug,
+        transport=host.data.halo_serve_transport,
     )
 
 

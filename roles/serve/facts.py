@@ -7,6 +7,7 @@ import shlex
 
 from pyinfra.api import FactBase
 
+from halo_cluster.decide.rdmatools import parse_rdma_link
 from halo_cluster.node.facts import as_user
 
 
@@ -47,3 +48,21 @@ class HttpStatus(FactBase):
     def process(self, output: list[str]) -> int:
         text = "".join(output).strip()
         return int(text) if text.isdigit() else 0
+
+
+class RdmaLinks(FactBase):
+    """`rdma link`: every RDMA port's device, state and netdev (`rdmatools.parse_rdma_link`);
+    [] when there is none, or no `rdma` tool (iproute) to ask."""
+
+    @staticmethod
+    def default() -> list:
+        return []
+
+    def requires_command(self) -> str:
+        return "rdma"
+
+    def command(self) -> str:
+        return "rdma link show"
+
+    def process(self, output: list[str]) -> list[dict[str, str]]:
+        return parse_rdma_link("\n".join(output))

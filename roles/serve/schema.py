@@ -140,6 +140,16 @@ SECTION: tuple[Field, ...] = (
         "node); default Ray's own (30% of memory). The lab sets 256.",
         rule=rules.object_store_mib,
     ),
+    Field(
+        "serve.transport",
+        "string",
+        DERIVED,
+        "RCCL's transport between the nodes. `rdma`: pinned to RoCE (`NCCL_NET=IB`), and the "
+        "deploy refuses to start vLLM while the data port's RDMA device is missing or not ACTIVE; "
+        "`sockets`: TCP over the data link, by choice. Default `rdma` on `roce`, `sockets` on "
+        "`thunderbolt` (which refuses `rdma`).",
+        ("rdma", "sockets"),
+    ),
 )
 # host data it reads beyond its section: other sections' keys, values hostdata.py derives
 READS = (

@@ -121,6 +121,8 @@ def test_ray_runs_on_both_nodes_as_the_cluster_user_at_the_data_addresses(servin
     ):
         assert arg in argv
     assert env["VLLM_HOST_IP"] == HEAD and env["NCCL_SOCKET_IFNAME"] == "enp1s0f0np0"
+    # lab/serve.yml: `transport: sockets` (no RDMA device in the lab), chosen, not a fallback
+    assert env["NCCL_NET"] == "Socket" and env["NCCL_IB_DISABLE"] == "1"
     assert env["RAY_ADDRESS"] == f"{HEAD}:6379"
 
 

@@ -87,8 +87,9 @@ def test_completion_returns_text(head: Target, measured) -> None:
 
 
 def test_rccl_transport(head: Target, targets: dict[str, Target], measured) -> None:
-    if head.cluster.interconnect != "roce":
-        pytest.skip("thunderbolt: RCCL uses sockets by design (NCCL_IB_DISABLE=1)")
+    if head.cluster.serve.transport == "sockets":
+        measured(sockets_configured(head))
+        return
     head.not_verified("RCCL transport (no RDMA device, no GPU, a stand-in vLLM)")
     if head.cluster.serve.nccl_debug:
         log, bandwidth = vllm_journal(head), None
@@ -109,6 +110,20 @@ def test_rccl_transport(head: Target, targets: dict[str, Target], measured) -> N
     )
     devices = ", ".join(found.devices) or "?"
     measured(f"via NET/IB on {devices}" + (f"; {bandwidth.line()}" if bandwidth else ""))
+
+
+def sockets_configured(head: Target) -> str:
+    """`serve.transport: sockets` is a choice, not a failure: passed when the head's serve.env
+    pins RCCL to sockets as the deploy writes it."""
+    user = head.cluster.cluster_user
+    home = head.out(f"getent passwd {shlex.quote(user)} | cut -d: -f6").strip()
+    env = head.run(f"cat {shlex.quote(home)}/.config/halo-cluster/serve.env").stdout
+    pinned = [line for line in env.splitlines() if line.startswith(("NCCL_NET=", "NCCL_IB_DIS"))]
+    assert {"NCCL_NET=Socket", "NCCL_IB_DISABLE=1"} <= set(pinned), (
+        f"serve.transport: sockets, but the head's serve.env sets {pinned or 'neither'} "
+        "NCCL_NET=Socket NCCL_IB_DISABLE=1: run the deploy"
+    )
+    return f"sockets (configured: serve.transport: sockets, {head.cluster.interconnect})"
 
 
 def vllm_journal(head: Target) -> str:
