@@ -233,7 +233,8 @@ def _derive_serve(
     )
     if serve.transport == "rdma" and interconnect == "thunderbolt":
         problems.error(
-            "serve.transport", "rdma needs interconnect: roce (thunderbolt has no RDMA): use sockets"
+            "serve.transport",
+            "rdma needs interconnect: roce (thunderbolt has no RDMA): use sockets",
         )
     if not serve.enabled:
         return serve

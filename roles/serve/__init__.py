@@ -129,7 +129,8 @@ def apply(node: NodeContext) -> None:
             token=host.data.halo_serve_hf_token_file is not None,
         )
     restarted = _refresh_user_manager(user, snapshot)
-    vllm = head and not _rdma_port_refused(node)  # a refused node runs Ray, never vLLM
+    refused = _rdma_port_refused(node)  # a refused node runs Ray, never vLLM
+    vllm = head and not refused
     acted = _start_or_restart(user, vllm, changed) or restarted
     if vllm and host.data.halo_serve_wait:
         _wait_until_serving(acted or any(changed.values()))
@@ -141,9 +142,7 @@ def _rdma_port_refused(node: NodeContext) -> bool:
     state read before is not the one vLLM sees: only a warning (RCCL's pin still fails loudly)."""
     if host.data.halo_serve_transport != "rdma":
         return False
-    loading = bool(e810_ports(node.interfaces)) and not {"ice", "irdma"} <= set(
-        node.loaded_modules
-    )
+    loading = bool(e810_ports(node.interfaces)) and not {"ice", "irdma"} <= set(node.loaded_modules)
     if loading:
         logger.warning(
             f"{host.print_prefix}the E810 drivers load in this run: the RDMA port is checked "

@@ -92,6 +92,9 @@ def strix_halo_hardware(rdma: str = "irdma1", infiniband: bool = True) -> list[s
     ]
 
 
+# `rdma link` recorded on an E810 (legacy names): irdma0/1 DOWN/DISABLED, irdma1/1 ACTIVE/LINK_UP
+RDMA_LINKS = fixture("rdma-link-irdma-legacy-names.txt").splitlines()
+
 # A fresh install: root and the system groups that own the GPU and RDMA devices, no cluster user.
 PASSWD = "root:x:0:0:Super User:/root:/bin/bash\n"
 
@@ -141,6 +144,8 @@ def fresh_node(**over) -> dict:
         "systemctl --user show": over.pop("units", []),
         "%{http_code}": over.pop("health", []),
         "firewall-cmd": over.pop("firewall", None) or firewalld_output(),
+        # RdmaLinks (serve.transport: rdma): recorded, irdma1 ACTIVE (the Hardware fact's device)
+        "rdma link show": over.pop("rdma_links", RDMA_LINKS),
     }
     assert not over, over
     return responses
@@ -271,13 +276,16 @@ def serve_cluster(
     return cluster
 
 
-def user_node(infiniband: bool = True, interconnect: str = "roce", **over) -> dict:
-    """A node whose cluster user exists (the services live in its home)."""
+def user_node(
+    infiniband: bool = True, interconnect: str = "roce", rdma: str = "irdma1", **over
+) -> dict:
+    """A node whose cluster user exists (the services live in its home); `rdma`: the data
+    port's RDMA device in sysfs."""
     files = {
         "/etc/passwd": PASSWD + f"vllm:x:1000:1000::{HOME}:/bin/bash\n",
         **over.pop("files", {}),
     }
-    hardware = strix_halo_hardware(infiniband=infiniband)
+    hardware = strix_halo_hardware(rdma=rdma, infiniband=infiniband)
     if interconnect == "thunderbolt":
         over.setdefault("interfaces", [PLAIN_LO, PLAIN_MGMT, TB])
     return fresh_node(hardware=hardware, files=files, **over)
