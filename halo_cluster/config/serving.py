@@ -138,8 +138,8 @@ def owned_flag(argument: str) -> str | None:
     return None
 
 
-# Every variable the tool writes into serve.env (roles/serve/templates/serve.env.j2, which includes
-# cluster.env.j2) and secrets.env, and those the serve role's containers rely on: a second line
+# Every variable the tool writes into serve.env (roles/serve/templates/serve.env.j2), the launcher's
+# cluster.env.j2 and secrets.env, and those the serve role's containers rely on: a second line
 # for one of them in serve.env would win over the tool's.
 PINNED_VARIABLES = frozenset(
     {

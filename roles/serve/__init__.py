@@ -230,7 +230,7 @@ def _wanted_files(node: NodeContext, head: bool) -> dict[str, tuple[str, str]]:
     wanted = {
         "ray_unit": (render("halo-ray.container.j2", **ray_ctx), "644"),
         "ray_start": (render("ray-start.sh.j2", **ray_ctx), "755"),
-        "env": (env, "644"),
+        "env": (env, "600"),  # the user's serve.env values may be secrets of theirs
         "non_carry_over": (
             render("ray_non_carry_over_env_vars.json.j2", names=NON_CARRY_OVER),
             "644",

@@ -168,10 +168,11 @@ def _not_ours(host, user: str, url: str, model: str, nodes: list[str]) -> str | 
     )
     if owner.stdout.strip() != user:
         return f"port {port} is held by a process of {owner.stdout.strip() or 'nobody'}, not {user}"
-    # the API key travels on stdin (curl -H @-), never in an argument
+    # the API key travels on stdin (curl -H @-), never in an argument; read as text, not
+    # sourced: a key may hold any printable character
     models = (
-        '. "$HOME/.config/halo-cluster/secrets.env" 2>/dev/null; '
-        'printf "Authorization: Bearer %s\n" "${VLLM_API_KEY:-}" | '
+        "key=$(sed -n 's/^VLLM_API_KEY=//p' \"$HOME/.config/halo-cluster/secrets.env\"); "
+        'printf "Authorization: Bearer %s\n" "$key" | '
         f"curl -s -m 5 -H @- {shlex.quote(url + '/v1/models')}"
     )
     _, listed = host.run_shell_command(as_user(user, f"sh -c {shlex.quote(models)}"))

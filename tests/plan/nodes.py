@@ -302,7 +302,7 @@ def converged(cluster, name: str, active: bool = True, health: str = "200") -> d
         path: (
             text,
             "600"
-            if path.endswith(("secrets.env", "ray-token"))
+            if path.endswith(("secrets.env", "ray-token", "serve.env", "hf-token"))
             else "755"
             if path.endswith(".sh")
             else "644",
