@@ -148,6 +148,29 @@ def test_api_key_only_in_the_secret_file(tmp_path) -> None:
     assert any("chmod 600" in c and "chown vllm:" in c for c in chmod)
 
 
+def test_hf_token_on_every_node_that_downloads_0600_never_in_argv(tmp_path) -> None:
+    """Each node gets its own 0600 token file, mounted for `hf download` and the containers
+    (HF_TOKEN_PATH); no worker needs the head's secrets.env, and the token is in no command."""
+    (tmp_path / "hf").write_text("hf_labtoken123\n")
+    (tmp_path / "hf").chmod(0o600)
+    cluster = serve_cluster(serve=", download: true, hf_token_file: hf", tmp_path=tmp_path)
+    result = plan_cluster(cluster)
+    for name in ("halo1", "halo2"):
+        files = result.uploads(name)
+        assert files[f"{CONFIG}/hf-token"] == "hf_labtoken123\n"
+        assert "HF_TOKEN_PATH=/etc/halo-cluster/hf-token" in files[f"{CONFIG}/serve.env"]
+        others = [text for path, text in files.items() if not path.endswith("hf-token")]
+        assert not any("hf_labtoken" in text for text in others)
+        commands = result.commands(name)
+        assert not any("hf_labtoken" in c for c in commands)
+        chmod = [c for c in commands if ".hf-token.halo-new" in c]
+        assert any("chmod 600" in c and "chown vllm:" in c for c in chmod)
+        download = next(c for c in commands if "hf download" in c)
+        assert "hf-token:/etc/halo-cluster/hf-token:ro" in download
+        assert "serve.env" in download and "secrets.env" not in download
+    assert f"{CONFIG}/secrets.env" not in result.uploads("halo2")
+
+
 @pytest.mark.parametrize(
     ("serve", "message"),
     [
