@@ -158,6 +158,19 @@ def plan_both(c, node=None, **over) -> Plan:
 OUR_PACKAGES = all_packages()
 
 
+def plan_by_mac() -> Plan:
+    """Two nodes whose data ports are named by MAC; halo2's port carries its MAC."""
+    c = parse_cluster(
+        yaml.safe_load(
+            "cluster_user: vllm\nnodes:\n"
+            '  - {name: halo1, ssh: {host: 10.0.0.11}, data: {mac: "6c:fe:54:00:00:01"}}\n'
+            '  - {name: halo2, ssh: {host: 10.0.0.12}, data: {mac: "6c:fe:54:00:00:02"}}\n'
+        )
+    )
+    other = dict(E810, mac="6c:fe:54:00:00:02")
+    return plan(c, {"halo1": fresh_node(), "halo2": fresh_node(interfaces=[LOOPBACK, MGMT, other])})
+
+
 def converged_node(mtu: int = 9000, firewall: list[str] | None = None) -> dict:
     """halo1 as the first run leaves it: files in place, packages in, link up."""
     uploads = plan_both(cluster()).uploads("halo1")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from halo_cluster.config.loader import parse_cluster
 from tests.plan.harness import plan
 from tests.plan.nodes import (
     E810,
@@ -18,6 +17,7 @@ from tests.plan.nodes import (
     converged_node,
     fresh_node,
     plan_both,
+    plan_by_mac,
     refusal,
 )
 from tests.recorded import fixture
@@ -143,19 +143,7 @@ def test_roce_keyfile() -> None:
 
 
 def test_keyfile_bound_by_mac() -> None:
-    import yaml
-
-    c = parse_cluster(
-        yaml.safe_load(
-            "cluster_user: vllm\nnodes:\n"
-            '  - {name: halo1, ssh: {host: 10.0.0.11}, data: {mac: "6c:fe:54:00:00:01"}}\n'
-            '  - {name: halo2, ssh: {host: 10.0.0.12}, data: {mac: "6c:fe:54:00:00:02"}}\n'
-        )
-    )
-    other = dict(E810, mac="6c:fe:54:00:00:02")
-    result = plan(
-        c, {"halo1": fresh_node(), "halo2": fresh_node(interfaces=[LOOPBACK, MGMT, other])}
-    )
+    result = plan_by_mac()
     keyfile = result.uploads("halo1")[KEYFILE]
     assert "mac-address=6c:fe:54:00:00:01\n" in keyfile
     assert "interface-name" not in keyfile

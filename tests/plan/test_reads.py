@@ -5,22 +5,18 @@ plan that reaches the roles' reads; a read nobody declared still works, as a com
 from __future__ import annotations
 
 import pytest
-import yaml
 
-from halo_cluster.config.loader import parse_cluster
 from halo_cluster.decide.safety import E810_DEVICES
 from halo_cluster.node.reads import MARK
 from roles import packages
 from tests.plan.harness import Plan, plan
 from tests.plan.nodes import (
-    E810,
-    LOOPBACK,
-    MGMT,
     cluster,
     converged,
     converged_node,
     fresh_node,
     plan_both,
+    plan_by_mac,
     plan_cluster,
     serve_cluster,
 )
@@ -43,23 +39,11 @@ def serving_rerun() -> Plan:
     return plan(c, {n.name: converged(c, n.name) for n in c.nodes})
 
 
-def by_mac() -> Plan:
-    c = parse_cluster(
-        yaml.safe_load(
-            "cluster_user: vllm\nnodes:\n"
-            '  - {name: halo1, ssh: {host: 10.0.0.11}, data: {mac: "6c:fe:54:00:00:01"}}\n'
-            '  - {name: halo2, ssh: {host: 10.0.0.12}, data: {mac: "6c:fe:54:00:00:02"}}\n'
-        )
-    )
-    other = dict(E810, mac="6c:fe:54:00:00:02")
-    return plan(c, {"halo1": fresh_node(), "halo2": fresh_node(interfaces=[LOOPBACK, MGMT, other])})
-
-
 PLANS = {
     "no-op": lambda: plan_both(cluster(), node=converged_node()),
     "fresh": lambda: plan_both(cluster("reboot: if-needed\n")),
     "named interface": lambda: plan_both(cluster(data="{interface: enp194s0np0}")),
-    "by MAC": by_mac,
+    "by MAC": plan_by_mac,
     "thunderbolt": lambda: plan_cluster(
         serve_cluster(interconnect="thunderbolt"), interconnect="thunderbolt"
     ),
