@@ -1,0 +1,82 @@
+"""The serve role's memory budget: every node's, weighed on the head before vLLM starts
+(`halo_cluster/decide/budget.py` decides, `halo_cluster/node/memory.py` reads)."""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra import host, logger
+from pyinfra.context import ctx_state
+from pyinfra.operations import server
+
+from halo_cluster.decide import budget
+from halo_cluster.node.memory import NodeMemory
+from halo_cluster.node.nodefiles import cached
+
+
+def read(data) -> tuple[type, dict]:
+    return NodeMemory, {"user": data.halo_cluster_user, "model": data.halo_serve_model}
+
+
+def of(name: str, found: dict, data) -> budget.Budget:
+    """One node's budget from its NodeMemory fact and the cluster's keys (host data)."""
+    gtt, source = found["gtt_bytes"], "sysfs"
+    if not gtt:
+        gtt, source = budget.gtt_from_cmdline(found["cmdline"]), "kernel arguments"
+    if not gtt:
+        gtt, source = data.halo_kernel_gtt_gib * budget.GIB, "kernel.gtt_gib"
+    weights = found["weights"]
+    return budget.decide(
+        name,
+        memtotal_kib=found["memtotal_kib"],
+        gtt_bytes=gtt,
+        gtt_source=source,
+        utilization=data.halo_serve_gpu_memory_utilization,
+        object_store_mib=data.halo_serve_object_store_mib,
+        weights_bytes=sum(weights) if found["dir"] and weights else None,
+        tp=data.halo_serve_tensor_parallel_size,
+        pp=data.halo_serve_pipeline_parallel_size,
+        hidden=found["virt"] not in ("none", ""),
+        model=data.halo_serve_model,
+    )
+
+
+def cluster_budgets() -> list[budget.Budget]:
+    """Every reachable node's budget, the head's first (read from each node's one command)."""
+    state = ctx_state.get()
+    nodes = sorted(
+        (h for h in state.inventory if h in state.active_hosts or h is host),
+        key=lambda h: (h is not host, h.data.get("halo_node") or h.name),
+    )
+    return [of(h.data.halo_node, _read(h), h.data) for h in nodes]
+
+
+def _read(node) -> dict:
+    fact, kwargs = read(node.data)
+    return cached(node, fact, **kwargs)
+
+
+def check() -> bool:
+    """On the head: log every node's budget; True when vLLM may start. A refusal is one error
+    line per node and an operation that fails this host, in the deploy's output."""
+    budgets = cluster_budgets()
+    prefix = host.print_prefix
+    logger.info(f"{prefix}memory budget (docs/roles/serve.md):\n{budget.table(budgets)}")
+    for b in budgets:
+        for note in b.notes:
+            log = logger.warning if b.status == budget.WARN else logger.info
+            log(f"{prefix}memory budget {b.node}: {note}")
+    problems = [f"{b.node}: {p}" for b in budgets for p in b.problems]
+    for line in problems:
+        logger.error(f"{prefix}memory budget refused {line}")
+    if problems:
+        text = "\n".join(["memory budget: vLLM not started", *problems])
+        server.shell(
+            name="Memory budget: vLLM not started (docs/roles/serve.md)",
+            commands=[f"printf '%s\\n' {_quote(text)} >&2; exit 1"],
+        )
+    return not problems
+
+
+def _quote(text: str) -> str:
+    return " ".join(shlex.quote(line) for line in text.splitlines())
