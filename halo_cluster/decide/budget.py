@@ -9,9 +9,11 @@ On a Strix Halo the GPU and the OS share one pool (MemTotal). Per node, what may
   capped at 200 GB and by /dev/shm), counted here as 30% of MemTotal, its upper bound;
 - a reserve for the OS, the containers and Ray's own processes: RESERVE_GIB.
 
-Their sum above MemTotal is refused; above NEARLY_FULL of it, a warning. The model's weights on
-the node (its safetensors, divided over TP x PP) must leave vLLM room for a KV cache: at most
-WEIGHTS_SHARE of vLLM's share, else refused. Where the node's memory cannot be seen (a
+Their sum above MemTotal is refused, except when only Ray's default object store (a ceiling Ray
+fills only with objects, which vLLM rarely puts there) makes it overflow: then a warning naming
+the `serve.object_store_mib` that adds up. Above NEARLY_FULL of MemTotal: a warning. The model's
+weights on the node (its safetensors, divided over TP x PP) must leave vLLM room for a KV cache:
+at most WEIGHTS_SHARE of vLLM's share, else refused. Where the node's memory cannot be seen (a
 container sees its host's), the sum is NOT VERIFIED; the weights are still weighed against the GTT.
 """
 
@@ -121,7 +123,7 @@ def decide(
         notes.append("memory NOT VERIFIED: a container sees its host's MemTotal")
     elif not memtotal:
         notes.append("memory not checked: MemTotal could not be read")
-    elif total > memtotal:
+    elif total > memtotal and (object_store_mib or vllm + reserve > memtotal):
         over = total - memtotal
         fit_util = max(0.0, (memtotal - store - reserve) / gtt_bytes) if gtt_bytes else 0
         fit_store = max(0, (memtotal - vllm - reserve) // 1024**2)
@@ -129,8 +131,18 @@ def decide(
             f"vLLM {gib(vllm)} (GTT {gib(gtt_bytes)} x {utilization:g}) + object store "
             f"{gib(store)} ({store_source}) + reserve {gib(reserve)} = {gib(total)} is "
             f"{gib(over)} more than MemTotal {gib(memtotal)}: set serve.gpu_memory_utilization "
-            f"to at most {int(fit_util * 100) / 100:g} or serve.object_store_mib to at most "
-            f"{fit_store}, or lower kernel.gtt_gib"
+            f"to at most {int(fit_util * 100) / 100:g}"
+            + (f" or serve.object_store_mib to at most {fit_store}" if fit_store >= 75 else "")
+            + ", or lower kernel.gtt_gib"
+        )
+    elif total > memtotal:
+        # Ray's default is a ceiling it fills only with objects vLLM rarely puts there: a
+        # warning with the value that adds up, not a refusal of the default configuration
+        fit_store = max(0, (memtotal - vllm - reserve) // 1024**2)
+        notes.append(
+            f"nearly full: Ray's default object store {gib(store)} (30% of MemTotal) + vLLM "
+            f"{gib(vllm)} + reserve {gib(reserve)} = {gib(total)} is more than MemTotal "
+            f"{gib(memtotal)}: set serve.object_store_mib to at most {fit_store}"
         )
     elif total > memtotal * NEARLY_FULL:
         notes.append(
