@@ -14,15 +14,17 @@ import shlex
 from pyinfra.api import FactBase
 
 
-def model_dir(user: str, model: str) -> str:
-    """The shell words of the model's folder: an absolute path, or the snapshot refs/main names."""
+def model_dir(user: str, model: str, home: str | None = None) -> str:
+    """The shell words of the model's folder: an absolute path, or the snapshot refs/main names
+    in the user's cache (`home`: the user's home as a shell word, default `~USER`)."""
     if model.startswith("/"):
         return shlex.quote(model)
-    repo = f"~{user}/.cache/huggingface/hub/" + shlex.quote(f"models--{model.replace('/', '--')}")
+    home = home or f"~{user}"
+    repo = f"{home}/.cache/huggingface/hub/" + shlex.quote(f"models--{model.replace('/', '--')}")
     return f'{repo}/snapshots/"$(cat {repo}/refs/main 2>/dev/null)"'
 
 
-def memory_command(user: str, model: str | None) -> str:
+def memory_command(user: str, model: str | None, home: str | None = None) -> str:
     lines = [
         'echo "virt $(systemd-detect-virt --container 2>/dev/null || echo none)"',
         "sed -n 's/^MemTotal: *\\([0-9]*\\) kB$/memtotal \\1/p' /proc/meminfo",
@@ -32,7 +34,7 @@ def memory_command(user: str, model: str | None) -> str:
     ]
     if model:
         lines.append(
-            f"d={model_dir(user, model)}; "
+            f"d={model_dir(user, model, home)}; "
             'if [ -d "$d" ] && [ "${d%/snapshots/}" = "$d" ]; then echo "dir $d"; '
             'for f in "$d"/*.safetensors; do [ -e "$f" ] && echo "weights $(stat -L -c %s "$f")"; '
             "done; fi"
