@@ -190,3 +190,38 @@ def table(budgets: list[Budget]) -> str:
     return "\n".join(
         "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
     )
+
+
+def from_reading(
+    node: str,
+    found: dict,
+    *,
+    model: str,
+    utilization: float,
+    object_store_mib: int | None,
+    tp: int,
+    pp: int,
+    gtt_gib: int,
+) -> Budget:
+    """A node's budget from what the NodeMemory fact read (`halo_cluster/node/memory.py`): the
+    GTT from sysfs, else the kernel arguments, else kernel.gtt_gib (the reboot that applies it
+    is still to come); the weights when the model's folder holds safetensors."""
+    gtt, source = found["gtt_bytes"], "sysfs"
+    if not gtt:
+        gtt, source = gtt_from_cmdline(found["cmdline"]), "kernel arguments"
+    if not gtt:
+        gtt, source = gtt_gib * GIB, "kernel.gtt_gib"
+    weights = found["weights"]
+    return decide(
+        node,
+        memtotal_kib=found["memtotal_kib"],
+        gtt_bytes=gtt,
+        gtt_source=source,
+        utilization=utilization,
+        object_store_mib=object_store_mib,
+        weights_bytes=sum(weights) if found["dir"] and weights else None,
+        tp=tp,
+        pp=pp,
+        hidden=found["virt"] not in ("none", ""),
+        model=model,
+    )

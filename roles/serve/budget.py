@@ -20,24 +20,15 @@ def read(data) -> tuple[type, dict]:
 
 def of(name: str, found: dict, data) -> budget.Budget:
     """One node's budget from its NodeMemory fact and the cluster's keys (host data)."""
-    gtt, source = found["gtt_bytes"], "sysfs"
-    if not gtt:
-        gtt, source = budget.gtt_from_cmdline(found["cmdline"]), "kernel arguments"
-    if not gtt:
-        gtt, source = data.halo_kernel_gtt_gib * budget.GIB, "kernel.gtt_gib"
-    weights = found["weights"]
-    return budget.decide(
+    return budget.from_reading(
         name,
-        memtotal_kib=found["memtotal_kib"],
-        gtt_bytes=gtt,
-        gtt_source=source,
+        found,
+        model=data.halo_serve_model,
         utilization=data.halo_serve_gpu_memory_utilization,
         object_store_mib=data.halo_serve_object_store_mib,
-        weights_bytes=sum(weights) if found["dir"] and weights else None,
         tp=data.halo_serve_tensor_parallel_size,
         pp=data.halo_serve_pipeline_parallel_size,
-        hidden=found["virt"] not in ("none", ""),
-        model=data.halo_serve_model,
+        gtt_gib=data.halo_kernel_gtt_gib,
     )
 
 
