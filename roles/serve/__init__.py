@@ -116,7 +116,8 @@ def apply(node: NodeContext) -> None:
     head = host.data.halo_role == "head"
     # every node's memory budget, on the head before vLLM starts: refused, vLLM's files are left
     # as they are and it is neither started nor restarted (docs/roles/serve.md, Memory budget)
-    fits = budget.check() if head else True
+    refused = budget.check() if head else []
+    fits = not refused
     wanted = _wanted_files(node, head)
     if not fits:
         wanted = {name: v for name, v in wanted.items() if name not in VLLM_FILES}
@@ -133,6 +134,8 @@ def apply(node: NodeContext) -> None:
         )
     restarted = _refresh_user_manager(user, snapshot)
     acted = _start_or_restart(user, head and fits, changed) or restarted
+    if refused:
+        budget.refuse(refused)
     if head and fits and host.data.halo_serve_wait:
         _wait_until_serving(acted or any(changed.values()))
 

@@ -47,9 +47,9 @@ def _read(node) -> dict:
     return cached(node, fact, **kwargs)
 
 
-def check() -> bool:
-    """On the head: log every node's budget; True when vLLM may start. A refusal is one error
-    line per node and an operation that fails this host, in the deploy's output."""
+def check() -> list[str]:
+    """On the head: log every node's budget; the problems that refuse vLLM's start, one line
+    per node's problem (none: vLLM may start)."""
     budgets = cluster_budgets()
     prefix = host.print_prefix
     logger.info(f"{prefix}memory budget (docs/roles/serve.md):\n{budget.table(budgets)}")
@@ -60,13 +60,17 @@ def check() -> bool:
     problems = [f"{b.node}: {p}" for b in budgets for p in b.problems]
     for line in problems:
         logger.error(f"{prefix}memory budget refused {line}")
-    if problems:
-        text = "\n".join(["memory budget: vLLM not started", *problems])
-        server.shell(
-            name="Memory budget: vLLM not started (docs/roles/serve.md)",
-            commands=[f"printf '%s\\n' {_quote(text)} >&2; exit 1"],
-        )
-    return not problems
+    return problems
+
+
+def refuse(problems: list[str]) -> None:
+    """Where vLLM would start: an operation that fails this host with the problems, so the
+    deploy ends failed and its output names every node's numbers and fix."""
+    text = "\n".join(["memory budget: vLLM not started", *problems])
+    server.shell(
+        name="Memory budget: vLLM not started (docs/roles/serve.md)",
+        commands=[f"printf '%s\\n' {_quote(text)} >&2; exit 1"],
+    )
 
 
 def _quote(text: str) -> str:
