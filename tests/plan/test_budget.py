@@ -10,6 +10,7 @@ import logging
 import pytest
 
 from tests.plan.nodes import CONFIG, HOME, plan_cluster, serve_cluster
+from tests.plan.test_reads import one_read
 from tests.recorded import memory_output
 
 START = "Cluster services | Start halo-vllm"
@@ -62,6 +63,7 @@ def test_a_model_too_large_for_the_nodes_is_refused_with_its_numbers(caplog) -> 
     assert "at least 4 nodes" in text and "a smaller (quantized) model" in text
     assert text.endswith("exit 1")
     assert "memory budget refused halo2: Qwen/Qwen3-14B: weights 130.4 GiB" in caplog.text
+    one_read(result)  # the head weighs halo2 from halo2's one command
     assert START not in plan_cluster(cluster, memory=memory_output(LARGE)).names("halo1")
 
 
