@@ -3,7 +3,9 @@ huggingface_hub 1.x keeps a download (models--ORG--NAME/{blobs,refs/main,snapsho
 the real `hf download` with HF_HUB_OFFLINE=1 resolves it and vLLM's stand-in finds it by id.
 
 The files are a few KB: a model's configuration and a valid safetensors file with no tensors
-(weights are what no lab can hold)."""
+(weights are what no lab can hold). A second model, SPARSE, has weight files of SPARSE_FILE_BYTES
+each in apparent size and a few KB on disk (sparse files): the memory budget must refuse it
+(docs/roles/serve.md), the lab never loads it."""
 
 from __future__ import annotations
 
@@ -15,6 +17,11 @@ from pathlib import Path
 
 MODEL = "facebook/opt-125m"
 COMMIT = "27dcfa74d334bc871f3234de431e71c6eeba5dd6"  # the lab's own: no network, nothing to match
+# "280 GB" in 8 files of 35 GB: 140 GB per node at TP 2, more than vLLM may take on any node
+# (kernel.gtt_gib at most 124 x gpu_memory_utilization at most 1.0)
+SPARSE = "halo-lab/sparse-280b"
+SPARSE_FILES = 8
+SPARSE_FILE_BYTES = 35 * 10**9
 
 
 def files() -> dict[str, bytes]:
@@ -36,21 +43,41 @@ def files() -> dict[str, bytes]:
     }
 
 
+def sparse_files() -> dict[str, int]:
+    """SPARSE's weight files: name -> apparent size."""
+    return {
+        f"model-{i:05d}-of-{SPARSE_FILES:05d}.safetensors": SPARSE_FILE_BYTES
+        for i in range(1, SPARSE_FILES + 1)
+    }
+
+
 def seed(cache: Path, uid: int, gid: int, model: str = MODEL) -> Path:
     """Lay `model` out in `cache` (a node's ~/.cache/huggingface), owned by the cluster user;
-    return its snapshot folder."""
+    return its snapshot folder. SPARSE gets its sparse weight files besides the configuration."""
     repo = cache / "hub" / f"models--{model.replace('/', '--')}"
     snapshot = repo / "snapshots" / COMMIT
     for folder in (repo / "blobs", repo / "refs", snapshot):
         folder.mkdir(parents=True, exist_ok=True)
-    for name, data in files().items():
+    contents = {k: v for k, v in files().items() if model != SPARSE or k != "model.safetensors"}
+    for name, data in contents.items():
         blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
         blob.write_bytes(data)
-        link = snapshot / name
-        if not link.is_symlink():
-            link.symlink_to(f"../../blobs/{blob.name}")
+        _link(snapshot, name, blob)
+    for name, size in (sparse_files() if model == SPARSE else {}).items():
+        # named as huggingface_hub names an LFS blob (its sha256), here of name and size: hashing
+        # 35 GB of zeros per file would take minutes and no hub is there to compare
+        blob = repo / "blobs" / hashlib.sha256(f"{name} {size}".encode()).hexdigest()
+        with open(blob, "wb") as out:
+            out.truncate(size)  # a hole: no block on disk
+        _link(snapshot, name, blob)
     # huggingface_hub reads refs/main without stripping it: no trailing newline
     (repo / "refs" / "main").write_text(COMMIT)
     for path in (cache, *cache.rglob("*")):
         os.lchown(path, uid, gid)
     return snapshot
+
+
+def _link(snapshot: Path, name: str, blob: Path) -> None:
+    link = snapshot / name
+    if not link.is_symlink():
+        link.symlink_to(f"../../blobs/{blob.name}")

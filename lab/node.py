@@ -118,6 +118,7 @@ def _prepare_home(dirs: NodeDirs, merged: Path, user: str) -> None:
             home.chmod(0o700)
             (home / ".cache").mkdir(exist_ok=True)
             hub.seed(home / ".cache" / "huggingface", uid, gid)
+            hub.seed(home / ".cache" / "huggingface", uid, gid, hub.SPARSE)
             os.chown(home / ".cache", uid, gid)
 
 

@@ -57,3 +57,41 @@ def interfaces_output(interfaces: list[dict]) -> list[str]:
         for i in interfaces
     ]
     return [json.dumps(ip_json), *sysfs]
+
+
+# A 128 GB-class Strix Halo's memory as the NodeMemory fact prints it. No /proc/meminfo of one was
+# recorded; each number comes from a recording:
+# - MemTotal: amdgpu printed the TTM size it got with TTM's default limit, half of the RAM the
+#   kernel manages (totalram, which /proc/meminfo reports as MemTotal): "TTM size has been set as
+#   65867993088" (dmesg-amdgpu-strix-halo-ubuntu2510-gttsize-deprecated.txt, 128 GB, BIOS UMA
+#   512M; its amdttm.* arguments are the DKMS module's, not the kernel's ttm) -> 2 x 65867993088 B
+#   = 128648424 kB, 122.7 GiB
+# - GTT: mem_info_gtt_total 103079215104 (96 GiB) of
+#   sysfs-mem_info-gtt-vram-strix-halo-nixos-uma512m-annotated.txt (ttm.pages_limit=25165824)
+def strix_halo_memtotal_kib() -> int:
+    text = fixture("dmesg-amdgpu-strix-halo-ubuntu2510-gttsize-deprecated.txt")
+    ttm = int(text.split("TTM size has been set as ")[1].split()[0].rstrip(","))
+    return 2 * ttm // 1024
+
+
+def strix_halo_gtt_bytes() -> int:
+    text = fixture("sysfs-mem_info-gtt-vram-strix-halo-nixos-uma512m-annotated.txt")
+    return int(text.split("mem_info_gtt_total")[1].split()[0])
+
+
+def memory_output(
+    weights: list[int] | None = None,
+    folder: str = "/home/vllm/.cache/huggingface/hub/models--Qwen--Qwen3-14B/snapshots/abc",
+    virt: str = "none",
+    sysfs: bool = True,
+    cmdline: str = "BOOT_IMAGE=(hd0,gpt2)/vmlinuz ro",
+) -> list[str]:
+    """The NodeMemory fact's output on the recorded 128 GB-class node; `weights`: the sizes of
+    the model's safetensors in its snapshot (None: the model is not on the node)."""
+    lines = [f"virt {virt}", f"memtotal {strix_halo_memtotal_kib()}"]
+    if sysfs:
+        lines.append(f"gtt {strix_halo_gtt_bytes()}")
+    lines.append(f"cmdline {cmdline}")
+    if weights is not None:
+        lines += [f"dir {folder}", *[f"weights {size}" for size in weights]]
+    return lines

@@ -21,7 +21,9 @@ from pathlib import Path
 
 from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.model import Cluster, Node
+from halo_cluster.decide import budget
 from halo_cluster.node.facts import as_user
+from halo_cluster.node.memory import memory_command, memory_process
 from halo_cluster.tools import sshconfig
 from halo_cluster.tools.project import ROOT, load
 
@@ -64,6 +66,7 @@ class NodeStatus:
     gpus: float = 0
     units: list[Unit] = field(default_factory=list)
     vllm: dict = field(default_factory=dict)  # head only: health, models, url
+    memory: dict = field(default_factory=dict)  # the memory budget (decide/budget.py)
 
 
 def gather_script(cluster: Cluster, node: Node) -> str:
@@ -78,6 +81,8 @@ def gather_script(cluster: Cluster, node: Node) -> str:
         "echo @@errors",
         f"for u in {' '.join(SERVICES)}; do "
         f'if [ "$({failed} 2>/dev/null)" = failed ]; then echo "$u $({last})"; fi; done',
+        "echo @@memory",  # the deploy's NodeMemory read: MemTotal, GTT, the model's weights
+        f"( {memory_command(user, cluster.serve.model)} )",
     ]
     if node.role == "head":
         serve = cluster.serve
@@ -168,6 +173,7 @@ def read_node(cluster: Cluster, node: Node, config: Path) -> tuple[NodeStatus, l
         return status, []
     found = sections(result.stdout)
     status.units = parse_units(found.get("units", []), filled(found, "errors"))
+    status.memory = asdict(node_budget(cluster, node, filled(found, "memory")))
     if node.role == "worker":
         status.units = [u for u in status.units if u.name != "halo-vllm"]
         return status, []
@@ -177,6 +183,34 @@ def read_node(cluster: Cluster, node: Node, config: Path) -> tuple[NodeStatus, l
     except ValueError:
         ray_nodes = []
     return status, ray_nodes
+
+
+def node_budget(cluster: Cluster, node: Node, lines: list[str]) -> budget.Budget:
+    """The node's memory budget, as the deploy weighs it before vLLM starts."""
+    serve = cluster.serve
+    return budget.from_reading(
+        node.name,
+        memory_process(lines),
+        model=serve.model or "the model",
+        utilization=serve.gpu_memory_utilization,
+        object_store_mib=serve.object_store_mib,
+        tp=serve.tensor_parallel_size,
+        pp=serve.pipeline_parallel_size,
+        gtt_gib=cluster.gtt_gib,
+    )
+
+
+def memory_table(statuses: list[NodeStatus]) -> str:
+    """Every reachable node's memory budget, and its problems and notes, one line each."""
+    budgets = [
+        budget.Budget(**{**s.memory, "problems": tuple(s.memory["problems"]),
+                         "notes": tuple(s.memory["notes"])})
+        for s in statuses
+        if s.memory
+    ]  # fmt: skip
+    lines = [f"memory budget (docs/roles/serve.md):\n{budget.table(budgets)}"] if budgets else []
+    lines += [f"{b.node}: {text}" for b in budgets for text in (*b.problems, *b.notes)]
+    return "\n".join(lines)
 
 
 def _vllm(cluster: Cluster, found: dict[str, list[str]]) -> dict:
@@ -261,6 +295,7 @@ def main(argv: list[str]) -> int:
         print(json.dumps({"exit_code": code, "nodes": [asdict(s) for s in statuses]}, indent=2))
     else:
         print(table(cluster, statuses))
+        print(memory_table(statuses))
         print(f"status: {VERDICTS[code]}")
     return code
 

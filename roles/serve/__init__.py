@@ -23,6 +23,7 @@ from halo_cluster.node.operations import text_file
 from halo_cluster.node.render import templates
 from halo_cluster.node.report import fail
 from halo_cluster.node.usermanager import device_groups, needs_reexec, stale_because
+from roles.serve import budget
 from roles.serve.facts import HttpStatus, RdmaLinks, UserUnits
 from roles.serve.services import (
     download_model,
@@ -32,6 +33,7 @@ from roles.serve.services import (
 )
 
 render = templates(__name__)  # roles/serve/templates/
+VLLM_FILES = ("vllm_unit", "vllm_start", "vllm_prestart", "secrets")  # the head's, vLLM's own
 
 ORDER = 95  # after the reboot role: a cluster ends its deploy serving, not rebooting
 PACKAGES = ("curl",)
@@ -92,6 +94,7 @@ def reads(data) -> tuple[tuple[type, dict], ...]:
         return ()
     user = data.halo_cluster_user
     found = ((UserManager, {"user": user}), (UserUnits, {"user": user, "units": (RAY, VLLM)}))
+    found += (budget.read(data),)  # MemTotal, GTT, the model's weights: the memory budget
     if data.halo_role == "head" and data.halo_serve_wait:
         found += ((HttpStatus, {"url": f"{health_url(data)}/health"}),)
     if data.halo_serve_transport == "rdma":
@@ -116,9 +119,15 @@ def apply(node: NodeContext) -> None:
         _remove(user, snapshot, list(where.values()), [VLLM, RAY], "the cluster services")
         return
     head = host.data.halo_role == "head"
+    # every node's memory budget, on the head before vLLM starts: refused, vLLM's files are left
+    # as they are and it is neither started nor restarted (docs/roles/serve.md, Memory budget)
+    refused = budget.check() if head else []
+    fits = not refused
     wanted = _wanted_files(node, head)
+    if not fits:
+        wanted = {name: v for name, v in wanted.items() if name not in VLLM_FILES}
     changed = _write_files(user, snapshot, where, wanted)
-    unwanted = [where[name] for name in where if name not in wanted]
+    unwanted = [where[n] for n in where if n not in wanted and (fits or n not in VLLM_FILES)]
     _remove(user, snapshot, unwanted, [] if head else [VLLM], "what this node no longer runs")
     if host.data.halo_serve_download and changed["model"]:
         download_model(
@@ -129,8 +138,10 @@ def apply(node: NodeContext) -> None:
             token=host.data.halo_serve_hf_token_file is not None,
         )
     restarted = _refresh_user_manager(user, snapshot)
-    refused = _rdma_port_refused(node)  # a refused node runs Ray, never vLLM
-    vllm = head and not refused
+    if not fits:
+        fail(host, budget.refusal(refused))
+    port_refused = _rdma_port_refused(node)  # a refused node runs Ray, never vLLM
+    vllm = head and fits and not port_refused
     acted = _start_or_restart(user, vllm, changed) or restarted
     if vllm and host.data.halo_serve_wait:
         _wait_until_serving(acted or any(changed.values()))

@@ -162,5 +162,6 @@ READS = (
     "halo_node",
     "halo_interconnect",
     "halo_toolbox",
+    "halo_kernel_gtt_gib",  # the memory budget's GTT when neither sysfs nor /proc/cmdline has it
 )
 VARIABLES = variables(SECTION, READS)

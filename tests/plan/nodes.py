@@ -129,6 +129,8 @@ def fresh_node(**over) -> dict:
         if i.get("vendor") == INTEL_VENDOR and i.get("device") in E810_DEVICES
     ]
     responses = {
+        # NodeMemory (the serve role's memory budget): before Hardware, whose key it contains
+        "mem_info_gtt_total": over.pop("memory", []),
         "/etc/default/grub": text_files_output(files),
         "ip -j addr show": interfaces_output(interfaces),
         "ss -Htn": over.pop("sessions", ["10.0.0.11 eno1"]),

@@ -103,3 +103,22 @@ def test_gather_script_never_prints_the_api_key() -> None:
     assert "podman exec halo-ray" in script
     assert "halo-ray" in status.gather_script(CLUSTER, CLUSTER.workers[0])
     assert "@@ray" not in status.gather_script(CLUSTER, CLUSTER.workers[0])
+
+
+def test_the_memory_budget_of_each_node_from_its_one_command() -> None:
+    from tests.recorded import memory_output
+
+    script = status.gather_script(CLUSTER, CLUSTER.nodes[1])
+    assert "echo @@memory" in script and "mem_info_gtt_total" in script
+    assert "models--org--model" in script  # the model's snapshot in the user's cache
+    lines = memory_output([35 * 10**9] * 8, virt="systemd-nspawn")
+    output = "@@units\n@@errors\n@@memory\n" + "\n".join(lines) + "\n"
+    found = status.sections(output)
+    node = status.NodeStatus("b", "worker", "192.168.100.2")
+    node.memory = status.asdict(status.node_budget(CLUSTER, CLUSTER.nodes[1], found["memory"]))
+    text = status.memory_table([node])
+    assert "memory budget (docs/roles/serve.md):" in text
+    assert "b: memory NOT VERIFIED: a container sees its host's MemTotal" in text
+    assert "b: org/model: weights 130.4 GiB on this node (260.8 GiB / TP 2 x PP 1)" in text
+    row = text.splitlines()[2].split()
+    assert row[0] == "b" and row[-1] == "FAIL"
