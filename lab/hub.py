@@ -15,6 +15,8 @@ import os
 import struct
 from pathlib import Path
 
+from lab.hubserver import Repo
+
 MODEL = "facebook/opt-125m"
 COMMIT = "27dcfa74d334bc871f3234de431e71c6eeba5dd6"  # the lab's own: no network, nothing to match
 # "280 GB" in 8 files of 35 GB: 140 GB per node at TP 2, more than vLLM may take on any node
@@ -22,6 +24,10 @@ COMMIT = "27dcfa74d334bc871f3234de431e71c6eeba5dd6"  # the lab's own: no network
 SPARSE = "halo-lab/sparse-280b"
 SPARSE_FILES = 8
 SPARSE_FILE_BYTES = 35 * 10**9
+# served by the lab's hub (lab/hubserver.py), in no node's cache: what `serve.download` fetches
+FETCHED = "halo-lab/fetch-once"
+FETCHED_COMMIT = "5a1f0e9c3d7b2a4e6f8091a2b3c4d5e6f7a8b9c0"
+FETCHED_WEIGHT_BYTES = 16 * 2**20  # incompressible: what crosses a link is what is counted
 
 
 def files() -> dict[str, bytes]:
@@ -41,6 +47,21 @@ def files() -> dict[str, bytes]:
         "generation_config.json": b'{"bos_token_id": 2, "eos_token_id": 2}\n',
         "model.safetensors": struct.pack("<Q", len(header)) + header,
     }
+
+
+def fetched_files() -> dict[str, bytes]:
+    """FETCHED's files: the small model's configuration and one real weight file of
+    FETCHED_WEIGHT_BYTES (a uint8 tensor of pseudo-random bytes, the same on every run)."""
+    data = hashlib.shake_256(FETCHED.encode()).digest(FETCHED_WEIGHT_BYTES)
+    tensor = {"dtype": "U8", "shape": [len(data)], "data_offsets": [0, len(data)]}
+    header = json.dumps({"__metadata__": {"format": "pt"}, "weight": tensor}).encode()
+    weights = struct.pack("<Q", len(header)) + header + data
+    return {**files(), "model.safetensors": weights}
+
+
+def hub_repos() -> dict[str, Repo]:
+    """What the lab's hub serves."""
+    return {FETCHED: Repo(FETCHED_COMMIT, fetched_files())}
 
 
 def sparse_files() -> dict[str, int]:

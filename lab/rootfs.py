@@ -23,7 +23,7 @@ PACKAGES = (
     # a booting, reachable node
     "systemd systemd-sysv dbus udev openssh-server openssh-client sudo procps kmod less "
     # the parts the deploy drives: NetworkManager, dnf/rpm, iproute2, ethtool
-    "network-manager iproute2 iputils-ping ethtool python3 dnf rpm curl firewalld "
+    "network-manager iproute2 iputils-ping ethtool python3 dnf rpm curl firewalld rsync "
     # rootless podman and toolbox for the cluster user
     "podman crun nftables uidmap passt catatonit podman-toolbox libpam-systemd "
     "dbus-user-session systemd-container libcap2-bin "

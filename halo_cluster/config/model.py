@@ -105,7 +105,7 @@ class Serve:
     ready_timeout: int
     wait: bool
     nccl_debug: bool
-    download: bool
+    download: str
     object_store_mib: int | None
     transport: str
 

@@ -197,6 +197,8 @@ PINNED_KEYS = {
     "NCCL_IB_DISABLE": "serve.transport",
     "NCCL_DEBUG_SUBSYS": "serve.nccl_debug",
 }
+# variables the tool sets only when `serve.env` does not: the user's value wins
+DEFAULTED_VARIABLES = {"HF_HUB_OFFLINE": "serve.download"}
 ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 
 

@@ -23,10 +23,9 @@ from halo_cluster.node.operations import text_file
 from halo_cluster.node.render import templates
 from halo_cluster.node.report import fail
 from halo_cluster.node.usermanager import device_groups, needs_reexec, stale_because
-from roles.serve import budget
+from roles.serve import budget, weights
 from roles.serve.facts import HttpStatus, RdmaLinks, UserUnits
 from roles.serve.services import (
-    download_model,
     remove_user_services,
     user_systemctl,
     wait_for_health,
@@ -36,7 +35,7 @@ render = templates(__name__)  # roles/serve/templates/
 VLLM_FILES = ("vllm_unit", "vllm_start", "vllm_prestart", "secrets")  # the head's, vLLM's own
 
 ORDER = 95  # after the reboot role: a cluster ends its deploy serving, not rebooting
-PACKAGES = ("curl",)
+PACKAGES = ("curl", "rsync")  # rsync: the model copied from the head (serve.download: once)
 UNITS = ".config/containers/systemd"
 CONFIG = ".config/halo-cluster"
 RAY, VLLM = "halo-ray", "halo-vllm"
@@ -95,6 +94,7 @@ def reads(data) -> tuple[tuple[type, dict], ...]:
     user = data.halo_cluster_user
     found = ((UserManager, {"user": user}), (UserUnits, {"user": user, "units": (RAY, VLLM)}))
     found += (budget.read(data),)  # MemTotal, GTT, the model's weights: the memory budget
+    found += (weights.read(data),)  # the model's files: copied, fetched or checked
     if data.halo_role == "head" and data.halo_serve_wait:
         found += ((HttpStatus, {"url": f"{health_url(data)}/health"}),)
     if data.halo_serve_transport == "rdma":
@@ -121,25 +121,21 @@ def apply(node: NodeContext) -> None:
     head = host.data.halo_role == "head"
     # every node's memory budget, on the head before vLLM starts: refused, vLLM's files are left
     # as they are and it is neither started nor restarted (docs/roles/serve.md, Memory budget)
-    refused = budget.check() if head else []
-    fits = not refused
+    over_budget = budget.check() if head else []
+    absent = weights.missing() if head else []
+    fits = not over_budget and not absent
     wanted = _wanted_files(node, head)
     if not fits:
         wanted = {name: v for name, v in wanted.items() if name not in VLLM_FILES}
     changed = _write_files(user, snapshot, where, wanted)
     unwanted = [where[n] for n in where if n not in wanted and (fits or n not in VLLM_FILES)]
     _remove(user, snapshot, unwanted, [] if head else [VLLM], "what this node no longer runs")
-    if host.data.halo_serve_download and changed["model"]:
-        download_model(
-            name=f"Download {host.data.halo_serve_model} on this node",
-            user=user,
-            image=host.data.halo_image,
-            model=host.data.halo_serve_model,
-            token=host.data.halo_serve_hf_token_file is not None,
-        )
+    weights.fetch(changed["model"])
     restarted = _refresh_user_manager(user, snapshot)
-    if not fits:
-        fail(host, budget.refusal(refused))
+    if over_budget:
+        fail(host, budget.refusal(over_budget))
+    if absent:
+        fail(host, weights.refusal(absent))
     port_refused = _rdma_port_refused(node)  # a refused node runs Ray, never vLLM
     vllm = head and fits and not port_refused
     acted = _start_or_restart(user, vllm, changed) or restarted
@@ -314,6 +310,7 @@ def _environment(node: NodeContext) -> str:
         env=dict(host.data.halo_serve_env),
         nccl_debug=host.data.halo_serve_nccl_debug,
         transport=host.data.halo_serve_transport,
+        offline=weights.offline(host.data),
     )
 
 

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 from pyinfra import host, logger
-from pyinfra.context import ctx_state
 
 from halo_cluster.decide import budget
 from halo_cluster.node.memory import NodeMemory
 from halo_cluster.node.nodefiles import cached
+from roles.serve.weights import nodes
 
 
 def read(data) -> tuple[type, dict]:
@@ -31,12 +31,7 @@ def of(name: str, found: dict, data) -> budget.Budget:
 
 def cluster_budgets() -> list[budget.Budget]:
     """Every reachable node's budget, the head's first (read from each node's one command)."""
-    state = ctx_state.get()
-    nodes = sorted(
-        (h for h in state.inventory if h in state.active_hosts or h is host),
-        key=lambda h: (h is not host, h.data.get("halo_node") or h.name),
-    )
-    return [of(h.data.halo_node, _read(h), h.data) for h in nodes]
+    return [of(h.data.halo_node, _read(h), h.data) for h in nodes()]
 
 
 def _read(node) -> dict:

@@ -9,6 +9,7 @@ from pyinfra.api import FactBase
 
 from halo_cluster.decide.rdmatools import parse_rdma_link
 from halo_cluster.node.facts import as_user
+from halo_cluster.node.memory import model_dir
 
 
 class UserUnits(FactBase):
@@ -33,6 +34,35 @@ class UserUnits(FactBase):
             elif key == "ActiveState" and unit:
                 states[unit] = value
         return states
+
+
+class ModelFiles(FactBase):
+    """The model's files on this node where vLLM will look for them: {"dir": the folder (None
+    when absent), "files": {path below it: apparent size}}. A Hugging Face id is read through
+    `refs/main` in the user's cache (a snapshot's links followed: a link to a missing blob is not
+    a file), a path as it is."""
+
+    @staticmethod
+    def default() -> dict:
+        return {"dir": None, "files": {}}
+
+    def command(self, user: str, model: str) -> str:
+        return (
+            f"d={model_dir(user, model)}; "
+            'if [ -d "$d" ] && [ "${d%/snapshots/}" = "$d" ]; then echo "dir $d"; '
+            "find -L \"$d\" -type f -printf '%s %P\\n'; fi; true"
+        )
+
+    def process(self, output: list[str]) -> dict:
+        found = self.default()
+        for line in output:
+            if line.startswith("dir "):
+                found["dir"] = line[4:]
+            else:
+                size, _, path = line.partition(" ")
+                if size.isdigit() and path:
+                    found["files"][path] = int(size)
+        return found
 
 
 class HttpStatus(FactBase):

@@ -128,9 +128,14 @@ SECTION: tuple[Field, ...] = (
     ),
     Field(
         "serve.download",
-        "boolean",
-        False,
-        "Prefetch the weights on every node (the image's `hf download`) before starting.",
+        "string",
+        "once",
+        "Where the weights come from. `once`: the head runs the image's `hf download`, then copies "
+        "the snapshot to every worker over the data link (rsync as the cluster user); `every`: "
+        "each node downloads; `never`: the model must be in every node's cache already (checked). "
+        "With `once` and `never` the services run with `HF_HUB_OFFLINE=1` unless `serve.env` sets "
+        "it. A model given as a path is never fetched or copied.",
+        ("once", "every", "never"),
     ),
     Field(
         "serve.object_store_mib",

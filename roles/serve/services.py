@@ -66,7 +66,7 @@ def remove_user_services(user: str, services: list[str], paths: list[str]):
 
 
 @operation(is_idempotent=False)
-def download_model(user: str, image: str, model: str, token: bool):
+def download_model(user: str, image: str, model: str, token: bool, online: bool = False):
     """
     Fetch a model's weights into the user's Hugging Face cache with the image's own CLI
     (``hf download``, huggingface_hub 1.x), saying how long it has taken so far (a real model
@@ -78,6 +78,8 @@ def download_model(user: str, image: str, model: str, token: bool):
     + image: the serving image
     + model: a Hugging Face id (a path on the node is left as it is)
     + token: whether the node has an HF token file
+    + online: serve.env keeps the services offline (HF_HUB_OFFLINE=1, set by the deploy): this
+      download goes online all the same
 
     **Example:**
 
@@ -92,13 +94,58 @@ def download_model(user: str, image: str, model: str, token: bool):
     mounts = ['-v "$HOME/.cache/huggingface:/root/.cache/huggingface"']
     if token:
         mounts.append(f'-v "{config}/hf-token:/etc/halo-cluster/hf-token:ro"')
+    offline = "env HF_HUB_OFFLINE=0 " if online else ""
     run = (
         f'podman run --rm --network=host --env-file="{config}/serve.env" {" ".join(mounts)} '
-        f"{shlex.quote(image)} hf download {shlex.quote(model)} >/dev/null"
+        f"{shlex.quote(image)} {offline}hf download {shlex.quote(model)} >/dev/null"
     )
     yield FunctionCommand(
         run_saying_what,
         (as_user(user, f"sh -c {shlex.quote(run)}"), f"the download of {model}"),
+        {},
+    )
+
+
+@operation(is_idempotent=False)
+def copy_model(user: str, model: str, address: str):
+    """
+    Copy a model's snapshot from this node's Hugging Face cache to another node's, as the cluster
+    user over SSH (the worker admits the head's key; its host key is pinned): the blobs the
+    snapshot's links name, the links, the tree listing, then `refs/main` last, so that a node
+    never names a snapshot it does not hold in full. rsync keeps the cache's layout and sparse
+    files (-S), resumes a broken copy (--partial) and sends no blob the node already has: a blob
+    is named by its hash, so the same name and size is the same content (--size-only).
+
+    + user: the cluster user
+    + model: a Hugging Face id
+    + address: the other node's data address (the copy runs over the data link)
+
+    **Example:**
+
+    .. code:: python
+
+        copy_model(name="Copy the model to halo2", user="vllm", model="Qwen/Qwen3-14B",
+                   address="192.168.100.2")
+    """
+    repo = f".cache/huggingface/hub/models--{model.replace('/', '--')}"
+    target = shlex.quote(f"{user}@{address}:{repo}/")
+    rsync = (
+        "rsync -a -e 'ssh -o BatchMode=yes' "
+        f"--rsync-path={shlex.quote(f'mkdir -p {repo}/refs && rsync')}"
+    )
+    listing = (
+        'rev=$(cat refs/main) && root=$(pwd -P) && { find "snapshots/$rev" ! -type d; '
+        'find "snapshots/$rev" -type l -exec readlink -f {} + | sed "s|^$root/||"; '
+        '[ ! -f "trees/$rev.json" ] || echo "trees/$rev.json"; }'
+    )
+    script = (
+        f"cd ~/{shlex.quote(repo)} && {listing} | "
+        f"{rsync} -S --partial --size-only --files-from=- . {target} && "
+        f"{rsync} -c refs/main {target}refs/"
+    )
+    yield FunctionCommand(
+        run_saying_what,
+        (as_user(user, f"sh -c {shlex.quote(script)}"), f"the copy of {model} to {address}"),
         {},
     )
 

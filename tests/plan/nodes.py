@@ -129,6 +129,8 @@ def fresh_node(**over) -> dict:
         if i.get("vendor") == INTEL_VENDOR and i.get("device") in E810_DEVICES
     ]
     responses = {
+        # ModelFiles (the serve role's weights): the model's snapshot, none on a fresh node
+        "-printf '%s %P": over.pop("model", []),
         # NodeMemory (the serve role's memory budget): before Hardware, whose key it contains
         "mem_info_gtt_total": over.pop("memory", []),
         "/etc/default/grub": text_files_output(files),
@@ -310,6 +312,11 @@ def plan_cluster(cluster, **node) -> Plan:
     return plan(cluster, {n.name: user_node(**node) for n in cluster.nodes})
 
 
+SNAPSHOT = f"{HOME}/.cache/huggingface/hub/models--Qwen--Qwen3-14B/snapshots/{'a' * 40}"
+# the model's files on a node that has it (ModelFiles' output)
+MODEL_FILES = [f"dir {SNAPSHOT}", "728 config.json", "3700000000 model-00001-of-00004.safetensors"]
+
+
 def converged(cluster, name: str, active: bool = True, health: str = "200") -> dict:
     """A node as a first deploy leaves it: every service file in place, the services running."""
     first = plan_cluster(cluster).uploads(name)
@@ -327,4 +334,4 @@ def converged(cluster, name: str, active: bool = True, health: str = "200") -> d
     }
     units = ["Id=halo-ray.service", "ActiveState=active", "", "Id=halo-vllm.service"]
     units.append("ActiveState=active" if active else "ActiveState=failed")
-    return user_node(files=files, units=units, health=[health])
+    return user_node(files=files, units=units, health=[health], model=MODEL_FILES)

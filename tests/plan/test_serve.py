@@ -153,7 +153,7 @@ def test_hf_token_on_every_node_that_downloads_0600_never_in_argv(tmp_path) -> N
     (HF_TOKEN_PATH); no worker needs the head's secrets.env, and the token is in no command."""
     (tmp_path / "hf").write_text("hf_labtoken123\n")
     (tmp_path / "hf").chmod(0o600)
-    cluster = serve_cluster(serve=", download: true, hf_token_file: hf", tmp_path=tmp_path)
+    cluster = serve_cluster(serve=", download: every, hf_token_file: hf", tmp_path=tmp_path)
     result = plan_cluster(cluster)
     for name in ("halo1", "halo2"):
         files = result.uploads(name)

@@ -1,0 +1,100 @@
+"""Where the model's weights come from (`serve.download`, docs/roles/serve.md "Weights"): every
+node fetches them (`every`), the head fetches them and copies them to the workers over the data
+link (`once`), or they are expected in place (`never`; a model given as a path always is). On
+the head before vLLM starts: every node where vLLM would not find them and nothing in this run
+puts them there."""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+from pyinfra import host
+from pyinfra.context import ctx_state
+
+from halo_cluster.node.nodefiles import cached
+from roles.serve.facts import ModelFiles
+from roles.serve.services import copy_model, download_model
+
+ONCE, EVERY, NEVER = "once", "every", "never"
+
+
+def read(data) -> tuple[type, dict]:
+    return ModelFiles, {"user": data.halo_cluster_user, "model": data.halo_serve_model}
+
+
+def nodes() -> list:
+    """Every node this run reaches, this one first, then by name."""
+    state = ctx_state.get()
+    return sorted(
+        (h for h in state.inventory if h in state.active_hosts or h is host),
+        key=lambda h: (h is not host, h.data.get("halo_node") or h.name),
+    )
+
+
+def offline(data) -> bool:
+    """Whether the services read the model from the cache only (HF_HUB_OFFLINE=1): this deploy
+    or the user put it there, and a node must not fetch what it misses in silence. A value the
+    user set in `serve.env` is theirs."""
+    return data.halo_serve_download in (ONCE, NEVER) and "HF_HUB_OFFLINE" not in data.halo_serve_env
+
+
+def fetch(model_changed: bool) -> None:
+    """This node's part: the download (`every`: each node, `once`: the head) when the model
+    changed or is not here, and on the head with `once` the copy to each worker whose snapshot
+    is not the head's (or to all, after a download: rsync then sends only what they miss)."""
+    data = host.data
+    model, mode = data.halo_serve_model, data.halo_serve_download
+    if model.startswith("/") or mode == NEVER:
+        return
+    head = data.halo_role == "head"
+    here = _snapshot(host)
+    download = (model_changed or not here[1]) and (mode == EVERY or head)
+    if download:
+        download_model(
+            name=f"Download {model} on this node",
+            user=data.halo_cluster_user,
+            image=data.halo_image,
+            model=model,
+            token=data.halo_serve_hf_token_file is not None,
+            online=offline(data),
+        )
+    if not (head and mode == ONCE):
+        return
+    for peer in nodes()[1:]:
+        if download or _snapshot(peer) != here:
+            copy_model(
+                name=f"Copy {model} to {peer.data.halo_node} over the data link",
+                user=data.halo_cluster_user,
+                model=model,
+                address=peer.data.halo_data_address,
+            )
+
+
+def missing() -> list[str]:
+    """On the head: one line per reachable node where vLLM would not find the model and this
+    run does not put it (`never`, or a path); none otherwise."""
+    data = host.data
+    model, user = data.halo_serve_model, data.halo_cluster_user
+    if not (model.startswith("/") or data.halo_serve_download == NEVER):
+        return []
+    if model.startswith("/"):
+        where, fix = model, "copy the folder there (serve.download never copies a path)"
+    else:
+        where = f"~{user}/.cache/huggingface/hub"
+        fix = f"fetch it as {user} (hf download {model}) or set serve.download: once"
+    return [
+        f"{node.data.halo_node}: {model} is not in {where}: {fix}"
+        for node in nodes()
+        if not _snapshot(node)[1]
+    ]
+
+
+def refusal(lines: list[str]) -> str:
+    return "model not in place: vLLM not started (docs/roles/serve.md): " + " | ".join(lines)
+
+
+def _snapshot(node) -> tuple[str | None, dict[str, int]]:
+    """A node's snapshot: its revision (the folder's name) and its files with their sizes."""
+    fact, kwargs = read(node.data)
+    found = cached(node, fact, **kwargs)
+    return (PurePosixPath(found["dir"]).name if found["dir"] else None), found["files"]
