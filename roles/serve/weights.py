@@ -78,15 +78,16 @@ def missing() -> list[str]:
     if not (model.startswith("/") or data.halo_serve_download == NEVER):
         return []
     if model.startswith("/"):
-        where, fix = model, "copy the folder there (serve.download never copies a path)"
+        what = (
+            f"the model folder {model} is not there: "
+            "copy it there (serve.download never copies a path)"
+        )
     else:
-        where = f"~{user}/.cache/huggingface/hub"
-        fix = f"fetch it as {user} (hf download {model}) or set serve.download: once"
-    return [
-        f"{node.data.halo_node}: {model} is not in {where}: {fix}"
-        for node in nodes()
-        if not _snapshot(node)[1]
-    ]
+        what = (
+            f"{model} is not in ~{user}/.cache/huggingface/hub: fetch it as {user} "
+            f"(hf download {model}) or set serve.download: once"
+        )
+    return [f"{node.data.halo_node}: {what}" for node in nodes() if not _snapshot(node)[1]]
 
 
 def refusal(lines: list[str]) -> str:
