@@ -106,6 +106,28 @@ def download_model(user: str, image: str, model: str, token: bool, online: bool 
     )
 
 
+def copy_command(user: str, model: str, address: str) -> str:
+    """The cluster user's shell command that copies `model`'s snapshot to `address` (copy_model;
+    bench/copy.py times the same command)."""
+    repo = f".cache/huggingface/hub/models--{model.replace('/', '--')}"
+    target = shlex.quote(f"{user}@{address}:{repo}/")
+    rsync = (
+        "rsync -a -e 'ssh -o BatchMode=yes' "
+        f"--rsync-path={shlex.quote(f'mkdir -p {repo}/refs && rsync')}"
+    )
+    listing = (
+        'rev=$(cat refs/main) && root=$(pwd -P) && { find "snapshots/$rev" ! -type d; '
+        'find "snapshots/$rev" -type l -exec readlink -f {} + | sed "s|^$root/||"; '
+        '[ ! -f "trees/$rev.json" ] || echo "trees/$rev.json"; }'
+    )
+    script = (
+        f"cd ~/{shlex.quote(repo)} && {listing} | "
+        f"{rsync} -S --partial --size-only --files-from=- . {target} && "
+        f"{rsync} -c refs/main {target}refs/"
+    )
+    return f"sh -c {shlex.quote(script)}"
+
+
 @operation(is_idempotent=False)
 def copy_model(user: str, model: str, address: str):
     """
@@ -127,25 +149,9 @@ def copy_model(user: str, model: str, address: str):
         copy_model(name="Copy the model to halo2", user="vllm", model="Qwen/Qwen3-14B",
                    address="192.168.100.2")
     """
-    repo = f".cache/huggingface/hub/models--{model.replace('/', '--')}"
-    target = shlex.quote(f"{user}@{address}:{repo}/")
-    rsync = (
-        "rsync -a -e 'ssh -o BatchMode=yes' "
-        f"--rsync-path={shlex.quote(f'mkdir -p {repo}/refs && rsync')}"
-    )
-    listing = (
-        'rev=$(cat refs/main) && root=$(pwd -P) && { find "snapshots/$rev" ! -type d; '
-        'find "snapshots/$rev" -type l -exec readlink -f {} + | sed "s|^$root/||"; '
-        '[ ! -f "trees/$rev.json" ] || echo "trees/$rev.json"; }'
-    )
-    script = (
-        f"cd ~/{shlex.quote(repo)} && {listing} | "
-        f"{rsync} -S --partial --size-only --files-from=- . {target} && "
-        f"{rsync} -c refs/main {target}refs/"
-    )
     yield FunctionCommand(
         run_saying_what,
-        (as_user(user, f"sh -c {shlex.quote(script)}"), f"the copy of {model} to {address}"),
+        (as_user(user, copy_command(user, model, address)), f"the copy of {model} to {address}"),
         {},
     )
 
