@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parent / "plan" / "fixtures"
@@ -23,17 +24,136 @@ def text_files_output(files: dict[str, str | tuple[str, str]], mode: str = "644"
     return lines
 
 
-def firewalld_output(text: str | None = None, **zones: dict[str, str]) -> list[str]:
-    """The Firewalld fact's output, recorded (fixtures/firewalld-debian13-lab-fresh.txt) or
-    `text`, with zone keys replaced in both views: zone -> {key: value}."""
-    lines, zone = [], ""
-    for line in (text or fixture("firewalld-debian13-lab-fresh.txt")).splitlines():
-        if line and not line[0].isspace() and not line.startswith(("state", "==")):
-            zone = line.split()[0]
-        key = line.strip().partition(":")[0]
-        if line.startswith("  ") and key in zones.get(zone, {}):
-            line = f"  {key}: {zones[zone][key]}"
-        lines.append(line)
+def listed_zones(text: str) -> tuple[str, dict[str, dict[str, dict[str, list[str]]]]]:
+    """(default zone, {view: {zone: {key: values}}}) of the recorded `firewall-cmd
+    --list-all-zones` listings (fixtures/firewalld-debian13-lab-fresh.txt: a `state` line, then
+    `== runtime` and `== permanent`, each a listing); tab-indented lines (forward ports, rich
+    rules) continue the key before them."""
+    default, views = "", {}
+    zones: dict[str, dict[str, list[str]]] = {}
+    zone: dict[str, list[str]] = {}
+    key = ""
+    for line in text.splitlines():
+        if line.startswith("== "):
+            zones = views.setdefault(line[3:].strip(), {})
+        elif line.startswith("\t"):
+            zone[key].append(line.strip())
+        elif line.startswith("  "):
+            key, _, value = line.strip().partition(":")
+            zone[key] = value.split()
+        elif line and not line.startswith("state "):
+            name, _, marks = line.partition(" ")
+            zone = zones.setdefault(name, {})
+            default = name if "default" in marks else default
+    return default, views
+
+
+FIREWALLD_ZONE_FILES = FIXTURES / "firewalld-zones-debian13-lab"
+USR_ZONES = "/usr/lib/firewalld/zones"
+ETC_ZONES = "/etc/firewalld/zones"
+# listing key -> (a{sv} key, its D-Bus signature); firewalld's IMPORT_EXPORT_STRUCTURE
+_VARIANTS = {
+    "target": ("target", "s"),
+    "services": ("services", "as"),
+    "ports": ("ports", "a(ss)"),
+    "icmp-blocks": ("icmp_blocks", "as"),
+    "masquerade": ("masquerade", "b"),
+    "forward-ports": ("forward_ports", "a(ssss)"),
+    "interfaces": ("interfaces", "as"),
+    "sources": ("sources", "as"),
+    "rich rules": ("rules_str", "as"),
+    "protocols": ("protocols", "as"),
+    "source-ports": ("source_ports", "a(ss)"),
+    "icmp-block-inversion": ("icmp_block_inversion", "b"),
+    "forward": ("forward", "b"),
+    "ingress-priority": ("ingress_priority", "i"),
+    "egress-priority": ("egress_priority", "i"),
+}
+# what a zone file's element of each listing key is (firewalld's zone XML)
+_ELEMENTS = {"services": "service", "interfaces": "interface", "ports": "port"}
+
+
+def zone_settings_reply(settings: dict[str, list[str]], zone_file: str) -> str:
+    """busctl's `--json=short` reply to getZoneSettings2 (out signature a{sv}) for a zone listed
+    as `settings` whose zone file is `zone_file`.
+
+    Built from firewalld's source, not recorded from a live firewalld: core/fw_zone.py
+    get_config_with_settings_dict (the zone file's settings, the default target as "default",
+    runtime lists over them), core/io/io_object.py export_config_dict (empty lists and strings
+    left out; flags and numbers kept); busctl prints a reply as {"type": SIGNATURE, "data":
+    [values]}, a variant as {"type": SIGNATURE, "data": value}, a struct as a list."""
+    root = ET.fromstring(zone_file)
+    found: dict[str, dict] = {}
+    for key in ("short", "description"):
+        if root.findtext(key):
+            found[key] = {"type": "s", "data": root.findtext(key)}
+    for key, values in settings.items():
+        name, signature = _VARIANTS[key]
+        value: object
+        if signature == "b":
+            value = values == ["yes"]
+        elif signature == "i":
+            value = int(values[0])
+        elif signature == "s":
+            value = values[0]
+        elif signature == "a(ss)":
+            value = [v.split("/") for v in values]
+        elif signature == "a(ssss)":
+            value = [[part.partition("=")[2] for part in v.split(":")] for v in values]
+        else:
+            value = values
+        if value or signature in ("b", "i"):
+            found[name] = {"type": signature, "data": value}
+    return busctl_reply("a{sv}", found)
+
+
+def busctl_reply(signature: str, value: object) -> str:
+    """One value as `busctl --json=short call` prints a reply (compact JSON, UTF-8 as is)."""
+    return json.dumps(
+        {"type": signature, "data": [value]}, ensure_ascii=False, separators=(",", ":")
+    )
+
+
+def _zone_file(text: str, changes: dict[str, str]) -> str:
+    """A zone file with the elements of `changes`' keys replaced, as `firewall-cmd --permanent`
+    writes it to /etc/firewalld/zones."""
+    root = ET.fromstring(text)
+    for key, values in changes.items():
+        tag = _ELEMENTS[key]
+        for element in root.findall(tag):
+            root.remove(element)
+        for value in values.split():
+            if tag == "port":
+                port, _, protocol = value.partition("/")
+                ET.SubElement(root, tag, port=port, protocol=protocol)
+            else:
+                ET.SubElement(root, tag, name=value)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode")
+
+
+def firewalld_output(renamed: dict[str, str] | None = None, **zones: dict[str, str]) -> list[str]:
+    """The Firewalld fact's output on a lab node: the runtime zones of the recorded listing
+    (fixtures/firewalld-debian13-lab-fresh.txt) as firewalld answers them over D-Bus
+    (`zone_settings_reply`), and the lab's zone files (fixtures/firewalld-zones-debian13-lab:
+    /usr/lib/firewalld/zones of its firewalld 2.3.1) as `grep -aH ''` prints them.
+
+    `zones`: zone -> {key: values} (services, interfaces, ports) replaced in both views, the
+    changed zone's file written to /etc/firewalld/zones; `renamed`: {zone: new name}."""
+    renamed = renamed or {}
+    default, views = listed_zones(fixture("firewalld-debian13-lab-fresh.txt"))
+    files = {p.stem: p.read_text() for p in sorted(FIREWALLD_ZONE_FILES.glob("*.xml"))}
+    lines = ["state running", f"default {busctl_reply('s', renamed.get(default, default))}"]
+    paths: dict[str, str] = {}
+    for zone, settings in sorted(views["runtime"].items()):
+        name = renamed.get(zone, zone)
+        changes = zones.get(name, {})
+        settings = dict(settings, **{key: value.split() for key, value in changes.items()})
+        reply = zone_settings_reply(settings, files[zone])
+        lines.append(f"runtime {name} {reply}")
+        paths[f"{USR_ZONES}/{name}.xml"] = files[zone]
+        if changes:
+            paths[f"{ETC_ZONES}/{name}.xml"] = _zone_file(files[zone], changes)
+    lines += [f"{path}:{line}" for path, text in paths.items() for line in text.splitlines()]
     return lines
 
 

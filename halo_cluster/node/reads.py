@@ -2,8 +2,8 @@
 
 Each read is a pyinfra fact with its arguments, `(Fact, {kwarg: value})`: the deploy declares
 its own, each role declares its in `reads(data)` next to `paths(data)`, and `prefetch` runs all
-their commands in one script, each in its own subshell and all at once (the slowest,
-firewall-cmd, sets the time), with its stdout and exit status delimited. Every part is then
+their commands in one script, each in its own subshell and all at once (the slowest sets the
+time), with its stdout and exit status delimited. Every part is then
 processed as pyinfra would have (`process`, or `default()` for no output or a missing
 `requires_command`) and seeds the per-run cache, so the roles' `cached(host, Fact, ...)` read
 the node's state from this one command. A part that failed, or a read nobody declared, is left

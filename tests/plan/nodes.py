@@ -15,6 +15,7 @@ from halo_cluster.config.loader import ensure_ray_token, parse_cluster
 from halo_cluster.config.schema import use
 from halo_cluster.decide.safety import E810_DEVICES, INTEL_VENDOR
 from halo_cluster.node import toolbox
+from halo_cluster.node.facts import FIREWALLD_BUS
 from roles import all_packages
 from tests.plan.harness import Plan, plan
 from tests.recorded import firewalld_output, fixture, interfaces_output, text_files_output
@@ -147,7 +148,7 @@ def fresh_node(**over) -> dict:
         "systemd-detect-virt": hardware,
         "systemctl --user show": over.pop("units", []),
         "%{http_code}": over.pop("health", []),
-        "firewall-cmd": over.pop("firewall", None) or firewalld_output(),
+        FIREWALLD_BUS: over.pop("firewall", None) or firewalld_output(),
         # RdmaLinks (serve.transport: rdma): recorded, irdma1 ACTIVE (the Hardware fact's device)
         "rdma link show": over.pop("rdma_links", RDMA_LINKS),
     }

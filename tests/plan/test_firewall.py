@@ -1,27 +1,24 @@
-"""The firewall role planned on firewalld's recorded output: vLLM's port let in on the
-management side only on the head with `listen: all`, closed again otherwise, Ray's ports never,
-and the data link back in the trusted zone."""
+"""The firewall role planned on a lab node's firewalld (tests/recorded.py firewalld_output): vLLM's
+port let in on the management side only on the head with `listen: all`, closed again otherwise,
+Ray's ports never, and the data link back in the trusted zone."""
 
 from __future__ import annotations
 
-import re
-
-from halo_cluster.node.facts import Firewalld
 from tests.plan.harness import Plan, plan
 from tests.plan.nodes import cluster, converged_node, plan_both, serve_cluster, user_node
-from tests.recorded import firewalld_output, fixture
+from tests.recorded import firewalld_output
 
-RECORDED = fixture("firewalld-debian13-lab-fresh.txt")
 SERVICE_FILE = "/etc/firewalld/services/halo-vllm.xml"
 OPEN_ALL = ", listen: all, api_key_file: key"
 
 
 def fedora_workstation() -> list[str]:
-    """The recorded output with `public` renamed as Fedora Workstation's default zone, which lets
+    """The lab's firewalld with `public` renamed as Fedora Workstation's default zone, which lets
     every port above 1024 in (ports 1025-65535/tcp and /udp)."""
-    text = RECORDED.replace("public (default", "FedoraWorkstation (default")
-    text = re.sub(r"^public$", "FedoraWorkstation", text, flags=re.MULTILINE)
-    return firewalld_output(text, FedoraWorkstation={"ports": "1025-65535/udp 1025-65535/tcp"})
+    return firewalld_output(
+        {"public": "FedoraWorkstation"},
+        FedoraWorkstation={"ports": "1025-65535/udp 1025-65535/tcp"},
+    )
 
 
 def firewall_ops(result: Plan, node: str) -> list[str]:
@@ -35,13 +32,6 @@ def plan_serving(serve: str, tmp_path, firewall: list[str] | None = None, **node
         n.name: user_node(firewall=firewall or firewalld_output(), **node) for n in cluster.nodes
     }
     return plan(cluster, facts)
-
-
-def test_the_fact_reads_zones_and_the_default() -> None:
-    state = Firewalld().process(fixture("firewalld-debian13-lab-fresh.txt").splitlines())
-    assert state["state"] == "running" and state["default"] == "public"
-    assert state["runtime"]["public"]["services"] == ["dhcpv6-client", "ssh"]
-    assert state["permanent"]["trusted"]["target"] == ["ACCEPT"]
 
 
 def test_listen_all_opens_vllm_in_the_management_zone_on_the_head_only(tmp_path) -> None:
