@@ -17,7 +17,11 @@ and in its `schema.py`:
   `schema()` adds to the cluster section (`halo_cluster.config.schema.CORE`);
 - `READS`: the host data it reads beyond its section (the cluster section's keys, values
   hostdata.py derives), and `VARIABLES = variables(SECTION, READS)`: everything it may read,
-  each documented in docs/roles/NAME.md (tests/plan/test_declared.py fails on any other read).
+  each documented in docs/roles/NAME.md (tests/plan/test_declared.py fails on any other read);
+- `derive(cluster, problems, base_dir)`, where a value is computed from several keys or checked
+  across them: its typed values (`cluster.NAME`, host data `halo_NAME_FIELD`), and
+  `prepare(cluster, problems, base_dir)`, where they name files on the controller
+  (`halo_cluster.config.schema.Derivation`).
 
 Adding a role is adding its folder: nothing here or in deploy.py lists the roles. A role imports
 no other role: what two roles share lives in halo_cluster (tests/unit/test_layers.py).
@@ -33,7 +37,7 @@ from typing import Any
 
 from pyinfra import host
 
-from halo_cluster.config.schema import CORE, Field, Schema
+from halo_cluster.config.schema import CORE, Derivation, Field, Schema
 
 
 @cache
@@ -55,9 +59,19 @@ def sections() -> dict[str, tuple[Field, ...]]:
 
 @cache
 def schema() -> Schema:
-    """The whole cluster.yml schema: the cluster section, then each role's, in ORDER. An entry
-    point that loads a config hands it to `halo_cluster.config.schema.use` first."""
-    return Schema(CORE + tuple(f for section in sections().values() for f in section))
+    """The whole cluster.yml schema: the cluster section, then each role's, in ORDER, with the
+    roles' derivations. An entry point that loads a config hands it to
+    `halo_cluster.config.schema.use` first."""
+    fields = CORE + tuple(f for section in sections().values() for f in section)
+    return Schema(fields, tuple(d for role in all_roles() if (d := derivation(role))))
+
+
+def derivation(role: ModuleType) -> Derivation | None:
+    """The role's `derive` (and `prepare`), where its schema section has one."""
+    section = role.schema
+    if not hasattr(section, "derive"):
+        return None
+    return Derivation(name(role), section.derive, getattr(section, "prepare", None))
 
 
 def apply_all(node: Any) -> None:

@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from typing import Any
 
 from halo_cluster.config.model import NM_CONNECTION_ID, Cluster, Node
-from halo_cluster.config.schema import host_name
 
 
 def host_data(cluster: Cluster, node: Node) -> dict[str, Any]:
@@ -21,7 +19,6 @@ def host_data(cluster: Cluster, node: Node) -> dict[str, Any]:
         "halo_node": node.name,
         "halo_role": node.role,
         "halo_interconnect": cluster.interconnect,
-        "halo_mtu": cluster.mtu,
         "halo_data_interface": node.interface,
         "halo_data_mac": node.mac,
         "halo_data_address": node.address,
@@ -32,21 +29,13 @@ def host_data(cluster: Cluster, node: Node) -> dict[str, Any]:
         "halo_peers": {p.name: p.address for p in peers},
         "halo_head_address": cluster.head.address,
         "halo_worker_addresses": [w.address for w in cluster.workers],
-        "halo_kernel_gtt_gib": cluster.gtt_gib,
-        "halo_kernel_args": list(cluster.kernel_args),
-        "halo_kernel_args_remove": list(cluster.kernel_args_remove),
-        "halo_reboot": cluster.reboot,
-        "halo_reboot_timeout": cluster.reboot_timeout,
         "halo_cluster_user": cluster.cluster_user,
         "halo_image": cluster.image,
-        "halo_image_update": cluster.image_update,
         "halo_toolbox": cluster.toolbox,
     }
-    data.update(
-        {f"halo_serve_{name}": value for name, value in dataclasses.asdict(cluster.serve).items()}
-    )
-    for path, value in cluster.settings.items():
-        data.setdefault(host_name(path), value)  # a key no derivation above sets
+    for name, value in cluster.values().items():
+        # a role's value: its plain key, or what its section derives; a list, as JSON has
+        data.setdefault(name, list(value) if isinstance(value, tuple) else value)
     data["halo_head_node"] = cluster.head.name
     data["halo_node_count"] = len(cluster.nodes)
     if node.ssh_key:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import shlex
 import stat
 import sys
@@ -19,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from halo_cluster.config.model import DEFAULT_RAY_TOKEN, Cluster, ConfigError, Problems, derive
+from halo_cluster.config.model import Cluster, ConfigError, Problems, derive
 from halo_cluster.config.rules import quote
 from halo_cluster.config.schema import REQUIRED, Field, current
 
@@ -40,8 +39,7 @@ def load_cluster(path: str | Path) -> Cluster:
     label = str(path)
     raw, written = _parse_yaml(_read_config(path, label), label)
     cluster = parse_cluster(raw, label, base_dir=path.parent, written=written)
-    ensure_ray_token(cluster, path.parent)
-    cluster = replace(cluster, warnings=(*cluster.warnings, *_check_files(cluster)))
+    cluster = replace(cluster, warnings=(*cluster.warnings, *_check_files(cluster, path.parent)))
     for line in cluster.warnings:
         print(line, file=sys.stderr)
     return cluster
@@ -85,10 +83,11 @@ def _read_config(path: Path, label: str) -> str:
         raise ConfigError([f"{label}: is not UTF-8 text (byte {exc.start + 1})"]) from None
 
 
-def _check_files(cluster: Cluster) -> list[str]:
-    """SSH keys, known_hosts and secret files on the controller: a missing, unreadable or
-    malformed one stops here, naming the key (and the nodes that use it), not in paramiko or in
-    a container. Returns the warnings (a secret others can read)."""
+def _check_files(cluster: Cluster, base_dir: Path) -> list[str]:
+    """SSH keys, known_hosts and the files each section prepares (`Derivation.prepare`: secret
+    files) on the controller: a missing, unreadable or malformed one stops here, naming the key
+    (and the nodes that use it), not in paramiko or in a container. Returns the warnings (a
+    secret others can read)."""
     problems = Problems(cluster.source)
     for what, key, attribute in (
         ("the SSH key", "ssh.key", "ssh_key"),
@@ -102,11 +101,9 @@ def _check_files(cluster: Cluster) -> list[str]:
             optional = attribute == "ssh_known_hosts"  # ssh creates a missing known_hosts
             if problem := _file_problem(path, optional):
                 problems.error(key, f"{path} {problem} ({what} of {', '.join(nodes)})")
-    serve = cluster.serve
-    for name in ("api_key_file", "hf_token_file", "ray_token_file"):
-        path = getattr(serve, name)
-        if serve.enabled and path:
-            _check_secret(f"serve.{name}", path, problems)
+    for derivation in current().derivations:
+        if derivation.prepare:
+            derivation.prepare(cluster, problems, base_dir)
     problems.raise_if_any()
     return problems.warnings
 
@@ -125,7 +122,7 @@ def _file_problem(path: str, optional: bool = False) -> str | None:
     return None if os.access(path, os.R_OK) else "cannot be read"
 
 
-def _check_secret(key: str, path: str, problems: Problems) -> None:
+def check_secret(key: str, path: str, problems: Problems) -> None:
     """A secret file: a regular file of one printable UTF-8 line, at most 4 KiB, read in bounded
     memory; a second line would become a second variable in the container's environment."""
     problem = _file_problem(path)
@@ -157,18 +154,6 @@ def _secret_text_problem(path: str) -> str | None:
     if not line.isprintable():
         return "holds control characters: it holds the secret alone, on one line"
     return None
-
-
-def ensure_ray_token(cluster: Cluster, base_dir: Path) -> None:
-    """Ray's cluster token when the config names none: made once on the controller (0600 in a
-    0700 folder) and kept, so that every run gives the nodes the same token."""
-    path = (base_dir / DEFAULT_RAY_TOKEN).resolve()
-    if not cluster.serve.enabled or cluster.serve.ray_token_file != str(path) or path.exists():
-        return
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w") as token:
-        token.write(secrets.token_hex(32) + "\n")
 
 
 class _ConfigLoader(yaml.SafeLoader):

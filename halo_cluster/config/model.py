@@ -1,8 +1,9 @@
 """The cluster model: every value the roles need, derived from a checked cluster.yml document.
 
 `derive()` turns the document into a `Cluster` of `Node`s: addresses assigned in order, the head
-chosen, kernel arguments computed, SSH settings resolved. What cannot be derived is reported
-through `Problems`, one line per mistake, naming the file and the key.
+chosen, SSH settings resolved; then each section's `Derivation`, declared by the role that owns
+its keys, adds that role's typed values. What cannot be derived is reported through `Problems`,
+one line per mistake, naming the file and the key.
 """
 
 from __future__ import annotations
@@ -10,17 +11,15 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from halo_cluster.config import rules
 from halo_cluster.config.rules import quote
-from halo_cluster.config.schema import DEFAULT_SUBNETS, DEFAULT_TRANSPORTS, MTU_RANGES, current
+from halo_cluster.config.schema import DEFAULT_SUBNETS, current, host_name
 
 NM_CONNECTION_ID = "halo-data"
-# Ray's cluster token when `serve.ray_token_file` is not given: made once by the loader
-DEFAULT_RAY_TOKEN = ".halo-cluster/ray-token"
 # thunderbolt-net links are point to point: one cable, one interface and one subnet per pair
 THUNDERBOLT_NODES = 2
 # a data subnet wider than a /8 routes a large share of the address space onto one cable
@@ -81,64 +80,28 @@ class Node:
 
 
 @dataclass(frozen=True)
-class Serve:
-    """The `serve:` section: Ray on every node, `vllm serve` on the head (docs/roles/serve.md).
-
-    No field has a default: `derive` sets each from the document or the schema's default."""
-
-    enabled: bool
-    model: str | None
-    served_model_name: str | None
-    tensor_parallel_size: int
-    pipeline_parallel_size: int
-    port: int
-    listen: str
-    api_key_file: str | None
-    hf_token_file: str | None
-    ray_token_file: str | None
-    gpu_memory_utilization: float
-    max_model_len: int | None
-    max_num_seqs: int | None
-    enforce_eager: bool
-    extra_args: tuple[str, ...]
-    env: dict[str, str]
-    ready_timeout: int
-    wait: bool
-    nccl_debug: bool
-    download: str
-    object_store_mib: int | None
-    transport: str
-
-    @property
-    def gpus(self) -> int:
-        return self.tensor_parallel_size * self.pipeline_parallel_size
-
-
-@dataclass(frozen=True)
 class Cluster:
-    """The whole cluster, every field set by `derive` (defaults are the schema's)."""
+    """The whole cluster, every field set by `derive` (defaults are the schema's).
+
+    A role's values are reached by their host data name without `halo_`: `cluster.NAME` is the
+    dataclass section NAME derives, `cluster.NAME_FIELD` one of its fields, `cluster.KEY` a plain
+    key (dots as `_`). The roles own those keys, so this class names none of them."""
 
     source: str
     interconnect: str
     subnet: ipaddress.IPv4Network
-    mtu: int
     cluster_user: str
-    reboot: str
-    reboot_timeout: int
     image: str
-    image_update: bool
     toolbox: str
-    gtt_gib: int
-    kernel_args: tuple[str, ...]
-    kernel_args_remove: tuple[str, ...]
     max_latency_us: int
     min_bandwidth_gbps: int
     nodes: tuple[Node, ...]
-    serve: Serve
     warnings: tuple[str, ...]
     # every plain key by its path, as written or the schema's default: a role's own key reaches
     # its host data from here, without a field or a derivation of its own
     settings: dict[str, Any]
+    # each section's derived values by its name (`Derivation.derive`): a dataclass, or None
+    derived: dict[str, Any]
 
     @property
     def head(self) -> Node:
@@ -148,11 +111,26 @@ class Cluster:
     def workers(self) -> tuple[Node, ...]:
         return tuple(n for n in self.nodes if n.role == "worker")
 
+    def values(self) -> dict[str, Any]:
+        """Every role's value by its host data name: the plain keys, each replaced by what a
+        section derives for it (a file name resolved, not as written)."""
+        found = {host_name(path): value for path, value in self.settings.items()}
+        for name, value in self.derived.items():
+            if value is not None:
+                found |= {
+                    host_name(f"{name}.{f.name}"): getattr(value, f.name) for f in fields(value)
+                }
+        return found
 
-def gtt_kernel_args(gtt_gib: int) -> tuple[str, str]:
-    """GTT size in GiB -> (amdgpu.gttsize in MiB, ttm.pages_limit in 4 KiB pages)."""
-    mib = gtt_gib * 1024
-    return f"amdgpu.gttsize={mib}", f"ttm.pages_limit={mib * 256}"
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # copy and pickle probe an instance before its fields are set
+            raise AttributeError(name)
+        if name in self.derived:
+            return self.derived[name]
+        try:
+            return self.values()[host_name(name)]
+        except KeyError:
+            raise AttributeError(f"{type(self).__name__} has no value {name!r}") from None
 
 
 def _get(doc: dict, path: str) -> Any:
@@ -164,39 +142,30 @@ def _get(doc: dict, path: str) -> Any:
 
 
 def derive(doc: dict, problems: Problems, base_dir: Path) -> Cluster:
-    """The cluster model from a document whose keys and types are already checked."""
+    """The cluster model from a document whose keys and types are already checked: the cluster
+    section's values, then each section's derivation, in the roles' order."""
     interconnect = _get(doc, "interconnect")
     subnet = _derive_subnet(doc, interconnect, problems)
-    mtu = _get(doc, "mtu")
-    low, high = MTU_RANGES[interconnect]
-    if not low <= mtu <= high:
-        problems.error("mtu", f"{mtu} is outside {low}-{high}, the range {interconnect} allows")
-    wanted, remove = _derive_kernel_args(doc, problems)
     for key in ("verify.max_latency_us", "verify.min_bandwidth_gbps"):
         if _get(doc, key) <= 0:
             problems.error(key, f"{_get(doc, key)} is not a positive number")
     nodes = _derive_nodes(doc, interconnect, subnet, problems, base_dir) if subnet else ()
-    return Cluster(
+    cluster = Cluster(
         source=problems.label,
         interconnect=interconnect,
         subnet=subnet or ipaddress.IPv4Network(DEFAULT_SUBNETS[interconnect]),
-        mtu=mtu,
         cluster_user=_get(doc, "cluster_user"),
-        reboot=_get(doc, "reboot"),
-        reboot_timeout=_get(doc, "reboot_timeout"),
         image=_get(doc, "image"),
-        image_update=_get(doc, "image_update"),
         toolbox=_get(doc, "toolbox"),
-        gtt_gib=_get(doc, "kernel.gtt_gib"),
-        kernel_args=wanted,
-        kernel_args_remove=remove,
         max_latency_us=_get(doc, "verify.max_latency_us"),
         min_bandwidth_gbps=_get(doc, "verify.min_bandwidth_gbps"),
         nodes=nodes,
-        serve=_derive_serve(doc, len(nodes), interconnect, problems, base_dir),
-        warnings=tuple(problems.warnings),
+        warnings=(),
         settings=_settings(doc),
+        derived={},
     )
+    derived = {d.name: d.derive(cluster, problems, base_dir) for d in current().derivations}
+    return replace(cluster, derived=derived, warnings=tuple(problems.warnings))
 
 
 def _settings(doc: dict) -> dict[str, Any]:
@@ -206,49 +175,6 @@ def _settings(doc: dict) -> dict[str, Any]:
         for f in current().fields
         if f.type != "mapping" and not f.path.startswith(("nodes", "ssh"))
     }
-
-
-def _derive_serve(
-    doc: dict, node_count: int, interconnect: str, problems: Problems, base_dir: Path
-) -> Serve:
-    values = {
-        name: _get(doc, f"serve.{name}")
-        for name in Serve.__dataclass_fields__
-        if name not in ("tensor_parallel_size", "extra_args", "env")
-    }
-    tp = _get(doc, "serve.tensor_parallel_size") or node_count
-    serve = Serve(
-        **{**values, "api_key_file": None, "hf_token_file": None, "ray_token_file": None},
-        tensor_parallel_size=tp,
-        extra_args=tuple(_get(doc, "serve.extra_args")),
-        env=dict(_get(doc, "serve.env")),
-    )
-    serve = replace(
-        serve,
-        api_key_file=_resolve(values["api_key_file"], base_dir),
-        hf_token_file=_resolve(values["hf_token_file"], base_dir),
-        ray_token_file=_resolve(values["ray_token_file"] or DEFAULT_RAY_TOKEN, base_dir),
-        served_model_name=values["served_model_name"] or values["model"],
-        transport=values["transport"] or DEFAULT_TRANSPORTS[interconnect],
-    )
-    if serve.transport == "rdma" and interconnect == "thunderbolt":
-        problems.error(
-            "serve.transport",
-            "rdma needs interconnect: roce (thunderbolt has no RDMA): use sockets",
-        )
-    if not serve.enabled:
-        return serve
-    if not serve.model:
-        problems.error("serve.model", "required when serve.enabled is true")
-    if serve.gpus != node_count:
-        problems.error(
-            "serve.tensor_parallel_size",
-            f"TP {tp} x PP {serve.pipeline_parallel_size} = {serve.gpus} GPUs, but the cluster "
-            f"has {node_count} nodes with one GPU each: TP x PP must equal the number of nodes",
-        )
-    if serve.listen == "all" and not serve.api_key_file:
-        problems.error("serve.api_key_file", "required with serve.listen: all (every address)")
-    return serve
 
 
 def _derive_subnet(
@@ -279,30 +205,13 @@ def _derive_subnet(
     return subnet
 
 
-def _derive_kernel_args(doc: dict, problems: Problems) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    iommu_pt = _get(doc, "kernel.iommu") == "pt"
-    wanted: list[str] = ["iommu=pt" if iommu_pt else "amd_iommu=off"]
-    remove: list[str] = ["amd_iommu=off" if iommu_pt else "iommu=pt"]
-    toggles = {"kernel.pci_realloc": "pci=realloc", "kernel.pcie_aspm_off": "pcie_aspm=off"}
-    for key, arg in toggles.items():
-        (wanted if _get(doc, key) else remove).append(arg)
-    wanted.extend(gtt_kernel_args(_get(doc, "kernel.gtt_gib")))
-    # each argument passed its rule in the loader: one token, no quotes
-    wanted.extend(_get(doc, "kernel.extra_args"))
-    for i, arg in enumerate(_get(doc, "kernel.remove_args")):
-        if arg in wanted:
-            problems.error(f"kernel.remove_args[{i}]", f"{arg!r} is also an argument to add")
-        else:
-            remove.append(arg)
-    return tuple(wanted), tuple(remove)
-
-
 def _node_ssh(doc: dict, raw: dict, key: str) -> Any:
     own = (raw.get("ssh") or {}).get(key)
     return own if own is not None else _get(doc, f"ssh.{key}")
 
 
-def _resolve(path: str | None, base_dir: Path) -> str | None:
+def resolve(path: str | None, base_dir: Path) -> str | None:
+    """A file named in cluster.yml, as an absolute path: relative to the config's folder."""
     if path is None:
         return None
     return str((base_dir / Path(path).expanduser()).resolve())
@@ -337,8 +246,8 @@ def _derive_nodes(
                 ssh_host=hosts[i],
                 ssh_port=_node_ssh(doc, raw, "port"),
                 ssh_user=_node_ssh(doc, raw, "user"),
-                ssh_key=_resolve(_node_ssh(doc, raw, "key"), base_dir),
-                ssh_known_hosts=_resolve(_node_ssh(doc, raw, "known_hosts"), base_dir),
+                ssh_key=resolve(_node_ssh(doc, raw, "key"), base_dir),
+                ssh_known_hosts=resolve(_node_ssh(doc, raw, "known_hosts"), base_dir),
                 interface=interface,
                 mac=mac,
                 address=addresses[i],

@@ -6,6 +6,9 @@ section, `roles/NAME/schema.py`: `roles.schema()` assembles `CORE` and every sec
 `Schema`, and an entry point that loads a config (inventory.py, the `halo-cluster` tools, the
 tests) hands it to `use()` first, since nothing in halo_cluster imports roles.
 
+A section may also derive typed values from its keys (a `Derivation`, handed in with the
+fields): the config layer runs it without knowing the keys it reads.
+
 The validator walks the schema (unknown keys, types, choices, defaults), the model reads its
 defaults, host data names its keys `halo_<path>`, a role's `VARIABLES` are its section's keys and
 the host data it names in `READS`, and docs/configuration.md is checked against it by a unit test.
@@ -13,6 +16,7 @@ the host data it names in `READS`, and docs/configuration.md is checked against 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,9 +53,6 @@ class Field:
 DEFAULT_IMAGE = "docker.io/kyuz0/vllm-therock-gfx1151:latest"
 DEFAULT_TOOLBOX = "vllm-therock-gfx1151"
 DEFAULT_SUBNETS = {"roce": "192.168.100.0/30", "thunderbolt": "192.168.2.0/30"}
-MTU_RANGES = {"roce": (1280, 9216), "thunderbolt": (68, 65522)}
-# RCCL's transport between the nodes (`serve.transport`) when cluster.yml names none
-DEFAULT_TRANSPORTS = {"roce": "rdma", "thunderbolt": "sockets"}
 
 CORE: tuple[Field, ...] = (
     Field(
@@ -199,11 +200,28 @@ CORE: tuple[Field, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class Derivation:
+    """A section's typed values, where a key's plain value is not enough (a value computed from
+    several keys, a check across keys), declared by the role that owns the keys.
+
+    `derive(cluster, problems, base_dir)` is given the cluster derived so far (its plain keys in
+    `settings`) and reports what is wrong to `problems`; it returns a dataclass, which becomes
+    `cluster.NAME` and host data `halo_NAME_FIELD` per field, or None (a check only).
+    `prepare(cluster, problems, base_dir)`, when a file is loaded, makes and checks the files on
+    the controller that the values name."""
+
+    name: str
+    derive: Callable[..., Any]
+    prepare: Callable[..., None] | None = None
+
+
 class Schema:
     """Fields assembled from sections, with the look-ups the loader, the model and the docs use."""
 
-    def __init__(self, fields: tuple[Field, ...]) -> None:
+    def __init__(self, fields: tuple[Field, ...], derivations: tuple[Derivation, ...] = ()) -> None:
         self.fields = fields
+        self.derivations = derivations
         self.by_path: dict[str, Field] = {}
         for field in fields:
             if field.path in self.by_path:
@@ -231,11 +249,7 @@ class Schema:
 
     def markdown_table(self) -> str:
         """The schema as the table in docs/configuration.md (`python -m roles`)."""
-        rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
-        for f in self.fields:
-            choices = f" One of: {', '.join(f'`{c}`' for c in f.choices)}." if f.choices else ""
-            rows.append(f"| `{f.path}` | {f.type} | {f.default_text} | {f.meaning}{choices} |")
-        return "\n".join(rows)
+        return markdown_table(self.fields)
 
 
 _current: list[Schema] = []
@@ -258,8 +272,17 @@ def current() -> Schema:
 
 
 def host_name(path: str) -> str:
-    """The host data name of a top-level key: `kernel.gtt_gib` -> `halo_kernel_gtt_gib`."""
+    """The host data name of a top-level key: `ssh.port` -> `halo_ssh_port`."""
     return "halo_" + path.replace(".", "_")
+
+
+def markdown_table(fields: tuple[Field, ...]) -> str:
+    """A section's keys as a docs table (`python -m roles` writes them into the pages)."""
+    rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for f in fields:
+        choices = f" One of: {', '.join(f'`{c}`' for c in f.choices)}." if f.choices else ""
+        rows.append(f"| `{f.path}` | {f.type} | {f.default_text} | {f.meaning}{choices} |")
+    return "\n".join(rows)
 
 
 def variables(section: tuple[Field, ...], reads: tuple[str, ...] = ()) -> tuple[str, ...]:

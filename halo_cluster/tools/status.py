@@ -196,7 +196,7 @@ def node_budget(cluster: Cluster, node: Node, lines: list[str]) -> budget.Budget
         object_store_mib=serve.object_store_mib,
         tp=serve.tensor_parallel_size,
         pp=serve.pipeline_parallel_size,
-        gtt_gib=cluster.gtt_gib,
+        gtt_gib=cluster.kernel_gtt_gib,
     )
 
 

@@ -1,8 +1,12 @@
-"""The kernel role's keys: the kernel command line (`kernel.*`)."""
+"""The kernel role's keys: the kernel command line (`kernel.*`), and the arguments they give."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 from halo_cluster.config import rules
+from halo_cluster.config.model import Cluster, Problems
 from halo_cluster.config.schema import Field, variables
 
 SECTION: tuple[Field, ...] = (
@@ -46,3 +50,37 @@ READS = (
     "halo_kernel_args_remove",
 )
 VARIABLES = variables(SECTION, READS)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """The arguments the `kernel.*` keys give: host data `halo_kernel_args` and
+    `halo_kernel_args_remove`, read by the kernel and reboot roles."""
+
+    args: tuple[str, ...]
+    args_remove: tuple[str, ...]
+
+
+def gtt_kernel_args(gtt_gib: int) -> tuple[str, str]:
+    """GTT size in GiB -> (amdgpu.gttsize in MiB, ttm.pages_limit in 4 KiB pages)."""
+    mib = gtt_gib * 1024
+    return f"amdgpu.gttsize={mib}", f"ttm.pages_limit={mib * 256}"
+
+
+def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Kernel:
+    keys = cluster.settings
+    iommu_pt = keys["kernel.iommu"] == "pt"
+    wanted: list[str] = ["iommu=pt" if iommu_pt else "amd_iommu=off"]
+    remove: list[str] = ["amd_iommu=off" if iommu_pt else "iommu=pt"]
+    toggles = {"kernel.pci_realloc": "pci=realloc", "kernel.pcie_aspm_off": "pcie_aspm=off"}
+    for key, arg in toggles.items():
+        (wanted if keys[key] else remove).append(arg)
+    wanted.extend(gtt_kernel_args(keys["kernel.gtt_gib"]))
+    # each argument passed its rule in the loader: one token, no quotes
+    wanted.extend(keys["kernel.extra_args"])
+    for i, arg in enumerate(keys["kernel.remove_args"]):
+        if arg in wanted:
+            problems.error(f"kernel.remove_args[{i}]", f"{arg!r} is also an argument to add")
+        else:
+            remove.append(arg)
+    return Kernel(tuple(wanted), tuple(remove))

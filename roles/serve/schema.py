@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from halo_cluster.config import rules
 from halo_cluster.config.schema import DERIVED, Field, variables
+from roles.serve import model
 
 SECTION: tuple[Field, ...] = (
     Field(
@@ -170,3 +171,7 @@ READS = (
     "halo_kernel_gtt_gib",  # the memory budget's GTT when neither sysfs nor /proc/cmdline has it
 )
 VARIABLES = variables(SECTION, READS)
+
+# the section's typed values, `cluster.serve` (model.Serve), and the secret files they name
+derive = model.derive
+prepare = model.prepare

@@ -11,12 +11,13 @@ from pathlib import Path
 import yaml
 
 import roles
-from halo_cluster.config.loader import ensure_ray_token, parse_cluster
+from halo_cluster.config.loader import parse_cluster
 from halo_cluster.config.schema import use
 from halo_cluster.decide.safety import E810_DEVICES, INTEL_VENDOR
 from halo_cluster.node import toolbox
 from halo_cluster.node.facts import FIREWALLD_BUS
 from roles import all_packages
+from roles.serve.model import ensure_ray_token
 from tests.plan.harness import Plan, plan
 from tests.recorded import firewalld_output, fixture, interfaces_output, text_files_output
 

@@ -14,8 +14,9 @@ import yaml
 import roles
 from halo_cluster.config.hostdata import host_data, inventory_groups
 from halo_cluster.config.loader import ConfigError, load_cluster, parse_cluster
-from halo_cluster.config.model import Serve, gtt_kernel_args
 from halo_cluster.config.schema import host_name
+from roles.kernel.schema import gtt_kernel_args
+from roles.serve.model import Serve
 from tests.unit.configs import VALID_ROCE, VALID_TB, problems, write
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -61,12 +61,27 @@ def _literal(default) -> str | None:
 
 
 def test_no_default_is_written_again_in_the_model_or_the_host_data() -> None:
-    """Defaults live in the schema only: the model and the host data read them from there."""
+    """Defaults live in the schema only: the model, the host data and a role's typed model
+    (roles/NAME/model.py) read them from there."""
     config = ROOT / "halo_cluster" / "config"
-    sources = {name: (config / name).read_text() for name in ("model.py", "hostdata.py")}
+    paths = [config / "model.py", config / "hostdata.py", *sorted(ROOT.glob("roles/*/model.py"))]
+    sources = {str(path.relative_to(ROOT)): path.read_text() for path in paths}
     for field in roles.schema().fields:
         if (text := _literal(field.default)) is None:
             continue
         pattern = re.compile(rf"(?<![\w.]){re.escape(text)}(?![\w.])")
         for name, source in sources.items():
             assert not pattern.search(source), f"{field.path}'s default {text} in {name}"
+
+
+CONFIG_LAYER = ("schema.py", "model.py", "hostdata.py", "loader.py")
+
+
+@pytest.mark.parametrize("module", CONFIG_LAYER)
+def test_the_config_layer_names_no_role_key(module: str) -> None:
+    """A role's keys, their defaults and what they derive live in its folder: the schema, the
+    model, the host data and the loader know a role only through its section."""
+    source = (ROOT / "halo_cluster" / "config" / module).read_text()
+    keys = {f.path.split(".")[0] for section in roles.sections().values() for f in section}
+    for key in sorted(keys):
+        assert not re.search(rf"(?<![A-Za-z]){key}(?![A-Za-z])", source), f"{key} in {module}"
