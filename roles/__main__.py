@@ -1,5 +1,19 @@
-"""`python -m roles`: the table of every cluster.yml key, for docs/configuration.md."""
+"""`python -m roles`: write the keys tables into the docs (`roles/docs.py`); `--check`: exit 1
+naming each page whose table is missing or stale, changing nothing."""
 
-import roles
+import sys
 
-print(roles.schema().markdown_table())
+from roles import docs
+
+
+def main(check: bool) -> int:
+    for page in [] if check else docs.write():
+        print(f"{page.relative_to(docs.ROOT)}: keys table written")
+    stale = docs.stale()
+    for page in stale:
+        problem = "keys table missing or stale" if page.exists() else "missing: its role has keys"
+        print(f"{page.relative_to(docs.ROOT)}: {problem}", file=sys.stderr)
+    return 1 if stale else 0
+
+
+sys.exit(main("--check" in sys.argv[1:]))

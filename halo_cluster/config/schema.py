@@ -11,7 +11,8 @@ fields): the config layer runs it without knowing the keys it reads.
 
 The validator walks the schema (unknown keys, types, choices, defaults), the model reads its
 defaults, host data names its keys `halo_<path>`, a role's `VARIABLES` are its section's keys and
-the host data it names in `READS`, and docs/configuration.md is checked against it by a unit test.
+the host data it names in `READS`, and the docs' keys tables are generated from it (`python -m
+roles`): the cluster section's in docs/configuration.md, each role's on its page docs/roles/NAME.md.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class Field:
             return "derived"
         if self.default is None:
             return "none"
+        if self.default == "":
+            return '""'  # an empty cell would read as no default at all
         if isinstance(self.default, bool):
             return str(self.default).lower()
         if isinstance(self.default, list):
@@ -246,10 +249,6 @@ class Schema:
         """How a role's docs table shows a variable's default: the schema's, else `derived`."""
         by_name = {host_name(f.path): f for f in self.fields if "[]" not in f.path}
         return by_name[name].default_text if name in by_name else "derived"
-
-    def markdown_table(self) -> str:
-        """The schema as the table in docs/configuration.md (`python -m roles`)."""
-        return markdown_table(self.fields)
 
 
 _current: list[Schema] = []

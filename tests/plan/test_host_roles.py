@@ -169,8 +169,8 @@ def test_a_changed_pinned_key_leaves_the_lines_around_our_block_where_they_are()
 
 
 def test_worker_authorizes_the_head_key_read_at_run_time_on_a_fresh_cluster() -> None:
-    result = plan_pair()
-    assert result.commands("halo2")[-1].startswith("FunctionCommand(_authorize_from")
+    launcher = [op for op in plan_pair().ops["halo2"] if op.name.startswith("Launcher | ")]
+    assert launcher[-1].commands[-1].startswith("FunctionCommand(_authorize_from")
 
 
 def test_worker_authorizes_a_known_head_key_once() -> None:

@@ -1,6 +1,7 @@
-"""Declared once: the schema is the cluster section and each role's section, the docs table is
-generated from it, and what a role may read (`schema.VARIABLES`) is its section's keys and the
-host data it names in `READS`, each of which the inventory sets."""
+"""Declared once: the schema is the cluster section and each role's section, the docs' keys tables
+are generated from them (the cluster section's in configuration.md, each role's on its page), and
+what a role may read (`schema.VARIABLES`) is its section's keys and the host data it names in
+`READS`, each of which the inventory sets."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 import roles
 from halo_cluster.config.hostdata import host_data
 from halo_cluster.config.loader import load_cluster
-from halo_cluster.config.schema import CORE, Schema, host_name, variables
+from halo_cluster.config.schema import CORE, Field, Schema, host_name, variables
+from roles import docs
 from tests.unit.configs import VALID_ROCE, write
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,8 +33,21 @@ def test_a_key_is_declared_in_one_section_only() -> None:
         Schema((*CORE, mtu, mtu))
 
 
-def test_the_docs_table_is_the_generated_one() -> None:
-    assert roles.schema().markdown_table() in (ROOT / "docs" / "configuration.md").read_text()
+def test_every_keys_table_is_the_generated_one() -> None:
+    """configuration.md holds the cluster section's table, each role's page its own
+    (`python -m roles` writes them)."""
+    assert docs.stale() == []
+    pages = {page.name for page in docs.tables()}
+    assert "configuration.md" in pages and "serve.md" in pages and "user.md" not in pages
+
+
+def test_a_page_without_a_keys_table_gets_one_before_its_variables() -> None:
+    table = docs.block("roles/motd/schema.py", (Field("motd", "mapping", {}, "The message."),))
+    page = "# Role: motd\n\nWhat it does.\n\n| variable | default | meaning |\n|---|---|---|\n"
+    once = docs.written(page, table)
+    assert once.index("`motd`") < once.index("| variable |") and once.startswith("# Role: motd\n")
+    assert docs.written(once, table) == once
+    assert docs.written("# Role: motd\n", table) == "# Role: motd\n\n" + table
 
 
 @pytest.mark.parametrize("role", ROLES, ids=[roles.name(r) for r in ROLES])
