@@ -44,7 +44,7 @@ SECTION: tuple[Field, ...] = (
         rule=rules.kernel_argument,
     ),
 )
-# host data it reads beyond its section: other sections' keys, values hostdata.py derives
+# host data it reads beyond its section's keys: the arguments its `derive` below gives them
 READS = (
     "halo_kernel_args",
     "halo_kernel_args_remove",

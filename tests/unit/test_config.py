@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 import subprocess
 import sys
@@ -372,3 +373,15 @@ def test_every_plain_key_reaches_host_data_by_its_name(tmp_path: Path) -> None:
     assert data["halo_kernel_iommu"] == "off" and data["halo_verify_max_latency_us"] == 10
     assert {host_name(path) for path in cluster.settings} <= set(data)
     assert data["halo_serve_ray_token_file"] == cluster.serve.ray_token_file  # derived wins
+
+
+def test_a_roles_values_are_reached_by_their_host_data_names(tmp_path: Path) -> None:
+    """The model names no role's key: `cluster.kernel_args` is `halo_kernel_args`, derived by the
+    kernel role's section; `cluster.serve` is the serve role's typed section."""
+    cluster = load_cluster(write(tmp_path, VALID_ROCE))
+    data = host_data(cluster, cluster.nodes[0])
+    assert list(cluster.kernel_args) == data["halo_kernel_args"]
+    assert cluster.mtu == data["halo_mtu"] and cluster.serve is cluster.derived["serve"]
+    with pytest.raises(AttributeError, match="no value 'no_such_key'"):
+        _ = cluster.no_such_key
+    assert copy.deepcopy(cluster) == cluster
