@@ -108,7 +108,7 @@ def download_model(user: str, image: str, model: str, token: bool, online: bool 
 
 def copy_command(user: str, model: str, address: str) -> str:
     """The cluster user's shell command that copies `model`'s snapshot to `address` (copy_model;
-    bench/copy.py times the same command)."""
+    bench/model_copy.py times the same command)."""
     repo = f".cache/huggingface/hub/models--{model.replace('/', '--')}"
     target = shlex.quote(f"{user}@{address}:{repo}/")
     rsync = (

@@ -1,7 +1,7 @@
 """The model copy of `serve.download: once` on the built-in lab: a script that prints numbers, not
 a test.
 
-    .venv/bin/python bench/copy.py [--mib 1024] [--repeat 3]
+    .venv/bin/python bench/model_copy.py [--mib 1024] [--repeat 3]
 
 On a converged 2-node lab (`make demo` or a deploy first: the head's key admitted by the worker),
 lays a model of --mib MiB of incompressible bytes out in the head's Hugging Face cache (one
@@ -20,13 +20,14 @@ import subprocess
 import sys
 import time
 
+from halo_cluster.node.facts import as_user
 from lab import cli
 from roles.serve.services import copy_command
-from tests.e2e.serving_lab import USER
 
 MODEL = "halo-lab/bench-copy"
 REPO = f"~vllm/.cache/huggingface/hub/models--{MODEL.replace('/', '--')}"
 WORKER = "192.168.100.2"  # node2's data address in the lab
+USER = as_user("vllm", "")  # the cluster user, in its session
 REAL_MODEL_GB = 60
 E810_GBIT = 50
 
