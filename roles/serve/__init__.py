@@ -5,10 +5,12 @@ stopped and removed."""
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 
 from pyinfra import host, logger
 from pyinfra.api import deploy
+from pyinfra.context import ctx_state
 from pyinfra.operations import server
 
 from halo_cluster.config.serving import NODE_PORTS, PORTS
@@ -21,7 +23,7 @@ from halo_cluster.node.facts import UserManager
 from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.operations import text_file
 from halo_cluster.node.render import templates
-from halo_cluster.node.report import fail
+from halo_cluster.node.report import events, fail
 from halo_cluster.node.usermanager import device_groups, needs_reexec, stale_because
 from roles.serve import budget, weights
 from roles.serve.facts import HttpStatus, RdmaLinks, UserUnits
@@ -119,25 +121,26 @@ def apply(node: NodeContext) -> None:
         _remove(user, snapshot, list(where.values()), [VLLM, RAY], "the cluster services")
         return
     head = host.data.halo_role == "head"
-    # every node's memory budget, on the head before vLLM starts: refused, vLLM's files are left
-    # as they are and it is neither started nor restarted (docs/roles/serve.md, Memory budget)
+    port_refused = _rdma_port_refused(node)  # a refused node runs Ray, never vLLM
+    # every node's memory budget and model, on the head before vLLM starts: refused, vLLM's
+    # files are left as they are and it is neither started nor restarted (docs/roles/serve.md)
     over_budget = budget.check() if head else []
     absent = weights.missing() if head else []
-    fits = not over_budget and not absent
+    fits = not (over_budget or absent or port_refused)
     wanted = _wanted_files(node, head)
     if not fits:
         wanted = {name: v for name, v in wanted.items() if name not in VLLM_FILES}
     changed = _write_files(user, snapshot, where, wanted)
     unwanted = [where[n] for n in where if n not in wanted and (fits or n not in VLLM_FILES)]
     _remove(user, snapshot, unwanted, [] if head else [VLLM], "what this node no longer runs")
-    weights.fetch(changed["model"])
+    if not over_budget:  # a refused model is neither fetched nor copied
+        weights.fetch(changed["model"])
     restarted = _refresh_user_manager(user, snapshot)
     if over_budget:
         fail(host, budget.refusal(over_budget))
     if absent:
         fail(host, weights.refusal(absent))
-    port_refused = _rdma_port_refused(node)  # a refused node runs Ray, never vLLM
-    vllm = head and fits and not port_refused
+    vllm = head and fits
     acted = _start_or_restart(user, vllm, changed) or restarted
     if vllm and host.data.halo_serve_wait:
         _wait_until_serving(acted or any(changed.values()))
@@ -376,8 +379,24 @@ def _ensure(user: str, service: str, changed: bool, state: str | None) -> bool:
             user=user,
             args=[verb, service],
             retried_by_systemd=host.data.halo_serve_wait,
+            _if=no_node_refused() if service == VLLM else None,
         )
     return verb is not None
+
+
+def no_node_refused() -> Callable[[], bool]:
+    """For vLLM's start, checked when it would run (every node planned by then, in pyinfra's
+    order): vLLM needs every node, so while any node was refused (a worker's RDMA port, its
+    safety checks) the head does not start it and says why."""
+    state, prefix = ctx_state.get(), host.print_prefix
+
+    def check() -> bool:
+        refused = sorted({event["node"] for event in events(state, "refused")})
+        if refused:
+            logger.warning(f"{prefix}vLLM not started: refused in this run: {', '.join(refused)}")
+        return not refused
+
+    return check
 
 
 def _wait_until_serving(acted: bool) -> None:
@@ -390,6 +409,7 @@ def _wait_until_serving(acted: bool) -> None:
         return
     wait_for_health(
         name="Wait for vLLM's /health",
+        _if=no_node_refused(),
         user=data.halo_cluster_user,
         url=url,
         model=data.halo_serve_served_model_name,

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import shlex
+
 from pyinfra import host, logger
+from pyinfra.operations import server
 
 from halo_cluster.decide import budget
-from halo_cluster.node.memory import NodeMemory
+from halo_cluster.node.memory import NodeMemory, model_dir
 from halo_cluster.node.nodefiles import cached
-from roles.serve.weights import nodes
+from roles.serve.peers import nodes
 
 
 def read(data) -> tuple[type, dict]:
@@ -56,3 +59,32 @@ def refusal(problems: list[str]) -> str:
     """The head's one refusal line: every node's numbers and fix (`report.fail` prints it, drift
     shows it, the run exits 1)."""
     return "memory budget: vLLM not started (docs/roles/serve.md): " + " | ".join(problems)
+
+
+def weigh_downloaded() -> None:
+    """On the head, after a download in this run: the weights the plan could not weigh yet,
+    weighed on the node before they are copied and before vLLM starts; more than the smallest
+    node's share fails the head there, with the numbers and the fix."""
+    data = host.data
+    shares = sorted((b.vllm, b.node) for b in cluster_budgets() if b.vllm)
+    if not shares:
+        return
+    vllm, node = shares[0]
+    limit = int(vllm * budget.WEIGHTS_SHARE)
+    gpus = data.halo_serve_tensor_parallel_size * data.halo_serve_pipeline_parallel_size
+    model = data.halo_serve_model
+    refusal = (
+        f"memory budget: vLLM not started (docs/roles/serve.md): {node}: {model}: the "
+        f"downloaded weights on each node (their sum / TP x PP {gpus}) are more than "
+        f"{budget.WEIGHTS_SHARE:.0%} of what vLLM may take, {budget.gib(vllm)}: use a larger "
+        "TP x PP, a higher serve.gpu_memory_utilization or kernel.gtt_gib if the memory sum "
+        "allows, or a smaller (quantized) model"
+    )
+    script = (
+        f"d={model_dir(data.halo_cluster_user, model)}; total=0; "
+        'for f in "$d"/*.safetensors; do [ -e "$f" ] || continue; '
+        'total=$((total + $(stat -L -c %s "$f"))); done; '
+        f'echo "weights: $total bytes, $((total / {gpus})) per node, at most {limit}"; '
+        f"[ $((total / {gpus})) -le {limit} ] || {{ echo {shlex.quote(refusal)} >&2; exit 1; }}"
+    )
+    server.shell(name="Memory budget: weigh the downloaded weights", commands=[script])

@@ -3,6 +3,7 @@ answer (pyinfra facts, declared in the role's `reads(data)`: read with the node'
 
 from __future__ import annotations
 
+import json
 import shlex
 
 from pyinfra.api import FactBase
@@ -38,31 +39,66 @@ class UserUnits(FactBase):
 
 class ModelFiles(FactBase):
     """The model's files on this node where vLLM will look for them: {"dir": the folder (None
-    when absent), "files": {path below it: apparent size}}. A Hugging Face id is read through
-    `refs/main` in the user's cache (a snapshot's links followed: a link to a missing blob is not
-    a file), a path as it is."""
+    when absent), "files": {path below it: apparent size}, "expected": {path: size} from
+    huggingface_hub's tree listing of that revision (`trees/REV.json`, written before the first
+    file is fetched; None without one)}. A Hugging Face id is read through `refs/main` in the
+    user's cache (a snapshot's links followed: a link to a missing blob is not a file), a path as
+    it is."""
 
     @staticmethod
     def default() -> dict:
-        return {"dir": None, "files": {}}
+        return {"dir": None, "files": {}, "expected": None}
 
     def command(self, user: str, model: str) -> str:
+        tree = (
+            't="${d%/snapshots/*}/trees/${d##*/}.json"; '
+            '[ ! -f "$t" ] || { echo tree-begin; cat "$t"; echo; echo tree-end; }; '
+        )
         return (
             f"d={model_dir(user, model)}; "
             'if [ -d "$d" ] && [ "${d%/snapshots/}" = "$d" ]; then echo "dir $d"; '
-            "find -L \"$d\" -type f -printf '%s %P\\n'; fi; true"
+            "find -L \"$d\" -type f -printf '%s %P\\n'; "
+            f"{'' if model.startswith('/') else tree}fi; true"
         )
 
     def process(self, output: list[str]) -> dict:
         found = self.default()
+        tree: list[str] | None = None
         for line in output:
-            if line.startswith("dir "):
+            if tree is not None:
+                if line == "tree-end":
+                    found["expected"] = tree_files("\n".join(tree))
+                    tree = None
+                else:
+                    tree.append(line)
+            elif line == "tree-begin":
+                tree = []
+            elif line.startswith("dir "):
                 found["dir"] = line[4:]
             else:
                 size, _, path = line.partition(" ")
                 if size.isdigit() and path:
                     found["files"][path] = int(size)
         return found
+
+
+def tree_files(text: str) -> dict[str, int] | None:
+    """{path: size} of a huggingface_hub tree listing (`_tree_cache.py`, format_version 1); None
+    when it cannot be read, as huggingface_hub then ignores it."""
+    try:
+        data = json.loads(text)
+        if data.get("format_version") != 1:
+            return None
+        return {path: int(entry["size"]) for path, entry in data["files"].items()}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def complete(found: dict) -> bool:
+    """Whether a ModelFiles reading holds the whole snapshot: some files, and every file of its
+    tree listing at its size (without a listing, what is there: huggingface_hub's own rule)."""
+    expected = found["expected"] or {}
+    return bool(found["files"]) and all(found["files"].get(p) == n for p, n in expected.items())
 
 
 class HttpStatus(FactBase):

@@ -66,7 +66,7 @@ def remove_user_services(user: str, services: list[str], paths: list[str]):
 
 
 @operation(is_idempotent=False)
-def download_model(user: str, image: str, model: str, token: bool, online: bool = False):
+def download_model(user: str, image: str, model: str, token: bool, go_online: bool = False):
     """
     Fetch a model's weights into the user's Hugging Face cache with the image's own CLI
     (``hf download``, huggingface_hub 1.x), saying how long it has taken so far (a real model
@@ -78,8 +78,8 @@ def download_model(user: str, image: str, model: str, token: bool, online: bool 
     + image: the serving image
     + model: a Hugging Face id (a path on the node is left as it is)
     + token: whether the node has an HF token file
-    + online: serve.env keeps the services offline (HF_HUB_OFFLINE=1, set by the deploy): this
-      download goes online all the same
+    + go_online: serve.env keeps the services offline (HF_HUB_OFFLINE=1, set by the deploy):
+      this download goes online all the same
 
     **Example:**
 
@@ -94,10 +94,13 @@ def download_model(user: str, image: str, model: str, token: bool, online: bool 
     mounts = ['-v "$HOME/.cache/huggingface:/root/.cache/huggingface"']
     if token:
         mounts.append(f'-v "{config}/hf-token:/etc/halo-cluster/hf-token:ro"')
-    offline = "env HF_HUB_OFFLINE=0 " if online else ""
+    online = "env HF_HUB_OFFLINE=0 " if go_online else ""
+    # podman does not create a missing bind source (a fresh node has no cache yet); the home's
+    # SELinux labels stay, as in the quadlets (SecurityLabelDisable=true)
     run = (
-        f'podman run --rm --network=host --env-file="{config}/serve.env" {" ".join(mounts)} '
-        f"{shlex.quote(image)} {offline}hf download {shlex.quote(model)} >/dev/null"
+        'mkdir -p "$HOME/.cache/huggingface" && podman run --rm --network=host '
+        f'--security-opt label=disable --env-file="{config}/serve.env" {" ".join(mounts)} '
+        f"{shlex.quote(image)} {online}hf download {shlex.quote(model)} >/dev/null"
     )
     yield FunctionCommand(
         run_saying_what,
@@ -115,13 +118,16 @@ def copy_command(user: str, model: str, address: str) -> str:
         "rsync -a -e 'ssh -o BatchMode=yes' "
         f"--rsync-path={shlex.quote(f'mkdir -p {repo}/refs && rsync')}"
     )
+    # each step checked (no pipefail in dash): a failed find or readlink stops the copy before
+    # refs/main is sent; a blob outside the cache's own folder is sent by its absolute path
     listing = (
-        'rev=$(cat refs/main) && root=$(pwd -P) && { find "snapshots/$rev" ! -type d; '
-        'find "snapshots/$rev" -type l -exec readlink -f {} + | sed "s|^$root/||"; '
-        '[ ! -f "trees/$rev.json" ] || echo "trees/$rev.json"; }'
+        'rev=$(cat refs/main) && root=$(pwd -P) && links=$(find "snapshots/$rev" ! -type d) && '
+        'blobs=$(find "snapshots/$rev" -type l -exec readlink -f {} +) && '
+        """printf '%s\\n' "$links" && printf '%s\\n' "$blobs" | sed "s|^$root/||" && """
+        '{ [ ! -f "trees/$rev.json" ] || echo "trees/$rev.json"; }'
     )
     script = (
-        f"cd ~/{shlex.quote(repo)} && {listing} | "
+        f"cd ~/{shlex.quote(repo)} && files=$({listing}) && printf '%s\\n' \"$files\" | "
         f"{rsync} -S --partial --size-only --files-from=- . {target} && "
         f"{rsync} -c refs/main {target}refs/"
     )

@@ -6,13 +6,15 @@ puts them there."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from pyinfra import host
-from pyinfra.context import ctx_state
+from pyinfra import host, logger
 
 from halo_cluster.node.nodefiles import cached
-from roles.serve.facts import ModelFiles
+from roles.serve import budget
+from roles.serve.facts import ModelFiles, complete
+from roles.serve.peers import nodes, unreachable
 from roles.serve.services import copy_model, download_model
 
 ONCE, EVERY, NEVER = "once", "every", "never"
@@ -20,15 +22,6 @@ ONCE, EVERY, NEVER = "once", "every", "never"
 
 def read(data) -> tuple[type, dict]:
     return ModelFiles, {"user": data.halo_cluster_user, "model": data.halo_serve_model}
-
-
-def nodes() -> list:
-    """Every node this run reaches, this one first, then by name."""
-    state = ctx_state.get()
-    return sorted(
-        (h for h in state.inventory if h in state.active_hosts or h is host),
-        key=lambda h: (h is not host, h.data.get("halo_node") or h.name),
-    )
 
 
 def offline(data) -> bool:
@@ -48,7 +41,7 @@ def fetch(model_changed: bool) -> None:
         return
     head = data.halo_role == "head"
     here = _snapshot(host)
-    download = (model_changed or not here[1]) and (mode == EVERY or head)
+    download = (model_changed or not here.complete) and (mode == EVERY or head)
     if download:
         download_model(
             name=f"Download {model} on this node",
@@ -56,12 +49,16 @@ def fetch(model_changed: bool) -> None:
             image=data.halo_image,
             model=model,
             token=data.halo_serve_hf_token_file is not None,
-            online=offline(data),
+            go_online=offline(data),
         )
+    if download and head:
+        budget.weigh_downloaded()  # before it is copied and before vLLM starts
     if not (head and mode == ONCE):
         return
+    for name in unreachable():
+        logger.warning(f"{host.print_prefix}{name} not in this run: {model} is copied to it later")
     for peer in nodes()[1:]:
-        if download or _snapshot(peer) != here:
+        if download or _snapshot(peer) != here or not _snapshot(peer).complete:
             copy_model(
                 name=f"Copy {model} to {peer.data.halo_node} over the data link",
                 user=data.halo_cluster_user,
@@ -87,15 +84,25 @@ def missing() -> list[str]:
             f"{model} is not in ~{user}/.cache/huggingface/hub: fetch it as {user} "
             f"(hf download {model}) or set serve.download: once"
         )
-    return [f"{node.data.halo_node}: {what}" for node in nodes() if not _snapshot(node)[1]]
+    return [f"{node.data.halo_node}: {what}" for node in nodes() if not _snapshot(node).complete]
 
 
 def refusal(lines: list[str]) -> str:
     return "model not in place: vLLM not started (docs/roles/serve.md): " + " | ".join(lines)
 
 
-def _snapshot(node) -> tuple[str | None, dict[str, int]]:
-    """A node's snapshot: its revision (the folder's name) and its files with their sizes."""
+@dataclass(frozen=True)
+class Snapshot:
+    """A node's snapshot: its revision (the folder's name) and its files with their sizes; two
+    nodes hold the same one when both are equal. `complete`: facts.complete."""
+
+    revision: str | None
+    files: dict[str, int]
+    complete: bool = field(compare=False)
+
+
+def _snapshot(node) -> Snapshot:
     fact, kwargs = read(node.data)
     found = cached(node, fact, **kwargs)
-    return (PurePosixPath(found["dir"]).name if found["dir"] else None), found["files"]
+    revision = PurePosixPath(found["dir"]).name if found["dir"] else None
+    return Snapshot(revision, found["files"], complete(found))

@@ -35,6 +35,7 @@ class PlannedOp:
     name: str
     commands: list[str] = field(default_factory=list)
     uploads: dict[str, str] = field(default_factory=dict)  # path -> text
+    runs: bool = True  # its `_if` conditions, as the run evaluates them after every node planned
 
 
 @dataclass
@@ -114,6 +115,12 @@ def target_of(upload: str) -> str:
     return f"{folder}/{base.removeprefix('.').removesuffix('.halo-new')}"
 
 
+def _conditions_hold(conditions) -> bool:
+    if callable(conditions):
+        conditions = [conditions]
+    return all(condition() for condition in conditions or [])
+
+
 def _collect(state: State) -> dict[str, list[PlannedOp]]:
     result: dict[str, list[PlannedOp]] = {}
     for host in state.inventory:
@@ -123,6 +130,7 @@ def _collect(state: State) -> dict[str, list[PlannedOp]]:
                 continue
             meta = state.op_meta[op_hash]
             op = PlannedOp(name=" | ".join(sorted(meta.names)))
+            op.runs = _conditions_hold(state.ops[host][op_hash].global_arguments.get("_if"))
             with ctx_host.use(host):
                 for command in state.ops[host][op_hash].command_generator():
                     if isinstance(command, FileUploadCommand):

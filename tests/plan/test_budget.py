@@ -68,6 +68,15 @@ def test_a_model_too_large_for_the_nodes_is_refused_with_its_numbers(caplog) -> 
     assert START not in plan_cluster(cluster, memory=memory_output(LARGE)).names("halo1")
 
 
+def test_a_refused_model_is_neither_fetched_nor_copied() -> None:
+    result = plan_cluster(
+        serve_cluster(serve=", object_store_mib: 8192"), memory=memory_output(LARGE)
+    )
+    assert set(result.refused) == {"halo1"}
+    for node in ("halo1", "halo2"):
+        assert not any("hf download" in c or "rsync -a" in c for c in result.commands(node))
+
+
 def test_a_budget_over_memtotal_is_refused_with_the_settings_that_fit() -> None:
     cluster = serve_cluster(serve=", object_store_mib: 40960, gpu_memory_utilization: 0.9")
     result = plan_cluster(cluster, memory=memory_output(QWEN_14B))

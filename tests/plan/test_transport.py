@@ -41,6 +41,8 @@ def refused_head(**head):
 def test_a_down_rdma_port_withholds_vllm_and_fails_the_head() -> None:
     # the head's data port is irdma0's: DOWN/DISABLED in the recorded `rdma link`
     result = refused_head(rdma="irdma0")
+    # vLLM's files are not written either: a restart by systemd cannot start what was refused
+    assert not any(p.endswith("vllm-start.sh") for p in result.uploads("halo1"))
     assert result.refused == {
         "halo1": "enp194s0np0 has no ACTIVE RDMA device (irdma0 state DOWN, physical_state "
         "DISABLED): check the cable and `rdma link` on the node, or set serve.transport: sockets"
@@ -77,11 +79,17 @@ def test_the_refused_node_fails_the_run_but_stays_in_it(monkeypatch) -> None:
     assert seen == [(True, True)]
 
 
-def test_a_worker_with_a_down_port_is_refused_and_the_head_serves() -> None:
+def test_a_worker_with_a_down_port_is_refused_and_the_head_holds_vllm(caplog) -> None:
+    """The head plans vLLM's start, which checks when it would run that no node was refused
+    (the head may be planned before the worker)."""
     cluster = serve_cluster()
     result = plan(cluster, {"halo1": user_node(), "halo2": user_node(rdma="irdma0")})
     assert list(result.refused) == ["halo2"]
-    assert START_VLLM in result.names("halo1")
+    start = next(op for op in result.ops["halo1"] if op.name == START_VLLM)
+    assert not start.runs
+    assert "vLLM not started: refused in this run: halo2" in caplog.text
+    healthy = plan(cluster, {"halo1": user_node(), "halo2": user_node()})
+    assert next(op for op in healthy.ops["halo1"] if op.name == START_VLLM).runs
 
 
 def test_while_the_e810_drivers_load_the_port_is_not_judged(caplog) -> None:

@@ -4,10 +4,14 @@ a path) expects them in place and refuses vLLM's start on the head, naming the n
 
 from __future__ import annotations
 
+import json
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from halo_cluster.config.model import ConfigError
-from roles.serve.facts import ModelFiles
+from roles.serve.facts import ModelFiles, complete, tree_files
 from tests.plan.nodes import (
     CONFIG,
     MODEL_FILES,
@@ -18,6 +22,7 @@ from tests.plan.nodes import (
     serve_cluster,
     user_node,
 )
+from tests.recorded import memory_output
 
 DOWNLOAD = "Cluster services | Download Qwen/Qwen3-14B on this node"
 COPY = "Cluster services | Copy Qwen/Qwen3-14B to halo2 over the data link"
@@ -53,6 +58,44 @@ def test_once_fetches_on_the_head_then_copies_to_the_worker_over_the_data_link()
     assert "-S --partial --size-only --files-from=-" in copy and "BatchMode=yes" in copy
     # refs/main last: a worker never names a snapshot it does not hold in full
     assert copy.index("--size-only") < copy.index("-c refs/main")
+
+
+WEIGH = "Cluster services | Memory budget: weigh the downloaded weights"
+
+
+def weigh(tmp_path: Path, command: str, sizes: list[int]) -> subprocess.CompletedProcess:
+    """The head's weigh command run by sh against a cache in `tmp_path` holding sparse weight
+    files of `sizes` (apparent sizes, as the lab's sparse model)."""
+    repo = tmp_path / "hub" / "models--Qwen--Qwen3-14B"
+    snapshot = repo / "snapshots" / ("a" * 40)
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("a" * 40)
+    for i, size in enumerate(sizes):
+        with open(snapshot / f"model-{i}.safetensors", "wb") as out:
+            out.truncate(size)
+    local = command.replace("~vllm/.cache/huggingface", str(tmp_path))
+    return subprocess.run(["sh", "-c", local], capture_output=True, text=True)
+
+
+def test_the_downloaded_weights_are_weighed_before_the_copy_and_the_start(tmp_path) -> None:
+    """The plan cannot weigh a model it has not fetched yet: the head weighs it right after the
+    download, against the smallest share of vLLM (here GTT 96 GiB x 0.9, x 90%: 74.6 GiB per
+    node of TP 2), before anything is copied or started."""
+    result = plan_cluster(serve_cluster(), memory=memory_output())
+    ops = names(result, "halo1")
+    assert ops.index(DOWNLOAD) < ops.index(WEIGH) < ops.index(COPY) < ops.index(START)
+    (command,) = next(op.commands for op in result.ops["halo1"] if op.name == WEIGH)
+    limit = int(int(96 * 2**30 * 0.9) * 0.9)  # vLLM's share in whole bytes, then 90% of it
+    assert f"-le {limit} ]" in command
+    assert weigh(tmp_path / "fits", command, [3_700_000_000] * 8).returncode == 0
+    over = weigh(tmp_path / "over", command, [limit + 1, limit + 1])
+    assert over.returncode == 1
+    assert (
+        "memory budget: vLLM not started (docs/roles/serve.md): halo1: Qwen/Qwen3-14B"
+        in over.stderr
+    )
+    assert "a smaller (quantized) model" in over.stderr
 
 
 def test_a_worker_that_lacks_the_heads_snapshot_gets_a_copy_and_nothing_is_fetched() -> None:
@@ -133,4 +176,59 @@ def test_model_files_reads_the_snapshot_through_its_links() -> None:
     assert found == {
         "dir": SNAPSHOT,
         "files": {"config.json": 728, "model-00001-of-00004.safetensors": 3_700_000_000},
+        "expected": None,
     }
+    assert complete(found)
+
+
+def tree(*files: tuple[str, int]) -> list[str]:
+    """huggingface_hub's trees/REV.json as ModelFiles prints it (`_tree_cache.py`)."""
+    listing = {
+        "format_version": 1,
+        "files": {p: {"size": n, "blob_id": "0" * 40} for p, n in files},
+    }
+    return ["tree-begin", *json.dumps(listing, indent=1).splitlines(), "", "tree-end"]
+
+
+# the recorded tree: config.json and four weight files; the node holds only the first of them
+PARTIAL = MODEL_FILES + tree(
+    ("config.json", 728),
+    *((f"model-0000{i}-of-00004.safetensors", 3_700_000_000) for i in range(1, 5)),
+)
+
+
+def test_a_snapshot_missing_files_of_its_tree_is_incomplete() -> None:
+    found = ModelFiles().process(PARTIAL)
+    assert found["expected"]["model-00004-of-00004.safetensors"] == 3_700_000_000
+    assert not complete(found)
+    assert tree_files("{not json") is None and tree_files('{"format_version": 2}') is None
+
+
+def test_an_interrupted_download_on_the_head_is_fetched_again_before_the_copy() -> None:
+    """huggingface_hub writes refs/main and the tree before the first file: the model's record
+    says it was prepared, the snapshot is not complete, and nothing partial is copied as is."""
+    cluster = serve_cluster()
+    nodes = {"halo1": converged(cluster, "halo1"), "halo2": converged(cluster, "halo2")}
+    nodes["halo1"] = {**nodes["halo1"], "-printf '%s %P": PARTIAL}
+    ops = names(plan(cluster, nodes), "halo1")
+    assert ops.index(DOWNLOAD) < ops.index(COPY)
+
+
+def test_a_worker_with_an_incomplete_copy_gets_the_rest() -> None:
+    cluster = serve_cluster()
+    nodes = {"halo1": converged(cluster, "halo1"), "halo2": converged(cluster, "halo2")}
+    whole = MODEL_FILES + tree(
+        ("config.json", 728), ("model-00001-of-00004.safetensors", 3_700_000_000)
+    )
+    nodes["halo1"] = {**nodes["halo1"], "-printf '%s %P": whole}
+    nodes["halo2"] = {**nodes["halo2"], "-printf '%s %P": MODEL_FILES[:2] + whole[3:]}
+    assert names(plan(cluster, nodes), "halo1") == [COPY]
+
+
+def test_never_refuses_an_incomplete_snapshot() -> None:
+    cluster = serve_cluster(serve=", download: never")
+    result = plan(
+        cluster, {"halo1": user_node(model=PARTIAL), "halo2": user_node(model=MODEL_FILES)}
+    )
+    assert result.refused["halo1"].endswith("set serve.download: once")
+    assert "halo1: Qwen/Qwen3-14B" in result.refused["halo1"]
