@@ -18,7 +18,7 @@ from lab.rootfs import CACHE, SUITE, apt_mirror, folder_digest
 PACKAGES = ("sudo", "libcap2-bin", "passwd", "bash", "python3", "python3-venv", "procps")
 # Real Ray and huggingface_hub in the lab image, from PyPI; huggingface_hub 1.x is what current
 # vLLM requires (its `hf` CLI replaced `huggingface-cli`)
-WHEELS = ("ray==2.60.0", "huggingface_hub>=1.31,<2")
+WHEELS = ("ray==2.60.0", "huggingface_hub==1.33.0")  # lab/hubserver.py follows 1.33.0
 PYTHON = "3.13"  # trixie's python3
 HERE = Path(__file__).resolve().parent
 STANDIN = HERE / "standin"

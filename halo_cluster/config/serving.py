@@ -175,6 +175,9 @@ PINNED_VARIABLES = frozenset(
         "DO_NOT_TRACK",
         "TRITON_CACHE_DIR",
         "HF_HOME",
+        # where huggingface_hub keeps the cache: the deploy reads, copies and weighs it there
+        "HF_HUB_CACHE",
+        "HUGGINGFACE_HUB_CACHE",
         "NCCL_DEBUG",
         "NCCL_DEBUG_SUBSYS",
         # secrets.env.j2: never in a 0644 file

@@ -81,8 +81,8 @@ def missing() -> list[str]:
         )
     else:
         what = (
-            f"{model} is not in ~{user}/.cache/huggingface/hub: fetch it as {user} "
-            f"(hf download {model}) or set serve.download: once"
+            f"{model} is not in ~{user}/.cache/huggingface/hub: set serve.download: once, or "
+            f"put it there yourself (the image's `hf download {model}` as {user})"
         )
     return [f"{node.data.halo_node}: {what}" for node in nodes() if not _snapshot(node).complete]
 

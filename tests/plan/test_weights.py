@@ -136,8 +136,8 @@ def test_never_refuses_vllm_on_the_head_when_a_node_lacks_the_model() -> None:
     result = plan(cluster, {"halo1": user_node(model=MODEL_FILES), "halo2": user_node()})
     assert result.refused == {
         "halo1": "model not in place: vLLM not started (docs/roles/serve.md): halo2: "
-        "Qwen/Qwen3-14B is not in ~vllm/.cache/huggingface/hub: fetch it as vllm "
-        "(hf download Qwen/Qwen3-14B) or set serve.download: once"
+        "Qwen/Qwen3-14B is not in ~vllm/.cache/huggingface/hub: set serve.download: once, or "
+        "put it there yourself (the image's `hf download Qwen/Qwen3-14B` as vllm)"
     }
     assert START not in names(result, "halo1")
     assert f"{CONFIG}/vllm-start.sh" not in result.uploads("halo1")
@@ -230,5 +230,5 @@ def test_never_refuses_an_incomplete_snapshot() -> None:
     result = plan(
         cluster, {"halo1": user_node(model=PARTIAL), "halo2": user_node(model=MODEL_FILES)}
     )
-    assert result.refused["halo1"].endswith("set serve.download: once")
+    assert result.refused["halo1"].endswith("as vllm)")
     assert "halo1: Qwen/Qwen3-14B" in result.refused["halo1"]
