@@ -7,9 +7,10 @@ from pyinfra.api import deploy
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.environment import environment_values
 from halo_cluster.node.nodefiles import node_files
-from halo_cluster.node.operations import authorize_key, text_file, user_ssh_key
+from halo_cluster.node.operations import text_file
 from halo_cluster.node.render import templates
 from roles.launcher.blocks import with_block
+from roles.launcher.operations import authorize_key, user_ssh_key
 
 render = templates(__name__)  # roles/launcher/templates/
 

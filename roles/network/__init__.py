@@ -7,9 +7,10 @@ from halo_cluster.node import firewalld
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.facts import Firewalld, NetworkInterfaces
 from halo_cluster.node.nodefiles import cached, node_files
-from halo_cluster.node.operations import activate_connection, text_file
+from halo_cluster.node.operations import text_file
 from halo_cluster.node.render import templates
 from roles.network.facts import NmActiveConnections
+from roles.network.operations import activate_connection
 
 render = templates(__name__)  # roles/network/templates/
 

@@ -1,0 +1,80 @@
+"""The reboot role's operations: reboot a node, wait for its new boot, confirm its kernel
+arguments."""
+
+from __future__ import annotations
+
+import shlex
+import time
+
+from pyinfra.api import FunctionCommand, OperationError, operation
+
+from halo_cluster.node.progress import waiting
+
+BOOT_MARKER = "/run/halo-cluster/booted-before"
+
+
+@operation(is_idempotent=False)
+def reboot_and_wait(timeout: int, interval: float = 2.0):
+    """
+    Reboot the node and wait until it is back and has finished booting.
+
+    + timeout: seconds to wait for the node to come back (the caller's `reboot_timeout`)
+    + interval: seconds between reconnection attempts
+
+    A marker in /run (a tmpfs, empty after every boot) tells the new boot from the old one;
+    uptime cannot, since containers report the host's.
+
+    **Example:**
+
+    .. code:: python
+
+        reboot_and_wait(name="Reboot for kernel arguments", timeout=900)
+    """
+    yield f"mkdir -p {BOOT_MARKER.rsplit('/', 1)[0]} && touch {BOOT_MARKER}"
+    yield "( sleep 1 && systemctl reboot ) </dev/null >/dev/null 2>&1 &"
+    yield FunctionCommand(_wait_for_new_boot, (timeout, interval), {})
+
+
+def _wait_for_new_boot(state, host, timeout: int, interval: float) -> bool:
+    new_boot = f"test ! -e {BOOT_MARKER}"
+    time.sleep(interval)
+    host.disconnect()
+    with waiting(host, f"{host.name} to come back from the reboot (up to {timeout} s)"):
+        return _reconnect_after_boot(host, new_boot, timeout, interval)
+
+
+def _reconnect_after_boot(host, new_boot: str, timeout: int, interval: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        host.connect(show_errors=False)
+        if host.connected:
+            # is-system-running exits non-zero for "degraded": only the marker decides
+            waited, _ = host.run_shell_command(
+                f"{new_boot} && {{ systemctl is-system-running --wait >/dev/null; {new_boot}; }}"
+            )
+            if waited:
+                return True
+            host.disconnect()
+        time.sleep(interval)
+    raise OperationError(f"{host.name} did not come back within {timeout} s of the reboot")
+
+
+@operation(is_idempotent=False)
+def assert_kernel_args_active(args: list[str]):
+    """
+    Fail unless every argument is in /proc/cmdline (run after a reboot).
+
+    + args: the wanted kernel arguments
+
+    **Example:**
+
+    .. code:: python
+
+        assert_kernel_args_active(args=["iommu=pt", "pcie_aspm=off"])
+    """
+    checks = " ".join(shlex.quote(arg) for arg in args)
+    yield (
+        f"missing=; for a in {checks}; do tr ' ' '\\n' < /proc/cmdline | grep -qxF -- \"$a\" "
+        '|| missing="$missing $a"; done; '
+        '[ -z "$missing" ] || { echo "still not active after reboot:$missing" >&2; exit 1; }'
+    )
