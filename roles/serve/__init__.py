@@ -19,19 +19,19 @@ from halo_cluster.decide.transport import rdma_port_problem
 from halo_cluster.node import toolbox as toolbox_files
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.environment import environment_values
-from halo_cluster.node.facts import UserManager
+from halo_cluster.node.groups import device_groups
 from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.operations import text_file
 from halo_cluster.node.render import templates
 from halo_cluster.node.report import events, fail
-from halo_cluster.node.usermanager import device_groups, needs_reexec, stale_because
 from roles.serve import budget, weights
-from roles.serve.facts import HttpStatus, RdmaLinks, UserUnits
+from roles.serve.facts import HttpStatus, RdmaLinks, UserManager, UserUnits
 from roles.serve.services import (
     remove_user_services,
     user_systemctl,
     wait_for_health,
 )
+from roles.serve.usermanager import needs_reexec, stale_because
 
 render = templates(__name__)  # roles/serve/templates/
 VLLM_FILES = ("vllm_unit", "vllm_start", "vllm_prestart", "secrets")  # the head's, vLLM's own

@@ -1,5 +1,6 @@
-"""What the serve role reads from a node besides files: its services' states and vLLM's
-answer (pyinfra facts, declared in the role's `reads(data)`: read with the node's other facts)."""
+"""What the serve role reads from a node besides files: its services' states, what the user's
+systemd manager runs with, and vLLM's answer (pyinfra facts, declared in the role's
+`reads(data)`: read with the node's other facts)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,38 @@ class UserUnits(FactBase):
             elif key == "ActiveState" and unit:
                 states[unit] = value
         return states
+
+
+class UserManager(FactBase):
+    """What the user's systemd manager (user@UID.service, parent of its services) runs with:
+    {"gids": [...], "memlock": "unlimited" | bytes} when it runs, and PID 1's hard memlock limit
+    and DefaultLimitMEMLOCK (what a restarted manager would get) in any case."""
+
+    @staticmethod
+    def default() -> dict:
+        return {}
+
+    def command(self, user: str) -> str:
+        return (
+            "limit() { sed -n 's/^Max locked memory *[^ ]* *\\([^ ]*\\).*/\\1/p' \"$1\"; }; "
+            'echo "pid1_memlock=$(limit /proc/1/limits)"; '
+            'echo "default_memlock=$(systemctl show -p DefaultLimitMEMLOCK --value)"; '
+            f"uid=$(id -u {shlex.quote(user)} 2>/dev/null) || exit 0; "
+            'pid=$(systemctl show -p MainPID --value "user@$uid.service"); '
+            '[ "${pid:-0}" -gt 0 ] || exit 0; '
+            'echo "gids=$(sed -n \'s/^Groups:[[:space:]]*//p\' "/proc/$pid/status")"; '
+            'echo "memlock=$(limit "/proc/$pid/limits")"'
+        )
+
+    def process(self, output: list[str]) -> dict:
+        found: dict = {}
+        for line in output:
+            key, _, value = line.partition("=")
+            if key == "gids":
+                found["gids"] = [int(g) for g in value.split()]
+            elif key in ("memlock", "pid1_memlock", "default_memlock"):
+                found[key] = value.strip()
+        return found
 
 
 class ModelFiles(FactBase):

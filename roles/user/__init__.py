@@ -7,8 +7,8 @@ from pyinfra.api import deploy
 from pyinfra.operations import server
 
 from halo_cluster.node.context import NodeContext
+from halo_cluster.node.groups import device_groups
 from halo_cluster.node.nodefiles import node_files
-from halo_cluster.node.usermanager import device_groups
 
 ORDER = 40
 PACKAGES = ()

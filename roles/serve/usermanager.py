@@ -1,16 +1,11 @@
 """Whether the cluster user's systemd manager must restart for its services to get the groups and
 the locked-memory limit the deploy gives the user: a manager reads both only when it starts, and
-rootless podman clamps `Ulimit=memlock=-1` to its hard limit."""
+rootless podman clamps `Ulimit=memlock=-1` to its hard limit (what it runs with: the
+`UserManager` fact in facts.py)."""
 
 from __future__ import annotations
 
 UNLIMITED = ("unlimited", "infinity")
-
-
-def device_groups(interconnect: str) -> list[str]:
-    """The groups that own the devices the services use: render /dev/dri/renderD* and /dev/kfd,
-    video /dev/dri/card*, rdma /dev/infiniband/* (roce)."""
-    return ["render", "video"] + (["rdma"] if interconnect == "roce" else [])
 
 
 def stale_because(manager: dict, wanted_gids: list[int], memlock: bool) -> str | None:
