@@ -15,7 +15,6 @@ from pyinfra.operations import server
 
 from halo_cluster.config.serving import NODE_PORTS, PORTS
 from halo_cluster.decide.safety import e810_ports
-from halo_cluster.decide.transport import rdma_port_problem
 from halo_cluster.node import toolbox as toolbox_files
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.environment import environment_values
@@ -31,6 +30,7 @@ from roles.serve.services import (
     user_systemctl,
     wait_for_health,
 )
+from roles.serve.transport import rdma_port_problem
 from roles.serve.usermanager import needs_reexec, stale_because
 
 render = templates(__name__)  # roles/serve/templates/
