@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
-from halo_cluster.config.model import NM_CONNECTION_ID, Cluster, Node
+from halo_cluster.config.model import Cluster, Node
 
 
 def host_data(cluster: Cluster, node: Node) -> dict[str, Any]:
@@ -24,8 +23,6 @@ def host_data(cluster: Cluster, node: Node) -> dict[str, Any]:
         "halo_data_address": node.address,
         "halo_data_prefix": cluster.subnet.prefixlen,
         "halo_subnet": str(cluster.subnet),
-        "halo_nm_connection": NM_CONNECTION_ID,
-        "halo_nm_uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"halo-cluster:{node.name}:data")),
         "halo_peers": {p.name: p.address for p in peers},
         "halo_head_address": cluster.head.address,
         "halo_worker_addresses": [w.address for w in cluster.workers],

@@ -19,7 +19,6 @@ from halo_cluster.config import rules
 from halo_cluster.config.rules import quote
 from halo_cluster.config.schema import DEFAULT_SUBNETS, current, host_name
 
-NM_CONNECTION_ID = "halo-data"
 # thunderbolt-net links are point to point: one cable, one interface and one subnet per pair
 THUNDERBOLT_NODES = 2
 # a data subnet wider than a /8 routes a large share of the address space onto one cable

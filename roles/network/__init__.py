@@ -21,7 +21,7 @@ THUNDERBOLT_MODULES = "/etc/modules-load.d/thunderbolt-net.conf"
 
 
 def keyfile(data) -> str:
-    return f"{CONNECTIONS}/{data.halo_nm_connection}.nmconnection"
+    return f"{CONNECTIONS}/{data.halo_network_connection}.nmconnection"
 
 
 def paths(data) -> tuple[str, ...]:
@@ -47,8 +47,8 @@ def apply(node: NodeContext) -> None:
         "halo-data.nmconnection.j2",
         node=host.data.halo_node,
         interconnect=host.data.halo_interconnect,
-        connection=host.data.halo_nm_connection,
-        uuid=host.data.halo_nm_uuid,
+        connection=host.data.halo_network_connection,
+        uuid=host.data.halo_network_uuids[host.data.halo_node],
         interface=None if host.data.halo_data_mac else interface or host.data.halo_data_interface,
         mac=host.data.halo_data_mac,
         mtu=host.data.halo_mtu,
@@ -61,7 +61,7 @@ def apply(node: NodeContext) -> None:
     text_file(name=f"NetworkManager profile {path}", path=path, text=wanted, mode="600")
 
     if interface and (changed or not _live(interface)):
-        connection = host.data.halo_nm_connection
+        connection = host.data.halo_network_connection
         activate_connection(name=f"Activate {connection} on {interface}", connection=connection)
 
 
@@ -69,7 +69,7 @@ def _live(interface: str) -> bool:
     """The profile is up on the interface with the configured MTU and address, and in firewalld's
     trusted zone where firewalld runs (someone may have changed them behind NetworkManager's back;
     activating the profile again puts them back)."""
-    connection = host.data.halo_nm_connection
+    connection = host.data.halo_network_connection
     active = cached(host, NmActiveConnections).get(connection) == interface
     link = cached(host, NetworkInterfaces).get(interface, {})
     address = f"{host.data.halo_data_address}/{host.data.halo_data_prefix}"
