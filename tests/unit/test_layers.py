@@ -1,5 +1,6 @@
 """The layers of docs/architecture.md, read from the imports: each imports only layers below it,
-nothing in halo_cluster below the tools imports roles, no role imports another role."""
+nothing in halo_cluster below the tools imports roles, no role imports another role; and what
+halo_cluster holds for the roles is shared knowledge, not one role's."""
 
 from __future__ import annotations
 
@@ -57,3 +58,119 @@ def test_no_role_imports_the_tools() -> None:
     for path in sorted((ROOT / "roles").rglob("*.py")):
         for name in imported(path):
             assert not name.startswith("halo_cluster.tools"), f"{path} imports {name}"
+
+
+# Where a role's own piece would live in its folder instead: any module holding one is shared
+# knowledge only when every public function and class in it has users in two of these places.
+SHARED = (
+    "halo_cluster/node/operations.py",
+    "halo_cluster/node/facts.py",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "halo_cluster" / "decide").glob("*.py")),
+)
+# Shared knowledge with one user that is no role, so no role's folder could hold it.
+ONE_USER = {
+    # the snapshot (nodefiles.py), which every role reads
+    "TextFile",
+    "TextFiles",
+    "OsRelease",
+    # the deploy's own: the safety check, and the data port it reads before any role runs
+    "Hardware",
+    "DataPortHardware",
+    "hardware_command",
+    "hardware_process",
+    "Verdict",
+    "check_node",
+    "cluster_user_problem",
+    # make verify's parsers of tools the deploy never runs (tests/infra)
+    "Transport",
+    "parse",
+    "port_state",
+    "roce_v2_gid_index",
+    "parse_latency",
+    "parse_bandwidth_gbps",
+    "grub_cmdline",
+    # the kernel role's edits of the boot files: they keep to the files' grammar (cmdline.py's
+    # token and line patterns), which the reboot role and tests/infra read by
+    "edit_args",
+    "edit_grub_defaults",
+    "edit_bls_entry",
+    "edit_kernel_cmdline",
+    "default_entry",
+}
+
+
+def used_names(path: Path) -> set[str]:
+    """Every name `path` refers to in code: a name, an attribute, an imported name."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.alias):
+            names.add(node.name.rpartition(".")[2])
+    return names
+
+
+def places() -> dict[str, set[str]]:
+    """{place: the names its code uses}: each role, deploy.py, inventory.py, the tools,
+    tests/infra, and each other module of halo_cluster."""
+    folders = {
+        f"roles/{p.name}": sorted(p.rglob("*.py"))
+        for p in (ROOT / "roles").iterdir()
+        if (p / "__init__.py").exists()
+    }
+    folders |= {
+        "deploy.py": [ROOT / "deploy.py"],
+        "inventory.py": [ROOT / "inventory.py"],
+        "tools": sorted((ROOT / "halo_cluster" / "tools").glob("*.py")),
+        "tests/infra": sorted((ROOT / "tests" / "infra").glob("*.py")),
+    }
+    for path in sorted((ROOT / "halo_cluster").glob("*/*.py")):
+        if path.parent.name != "tools":
+            folders[str(path.relative_to(ROOT))] = [path]
+    return {place: set().union(*map(used_names, paths)) for place, paths in folders.items()}
+
+
+def users(module: str, found: dict[str, set[str]]) -> dict[str, set[str]]:
+    """{public function or class of `module`: the places that use it}; a name its module's own
+    code uses is used wherever that code is (a helper serves its callers' users)."""
+    tree = ast.parse((ROOT / module).read_text())
+    defined = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    result = {
+        d.name: {place for place, names in found.items() if place != module and d.name in names}
+        for d in defined
+    }
+    calls = {
+        d.name: {n.id for n in ast.walk(d) if isinstance(n, ast.Name)} - {d.name} for d in defined
+    }
+    grown = True
+    while grown:
+        grown = False
+        for caller, called in calls.items():
+            for name in called & result.keys():
+                if not result[caller] <= result[name]:
+                    result[name] |= result[caller]
+                    grown = True
+    return {name: where for name, where in result.items() if not name.startswith("_")}
+
+
+def test_shared_modules_hold_only_shared_knowledge() -> None:
+    """A function or class only one role uses belongs in that role's folder (issue 18)."""
+    found = places()
+    single = {
+        f"{module}: {name}": sorted(where)
+        for module in SHARED
+        for name, where in users(module, found).items()
+        if len(where) < 2 and name not in ONE_USER
+    }
+    assert single == {}
+
+
+def test_every_exception_is_still_one_users() -> None:
+    """An exception that gained a second user, or left, leaves the list."""
+    found = places()
+    defined = {name: where for module in SHARED for name, where in users(module, found).items()}
+    assert {
+        name: sorted(defined.get(name, ())) for name in ONE_USER if len(defined.get(name, ())) != 1
+    } == {}
