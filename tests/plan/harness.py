@@ -109,6 +109,22 @@ def _lookup_reads(self: FakeConnector, command: str) -> tuple[bool, CommandOutpu
     return True, CommandOutput([OutputLine("stdout", line) for line in output])
 
 
+def fact_reads(result: Plan, node: str) -> list[str]:
+    """The commands planning ran on `node` but the temporary directory pyinfra reads once to
+    upload a changed file (no upload, no such read)."""
+    return [c for c in result.read[node] if "TMPDIR" not in c]
+
+
+def one_read(result: Plan) -> None:
+    """Every node of the plan was read in one command: its reads (`reads.NodeReads`)."""
+    for node in result.read:
+        commands = fact_reads(result, node)
+        assert len(commands) == 1 and reads.MARK in commands[0], (
+            node,
+            [c[:60] for c in commands],
+        )
+
+
 def target_of(upload: str) -> str:
     """The file an upload replaces: text_file uploads to `.NAME.halo-new` beside it."""
     folder, _, base = upload.rpartition("/")

@@ -9,8 +9,8 @@ import logging
 
 import pytest
 
+from tests.plan.harness import one_read
 from tests.plan.nodes import CONFIG, HOME, plan_cluster, serve_cluster
-from tests.plan.test_reads import one_read
 from tests.recorded import memory_output
 
 START = "Cluster services | Start halo-vllm"

@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 
 from halo_cluster.decide.safety import E810_DEVICES
-from halo_cluster.node.reads import MARK
 from roles import packages
-from tests.plan.harness import Plan, plan
+from tests.plan.harness import Plan, fact_reads, one_read, plan
 from tests.plan.nodes import (
     cluster,
     converged,
@@ -20,18 +19,6 @@ from tests.plan.nodes import (
     plan_cluster,
     serve_cluster,
 )
-
-
-def fact_reads(result: Plan, node: str) -> list[str]:
-    """The commands planning ran on `node` but the temporary directory pyinfra reads once to
-    upload a changed file (no upload, no such read)."""
-    return [c for c in result.read[node] if "TMPDIR" not in c]
-
-
-def one_read(result: Plan) -> None:
-    for node in result.read:
-        reads = fact_reads(result, node)
-        assert len(reads) == 1 and MARK in reads[0], (node, [c[:60] for c in reads])
 
 
 def serving_rerun() -> Plan:

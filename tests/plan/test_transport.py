@@ -8,7 +8,7 @@ from __future__ import annotations
 from pyinfra.context import ctx_state
 
 from halo_cluster.node import report
-from tests.plan.harness import plan
+from tests.plan.harness import fact_reads, plan
 from tests.plan.nodes import CONFIG, RDMA_LINKS, plan_cluster, serve_cluster, user_node
 
 START_VLLM = "Cluster services | Start halo-vllm"
@@ -29,7 +29,7 @@ def test_rdma_is_the_roce_default_and_pins_rccl_to_ib() -> None:
     assert result.refused == {}
     assert START_VLLM in result.names("halo1") and WAIT in result.names("halo1")
     # the port's state comes with the node's other reads: still one command
-    (read,) = [c for c in result.read["halo1"] if "TMPDIR" not in c]  # test_reads.fact_reads
+    (read,) = fact_reads(result, "halo1")
     assert "rdma link show" in read
 
 
