@@ -22,7 +22,6 @@ def host_data(cluster: Cluster, node: Node) -> dict[str, Any]:
         "halo_data_mac": node.mac,
         "halo_data_address": node.address,
         "halo_data_prefix": cluster.subnet.prefixlen,
-        "halo_subnet": str(cluster.subnet),
         "halo_peers": {p.name: p.address for p in peers},
         "halo_head_address": cluster.head.address,
         "halo_worker_addresses": [w.address for w in cluster.workers],
@@ -33,8 +32,6 @@ def host_data(cluster: Cluster, node: Node) -> dict[str, Any]:
     for name, value in cluster.values().items():
         # a role's value: its plain key, or what its section derives; a list, as JSON has
         data.setdefault(name, list(value) if isinstance(value, tuple) else value)
-    data["halo_head_node"] = cluster.head.name
-    data["halo_node_count"] = len(cluster.nodes)
     if node.ssh_key:
         data["ssh_key"] = node.ssh_key
     if node.ssh_known_hosts:
