@@ -74,7 +74,7 @@ SECTION: tuple[Field, ...] = (
     Field(
         "serve.ray_token_file",
         "string",
-        None,
+        DERIVED,
         "File on the controller holding Ray's cluster token (relative to cluster.yml). Default: "
         "made once, 64 random hex digits, in `.halo-cluster/ray-token` beside cluster.yml (0600). "
         "Installed 0600 on every node; Ray 2.52 and later refuse a client without it.",
