@@ -21,11 +21,12 @@ import sys
 import time
 
 from halo_cluster.node.facts import as_user
+from halo_cluster.node.memory import hub_folder
 from lab import cli
 from roles.serve.services import copy_command
 
 MODEL = "halo-lab/bench-copy"
-REPO = f"~vllm/.cache/huggingface/hub/models--{MODEL.replace('/', '--')}"
+REPO = f"~vllm/{hub_folder(MODEL)}"
 WORKER = "192.168.100.2"  # node2's data address in the lab
 USER = as_user("vllm", "")  # the cluster user, in its session
 REAL_MODEL_GB = 60

@@ -14,13 +14,18 @@ import shlex
 from pyinfra.api import FactBase
 
 
+def hub_folder(model: str) -> str:
+    """A Hugging Face id's folder in huggingface_hub's cache, below the user's home."""
+    return f".cache/huggingface/hub/models--{model.replace('/', '--')}"
+
+
 def model_dir(user: str, model: str, home: str | None = None) -> str:
     """The shell words of the model's folder: an absolute path, or the snapshot refs/main names
     in the user's cache (`home`: the user's home as a shell word, default `~USER`)."""
     if model.startswith("/"):
         return shlex.quote(model)
     home = home or f"~{user}"
-    repo = f"{home}/.cache/huggingface/hub/" + shlex.quote(f"models--{model.replace('/', '--')}")
+    repo = f"{home}/" + shlex.quote(hub_folder(model))
     return f'{repo}/snapshots/"$(cat {repo}/refs/main 2>/dev/null)"'
 
 

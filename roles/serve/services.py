@@ -9,6 +9,7 @@ from pyinfra import logger
 from pyinfra.api import FunctionCommand, operation
 
 from halo_cluster.node.facts import as_user
+from halo_cluster.node.memory import hub_folder
 from halo_cluster.node.operations import run_saying_what
 from halo_cluster.node.progress import waiting
 
@@ -112,12 +113,10 @@ def download_model(user: str, image: str, model: str, token: bool, go_online: bo
 def copy_command(user: str, model: str, address: str) -> str:
     """The cluster user's shell command that copies `model`'s snapshot to `address` (copy_model;
     bench/model_copy.py times the same command)."""
-    repo = f".cache/huggingface/hub/models--{model.replace('/', '--')}"
+    repo = hub_folder(model)
     target = shlex.quote(f"{user}@{address}:{repo}/")
-    rsync = (
-        "rsync -a -e 'ssh -o BatchMode=yes' "
-        f"--rsync-path={shlex.quote(f'mkdir -p {repo}/refs && rsync')}"
-    )
+    remote = f"mkdir -p {shlex.quote(repo + '/refs')} && rsync"  # run by the worker's shell
+    rsync = f"rsync -a -e 'ssh -o BatchMode=yes' --rsync-path={shlex.quote(remote)}"
     # each step checked (no pipefail in dash): a failed find or readlink stops the copy before
     # refs/main is sent; a blob outside the cache's own folder is sent by its absolute path
     listing = (

@@ -58,7 +58,8 @@ def fetch(model_changed: bool) -> None:
     for name in unreachable():
         logger.warning(f"{host.print_prefix}{name} not in this run: {model} is copied to it later")
     for peer in nodes()[1:]:
-        if download or _snapshot(peer) != here or not _snapshot(peer).complete:
+        there = _snapshot(peer)
+        if download or there != here or not there.complete:
             copy_model(
                 name=f"Copy {model} to {peer.data.halo_node} over the data link",
                 user=data.halo_cluster_user,
