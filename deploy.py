@@ -1,8 +1,8 @@
 """Converge every node: `pyinfra inventory.py deploy.py`.
 
 Everything the deploy and the roles read from a node is read first, in one command per node
-(`halo_cluster/node/reads.py`). Safety checks next: a node that fails them is refused with one
-line and nothing on it changes.
+(`halo_cluster/node/reads.py`); a read that failed refuses the node with its fix. Safety checks
+next: a node that fails them is refused with one line and nothing on it changes.
 Then the preflight report (is this the hardware the guide assumes?), then every role in `roles/`,
 in its declared order.
 """
@@ -65,21 +65,24 @@ def all_reads(data) -> tuple[tuple[type, dict], ...]:
 declare(roles.declared_paths)
 reads.declare(all_reads)
 reads.prefetch(host)  # one command: every fact below and in the roles comes from it
-interfaces = cached(host, NetworkInterfaces)
-sessions = cached(host, SshSessionInterfaces, port=host.data.ssh_port)
-verdict = check_node(
-    {key: host.data.get(key) for key in SELECTOR},
-    node_files(host).os_release(),
-    interfaces,
-    sessions,
-    node_files(host).text("/etc/passwd") or "",
-)
 record(host, "reached")  # its facts were read: drift tells it from an unreachable node
-for warning in verdict.warnings:
-    logger.warning(f"{host.print_prefix}{warning}")
+unreadable = reads.unreadable(host)  # a read that failed: this node's refusal, with its fix
+verdict = None
+if unreadable is None:
+    interfaces = cached(host, NetworkInterfaces)
+    sessions = cached(host, SshSessionInterfaces, port=host.data.ssh_port)
+    verdict = check_node(
+        {key: host.data.get(key) for key in SELECTOR},
+        node_files(host).os_release(),
+        interfaces,
+        sessions,
+        node_files(host).text("/etc/passwd") or "",
+    )
+    for warning in verdict.warnings:
+        logger.warning(f"{host.print_prefix}{warning}")
 
-if verdict.problems:
-    refuse(host, verdict.problems[0])
+if verdict is None or verdict.problems:
+    refuse(host, unreadable or verdict.problems[0])
 else:
     node = NodeContext(
         interface=verdict.interface,

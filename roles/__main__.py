@@ -1,5 +1,6 @@
-"""`python -m roles`: write the keys tables into the docs (`roles/docs.py`); `--check`: exit 1
-naming each page whose table is missing or stale, changing nothing."""
+"""`python -m roles`: write the generated tables into the docs (`roles/docs.py`: the keys, the
+owned kernel arguments); `--check`: exit 1 naming each page whose table is missing or stale,
+changing nothing."""
 
 import sys
 
@@ -8,10 +9,14 @@ from roles import docs
 
 def main(check: bool) -> int:
     for page in [] if check else docs.write():
-        print(f"{page.relative_to(docs.ROOT)}: keys table written")
+        print(f"{page.relative_to(docs.ROOT)}: generated tables written")
     stale = docs.stale()
     for page in stale:
-        problem = "keys table missing or stale" if page.exists() else "missing: its role has keys"
+        problem = (
+            "a generated table is missing or stale"
+            if page.exists()
+            else "missing: its role has keys"
+        )
         print(f"{page.relative_to(docs.ROOT)}: {problem}", file=sys.stderr)
     return 1 if stale else 0
 

@@ -147,6 +147,8 @@ def _secret_text_problem(path: str) -> str | None:
     except UnicodeDecodeError:
         return "is not UTF-8 text"
     line = text.removesuffix("\n")
+    if "\r" in line:
+        return "has Windows line endings (CRLF): save it with LF endings (dos2unix FILE)"
     if not line.strip():
         return "is empty"
     if "\n" in line:

@@ -24,12 +24,25 @@ _REPR.maxlevel = 2  # bounded whatever the value: an alias bomb is a tree of sha
 
 
 def quote(value: object) -> str:
-    """`repr(value)` cut to about 60 characters, in bounded time and memory whatever the value."""
+    """`repr(value)` cut to about 60 characters, in bounded time and memory whatever the value;
+    a string's non-ASCII characters are named by code point after it, since a look-alike (a
+    Cyrillic a, U+0430, in a model id) reads as the letter the user meant."""
     if isinstance(value, str) and len(value) > QUOTE_LIMIT:
         text = repr(value[: QUOTE_LIMIT - 3])
-        return text[:-1] + "..." + text[-1]  # 'abc...': the cut stays inside the quotes
-    text = _REPR.repr(value)
-    return text if len(text) <= QUOTE_LIMIT else text[: QUOTE_LIMIT - 3] + "..."
+        text = text[:-1] + "..." + text[-1]  # 'abc...': the cut stays inside the quotes
+    else:
+        text = _REPR.repr(value)
+        text = text if len(text) <= QUOTE_LIMIT else text[: QUOTE_LIMIT - 3] + "..."
+    return text + _code_points(value[:QUOTE_LIMIT]) if isinstance(value, str) else text
+
+
+def _code_points(text: str) -> str:
+    """` (U+0430 at 3, ...)`: the first non-ASCII characters of `text` by position, or ''."""
+    found = [f"U+{ord(c):04X} at {i + 1}" for i, c in enumerate(text) if not c.isascii()]
+    if not found:
+        return ""
+    more = ", ..." if len(found) > 3 else ""
+    return f" (non-ASCII: {', '.join(found[:3])}{more})"
 
 
 # POSIX portable user names (useradd's default NAME_REGEX, without a trailing $)
@@ -41,15 +54,16 @@ SSH_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:%-]{0,252}")
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 MAC = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}")
 
-# The OCI / distribution reference grammar: [domain/]path[:tag][@digest]
+# The distribution spec's reference grammar (distribution/reference): [domain/]path[:tag][@digest],
+# ASCII only; the name (domain and path) at most 255 characters; a digest by the OCI image spec's
+# registered algorithms, lower-case hex of their length
 _DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
 _DOMAIN = rf"{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]+)?"
 _PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_TAG = r"[\w][\w.-]{0,127}"
-_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
-IMAGE_REFERENCE = re.compile(
-    rf"(?:{_DOMAIN}/)?{_PATH_PART}(?:/{_PATH_PART})*(?::{_TAG})?(?:@{_DIGEST})?"
-)
+IMAGE_NAME = re.compile(rf"(?:{_DOMAIN}/)?{_PATH_PART}(?:/{_PATH_PART})*", re.ASCII)
+IMAGE_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", re.ASCII)
+IMAGE_DIGESTS = {"sha256": 64, "sha512": 128}
+IMAGE_NAME_MAX = 255
 
 MACHINE_MEMORY_GIB = 128  # every Strix Halo board the guide covers
 OS_RESERVE_GIB = 4  # what the OS keeps outside the GTT
@@ -102,7 +116,6 @@ def cluster_user(value: object) -> str | None:
 
 user_name = _matches(USER_NAME, "a POSIX user name ([a-z_][a-z0-9_-]*, at most 32)")
 container_name = _matches(CONTAINER_NAME, "a container name ([a-zA-Z0-9][a-zA-Z0-9_.-]*)")
-image_reference = _matches(IMAGE_REFERENCE, "an image reference ([registry/]name[:tag][@digest])")
 _ssh_host_name = _matches(SSH_HOST, "a host name or address")
 node_name = _matches(NODE_NAME, "a node name (letters, digits, '.', '_', '-'; at most 63)")
 _mac_text = _matches(MAC, "a MAC address (aa:bb:cc:dd:ee:ff)")
@@ -205,10 +218,49 @@ def environment(item: object) -> str | None:
     return None
 
 
+def image_reference(value: object) -> str | None:
+    """An image reference as the distribution spec's grammar has it, refused here rather than by
+    `podman pull` on every node."""
+    text = str(value)
+    what = "is not an image reference ([registry/]name[:tag][@sha256:digest])"
+    if not text.isascii():
+        return f"{quote(text)} {what}: only ASCII characters"
+    rest, at, digest = text.partition("@")
+    name, colon, tag = rest.rpartition(":")
+    if not colon or "/" in tag:  # no tag: a ':' before the last '/' is the registry's port
+        name, tag = rest, None
+    if not IMAGE_NAME.fullmatch(name):
+        return f"{quote(text)} {what}"
+    if len(name) > IMAGE_NAME_MAX:
+        return f"{quote(text)} {what}: its name is longer than {IMAGE_NAME_MAX} characters"
+    if tag is not None and not IMAGE_TAG.fullmatch(tag):
+        return f"{quote(text)} {what}: a tag is [A-Za-z0-9_][A-Za-z0-9_.-]*, at most 128"
+    return _digest_problem(text, digest) if at else None
+
+
+def _digest_problem(text: str, digest: str) -> str | None:
+    algorithm, _, hexes = digest.partition(":")
+    length = IMAGE_DIGESTS.get(algorithm)
+    if length is None:
+        known = ", ".join(IMAGE_DIGESTS)
+        return f"{quote(text)} has a digest of an unknown algorithm (known: {known})"
+    if not re.fullmatch(rf"[0-9a-f]{{{length}}}", hexes, re.ASCII):
+        return f"{quote(text)}: a {algorithm} digest is {length} lower-case hex digits"
+    return None
+
+
+# the kernel's own rule (net/core/dev.c, dev_valid_name): 1-15 bytes (IFNAMSIZ 16 with its NUL),
+# no '/', ':' or white space, not '.' or '..'; and ASCII printable, so bytes are characters
+INTERFACE_NAME = re.compile(r"[!-~]{1,15}", re.ASCII)
+
+
 def interface_name(value: object) -> str | None:
     text = str(value)
-    if text in (".", "..") or not re.fullmatch(r"[^\s/:]{1,15}", text):
-        return f"{quote(text)} is not an interface name (1-15 characters, no '/', ':' or spaces)"
+    if text in (".", "..") or not INTERFACE_NAME.fullmatch(text) or re.search(r"[/:]", text):
+        return (
+            f"{quote(text)} is not an interface name (1-15 ASCII letters, digits or punctuation; "
+            "no '/', ':' or spaces; not '.' or '..')"
+        )
     if text == "lo":
         return "'lo' is the loopback interface: name the port of the data link"
     return None

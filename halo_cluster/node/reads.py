@@ -6,9 +6,10 @@ their commands in one script, each in its own subshell and all at once (the slow
 time), with its stdout and exit status delimited. Every part is then
 processed as pyinfra would have (`process`, or `default()` for no output or a missing
 `requires_command`) and seeds the per-run cache, so the roles' `cached(host, Fact, ...)` read
-the node's state from this one command. A part that failed, or a read nobody declared, is left
-to `cached()`: it reads it with `host.get_fact`, and pyinfra reports a failure as it always
-does.
+the node's state from this one command. A read nobody declared is left to `cached()`: it reads
+it with `host.get_fact`. A part that failed is the node's refusal (`unreadable`: the deploy refuses
+the node with it before anything is planned), never a pyinfra error that ends the run for every
+node; a fact may say what to do when its command fails on a node (`unreadable_fix`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ Read = tuple[type, dict[str, Any]]
 _CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # run -> {key: value}
 _DECLARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # run -> reads_of(data)
 _FETCHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # run -> {host: Event}
+_FAILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # run -> {host: [Read]}
 
 
 def declare(reads_of: Callable[[Any], Iterable[Read]]) -> None:
@@ -195,7 +197,24 @@ def _fetch(host: Any, reads: Iterable[Read], cache: dict) -> None:
     if not parts:
         return
     results = host.get_fact(NodeReads, parts=tuple(parts), _ignore_errors=True) or []
+    if not results:  # the one command itself failed: each read is left to `cached()`
+        return
+    failed = _FAILED.setdefault(ctx_state.get(), {}).setdefault(host.name, [])
     for (fact, kwargs), (status, lines) in zip(wanted, results, strict=False):
         value = _value(fact, status, lines)
-        if value is not _MISSING:
+        if value is _MISSING:
+            failed.append((fact, kwargs))
+        else:
             cache[_key(host, fact, kwargs)] = value
+
+
+def unreadable(host: Any) -> str | None:
+    """Why the node cannot be deployed: each declared read whose command failed on it, with what
+    to do (the fact's `unreadable_fix`, else the command to run there); None when all were read."""
+    failed = _FAILED.get(ctx_state.get(), {}).get(host.name, [])
+    reasons = []
+    for fact, kwargs in failed:
+        command = _text(fact().command(**kwargs))
+        fix = getattr(fact, "unreadable_fix", None) or f"run `{command}` on the node to see why"
+        reasons.append(f"{fact.__name__} could not be read: {fix}")
+    return "; ".join(reasons) or None

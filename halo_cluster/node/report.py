@@ -3,12 +3,17 @@
 Two kinds of event per node: `refused` (the safety checks stopped it; the reason) and `diff` (a
 file the run changes or would change; its unified diff). They are kept per run in memory and,
 when $HALO_REPORT names a file, appended to it as JSON lines (drift reads that file).
+
+A run of the pyinfra CLI with a refused node ends with one line naming every refused node and
+the exit code docs/ci.md gives (`end_line`), after pyinfra's own output.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import sys
 import weakref
 from typing import Any
 
@@ -16,7 +21,9 @@ from pyinfra import logger
 from pyinfra.context import ctx_state
 
 REPORT_ENV = "HALO_REPORT"
+REFUSED_EXIT = 1  # docs/ci.md: pyinfra's exit code with a failed host
 _EVENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_ENDING: weakref.WeakSet = weakref.WeakSet()  # runs whose end line is registered
 
 
 def record(host: Any, kind: str, **fields: Any) -> None:
@@ -43,6 +50,7 @@ def refuse(host: Any, reason: str) -> None:
     state = ctx_state.get()
     state.failed_hosts.add(host)
     state.active_hosts.discard(host)
+    _end_with_refusals(state)
 
 
 def fail(host: Any, reason: str) -> None:
@@ -53,3 +61,33 @@ def fail(host: Any, reason: str) -> None:
     logger.error(f"{host.print_prefix}refused: {reason}")
     record(host, "refused", reason=reason)
     ctx_state.get().failed_hosts.add(host)
+    _end_with_refusals(ctx_state.get())
+
+
+def end_line(refused: list[dict]) -> str | None:
+    """The run's last line from its `refused` events: every refused node (each one's reason is
+    its own line above) and the exit code; None when no node was refused."""
+    nodes = list(dict.fromkeys(e["node"] for e in refused))
+    if not nodes:
+        return None
+    return (
+        f"halo-cluster: refused {len(nodes)} node{'s' if len(nodes) > 1 else ''} "
+        f"({', '.join(nodes)}), each for the reason on its own line above: "
+        f"exit {REFUSED_EXIT} (docs/ci.md)"
+    )
+
+
+def _end_with_refusals(state: Any) -> None:
+    """Print `end_line` when the pyinfra CLI exits, after its own output (once per run; not
+    when the plan tests prepare a deploy in their own process)."""
+    if "pyinfra_cli.main" not in sys.modules or state in _ENDING:
+        return
+    _ENDING.add(state)
+    ref = weakref.ref(state)
+
+    def at_exit() -> None:
+        line = end_line(events(ref(), "refused")) if ref() is not None else None
+        if line:
+            print(line, file=sys.stderr)
+
+    atexit.register(at_exit)

@@ -1,11 +1,11 @@
-"""`halo-cluster`: the tool's entry points, whose exit codes reach the caller unchanged.
+"""`halo-cluster`: the tool's entry points, whose exit codes reach the caller unchanged (why a
+script calls this and not make: docs/ci.md).
 
     halo-cluster [--config PATH] COMMAND [ARGS...]
 
-make turns every failure of a recipe into its own exit 2, so a CI job that must tell drift (2)
-from an error (1) calls this, never `make drift`. The config is `--config PATH` (before or after
-COMMAND), else $CLUSTER_CONFIG, else cluster.yml in the checkout. ARGS go to the command:
-drift's and status's own options, pytest's for verify, pyinfra's for deploy.
+The config is `--config PATH` (once, before or after COMMAND, never empty), else $CLUSTER_CONFIG,
+else cluster.yml in the checkout. ARGS go to the command: drift's and status's own options,
+pytest's for verify, pyinfra's for deploy.
 """
 
 from __future__ import annotations
@@ -88,48 +88,75 @@ def run_where(args: list[str]) -> int:
 
 
 COMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
-    "drift": (run_drift, "dry-run diff per node: exit 0 converged, 2 drift, 1 error"),
-    "status": (status.main, "the serving cluster: exit 0 up, 2 something down, 1 unreachable"),
-    "verify": (run_verify, "the end state (pytest over tests/infra): pytest's exit code"),
-    "deploy": (run_deploy, "converge (pyinfra inventory.py deploy.py): pyinfra's exit code"),
-    "where": (run_where, "the serving cluster's URL, a curl line, status command"),
+    "deploy": (run_deploy, "converge every node to cluster.yml (pyinfra inventory.py deploy.py)"),
+    "drift": (run_drift, "what a deploy would change on each node, changing nothing"),
+    "verify": (run_verify, "check the end state of every node (pytest over tests/infra)"),
+    "status": (status.main, "the serving cluster in one table: Ray, each service, vLLM"),
+    "where": (run_where, "where vLLM answers: its URL, a curl line, the status command"),
 }
+DESCRIPTION = """Provision AMD Strix Halo machines into a vLLM cluster described by cluster.yml.
+
+commands:
+{commands}
+
+The config is --config PATH (before or after COMMAND), else $CLUSTER_CONFIG, else cluster.yml in
+the checkout. ARGS go to the command: drift's and status's options, pytest's for verify, pyinfra's
+for deploy. Each command's exit codes, for scripts and CI: docs/ci.md."""
 
 
 def _parser() -> argparse.ArgumentParser:
+    commands = "\n".join(f"  {name:8} {text}" for name, (_, text) in COMMANDS.items())
     parser = argparse.ArgumentParser(
         prog="halo-cluster",
-        description=__doc__,
+        usage="halo-cluster [--config PATH] COMMAND [ARGS...]",
+        description=DESCRIPTION.format(commands=commands),
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="\n".join(f"  {name:8} {text}" for name, (_, text) in COMMANDS.items()),
         allow_abbrev=False,
     )
-    parser.add_argument("--config", help="the cluster.yml to use")
-    parser.add_argument("command", choices=COMMANDS, metavar="COMMAND")
+    parser.add_argument("--config", metavar="PATH", action="append", help="the cluster.yml to use")
+    parser.add_argument("command", nargs="?", metavar="COMMAND", help=argparse.SUPPRESS)
     parser.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return parser
 
 
-def _config_after_command(args: list[str]) -> tuple[str | None, list[str]]:
-    """`--config PATH` (or `--config=PATH`) given after COMMAND, and the other ARGS in their
-    order (by hand: argparse may reorder what it does not know, pyinfra's and pytest's options)."""
-    config, rest = None, []
+def _config_after_command(args: list[str]) -> tuple[list[str], list[str]]:
+    """Every `--config PATH` (or `--config=PATH`) given after COMMAND, and the other ARGS in
+    their order (by hand: argparse may reorder what it does not know, pyinfra's and pytest's
+    options)."""
+    configs, rest = [], []
     items = iter(args)
     for arg in items:
         if arg == "--config":
-            config = next(items, None) or _parser().error("--config needs a PATH")
+            value = next(items, None)
+            configs.append(_parser().error("--config needs a PATH") if value is None else value)
         elif arg.startswith("--config="):
-            config = arg.partition("=")[2]
+            configs.append(arg.partition("=")[2])
         else:
             rest.append(arg)
-    return config, rest
+    return configs, rest
+
+
+def _one_config(parser: argparse.ArgumentParser, configs: list[str]) -> str | None:
+    """The one `--config`: an empty one is an error (a script's unset variable must not deploy
+    whatever $CLUSTER_CONFIG names), and so is a second one (which would win without a word)."""
+    if len(configs) > 1:
+        shown = ", ".join(repr(c) for c in configs)
+        parser.error(f"--config given {len(configs)} times ({shown}): give it once")
+    if configs and not configs[0]:
+        parser.error("--config is empty: give the cluster.yml's PATH, or leave the option out")
+    return configs[0] if configs else None
 
 
 def main(argv: list[str] | None = None) -> int:
-    parsed = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-    config, args = _config_after_command(parsed.args)
-    config = config or parsed.config
-    if config:
+    parser = _parser()
+    parsed = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if parsed.command not in COMMANDS:
+        known = ", ".join(COMMANDS)
+        given = f"unknown COMMAND {parsed.command!r}" if parsed.command else "no COMMAND"
+        parser.error(f"{given}: give one of {known}")
+    after, args = _config_after_command(parsed.args)
+    config = _one_config(parser, [*(parsed.config or []), *after])
+    if config is not None:
         # every command reads $CLUSTER_CONFIG, and so do the pytest and pyinfra it starts
         os.environ["CLUSTER_CONFIG"] = config
     run, _ = COMMANDS[parsed.command]

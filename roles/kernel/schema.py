@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from halo_cluster.config import rules
 from halo_cluster.config.model import Cluster, Problems
 from halo_cluster.config.schema import Field, variables
+from halo_cluster.decide import cmdline
 
 SECTION: tuple[Field, ...] = (
     Field("kernel", "mapping", {}, "Kernel command line arguments (see the `kernel.*` keys)."),
@@ -33,14 +36,16 @@ SECTION: tuple[Field, ...] = (
         "kernel.extra_args",
         "list of strings",
         [],
-        "Further arguments to add, `key=value` or a bare flag.",
+        "Further arguments to add, `key=value` or a bare flag; each name once, never one the "
+        "tool owns (see Owned arguments).",
         rule=rules.kernel_argument,
     ),
     Field(
         "kernel.remove_args",
         "list of strings",
         [],
-        "Arguments to remove: `key` removes every value of that key, `key=value` only that one.",
+        "Arguments to remove: `key` removes every value of that key, `key=value` only that one; "
+        "never an argument the tool owns or one to add, by name.",
         rule=rules.kernel_argument,
     ),
 )
@@ -67,20 +72,118 @@ def gtt_kernel_args(gtt_gib: int) -> tuple[str, str]:
     return f"amdgpu.gttsize={mib}", f"ttm.pages_limit={mib * 256}"
 
 
+Arguments = tuple[tuple[str, ...], tuple[str, ...]]  # (to add, to remove)
+
+
+def _toggle(arg: str) -> Callable[[Any], Arguments]:
+    return lambda on: ((arg,), ()) if on else ((), (arg,))
+
+
+def _iommu(mode: Any) -> Arguments:
+    return (
+        (("iommu=pt",), ("amd_iommu=off",)) if mode == "pt" else (("amd_iommu=off",), ("iommu=pt",))
+    )
+
+
+# Every argument the tool sets, by the key that sets it: the one table `derive` builds the
+# arguments from, the owned names `kernel.extra_args` and `kernel.remove_args` may not name, and
+# the docs' table of them (`tables`)
+ARGUMENTS: dict[str, Callable[[Any], Arguments]] = {
+    "kernel.iommu": _iommu,
+    "kernel.pci_realloc": _toggle("pci=realloc"),
+    "kernel.pcie_aspm_off": _toggle("pcie_aspm=off"),
+    "kernel.gtt_gib": lambda gib: (gtt_kernel_args(gib), ()),
+}
+
+
+def samples(key: str) -> tuple[Any, ...]:
+    """The values of `key` that show every argument it can set: its choices, both booleans, or
+    its default."""
+    field = next(f for f in SECTION if f.path == key)
+    if field.choices:
+        return field.choices
+    return (True, False) if field.type == "boolean" else (field.default,)
+
+
+def owned() -> dict[str, str]:
+    """Every argument name the tool sets or removes, whatever the value: the key that does."""
+    found: dict[str, str] = {}
+    for key, arguments in ARGUMENTS.items():
+        for value in samples(key):
+            for arg in (arg for group in arguments(value) for arg in group):
+                found.setdefault(cmdline.key_of(arg), key)
+    return found
+
+
+def owned_table() -> str:
+    """The owned arguments as a docs table: each name, its key and what each value of the key
+    does with it."""
+    rows = ["| argument | set by | value: what the tool does |", "|---|---|---|"]
+    for name, key in owned().items():
+        does = []
+        for value in samples(key):
+            add, remove = ARGUMENTS[key](value)
+            shown = str(value).lower() if isinstance(value, bool) else value
+            does += [f"{shown}: adds `{a}`" for a in add if cmdline.key_of(a) == name]
+            does += [f"{shown}: removes `{a}`" for a in remove if cmdline.key_of(a) == name]
+        rows.append(f"| `{name}` | `{key}` | {'; '.join(does)} |")
+    return "\n".join(rows)
+
+
+def tables() -> dict[str, str]:
+    """The page's generated tables beyond its keys (roles/docs.py writes them)."""
+    return {"owned kernel arguments": owned_table()}
+
+
 def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Kernel:
     keys = cluster.settings
-    iommu_pt = keys["kernel.iommu"] == "pt"
-    wanted: list[str] = ["iommu=pt" if iommu_pt else "amd_iommu=off"]
-    remove: list[str] = ["amd_iommu=off" if iommu_pt else "iommu=pt"]
-    toggles = {"kernel.pci_realloc": "pci=realloc", "kernel.pcie_aspm_off": "pcie_aspm=off"}
-    for key, arg in toggles.items():
-        (wanted if keys[key] else remove).append(arg)
-    wanted.extend(gtt_kernel_args(keys["kernel.gtt_gib"]))
+    wanted: list[str] = []
+    remove: list[str] = []
+    for key, arguments in ARGUMENTS.items():
+        add, drop = arguments(keys[key])
+        wanted.extend(add)
+        remove.extend(drop)
     # each argument passed its rule in the loader: one token, no quotes
-    wanted.extend(keys["kernel.extra_args"])
-    for i, arg in enumerate(keys["kernel.remove_args"]):
-        if arg in wanted:
-            problems.error(f"kernel.remove_args[{i}]", f"{arg!r} is also an argument to add")
-        else:
-            remove.append(arg)
+    wanted.extend(_extra(keys["kernel.extra_args"], problems))
+    remove.extend(_removed(keys["kernel.remove_args"], wanted, problems))
     return Kernel(tuple(wanted), tuple(remove))
+
+
+def _owner_problem(arg: str) -> str | None:
+    key = owned().get(cmdline.key_of(arg))
+    return f"{arg!r} is an argument the tool sets: use {key}" if key else None
+
+
+def _extra(args: list[str], problems: Problems) -> list[str]:
+    """`kernel.extra_args` without the refused ones: an owned argument (its key sets it), an
+    argument given twice by name (the kernel takes the last, and every run would see drift)."""
+    first: dict[str, int] = {}
+    kept = []
+    for i, arg in enumerate(args):
+        name = cmdline.key_of(arg)
+        at = f"kernel.extra_args[{i}]"
+        if problem := _owner_problem(arg):
+            problems.error(at, problem)
+        elif name in first:
+            problems.error(at, f"{name!r} is already given as kernel.extra_args[{first[name]}]")
+        else:
+            first[name] = i
+            kept.append(arg)
+    return kept
+
+
+def _removed(args: list[str], wanted: list[str], problems: Problems) -> list[str]:
+    """`kernel.remove_args` compared by argument name, as the kernel reads them: never an owned
+    argument, never the name of one to add."""
+    adding = {cmdline.key_of(arg): arg for arg in wanted}
+    kept = []
+    for i, arg in enumerate(args):
+        at = f"kernel.remove_args[{i}]"
+        if problem := _owner_problem(arg):
+            problems.error(at, problem)
+        elif (name := cmdline.key_of(arg)) in adding:
+            also = f" ({adding[name]!r}, by name)" if adding[name] != arg else ""
+            problems.error(at, f"{arg!r} is also an argument to add{also}")
+        else:
+            kept.append(arg)
+    return kept

@@ -153,6 +153,12 @@ class RdmaLinks(FactBase):
     """`rdma link`: every RDMA port's device, state and netdev (`rdmatools.parse_rdma_link`);
     [] when there is none, or no `rdma` tool (iproute) to ask."""
 
+    # `rdma link` fails outright (NETLINK_RDMA) on a kernel without its RDMA stack
+    unreadable_fix = (
+        "`rdma link` fails: the node's RDMA stack is not loaded (modprobe irdma; the rdma role "
+        "loads it at boot), or set serve.transport: sockets"
+    )
+
     @staticmethod
     def default() -> list:
         return []

@@ -90,6 +90,12 @@ def _check_enabled(serve: Serve, node_count: int, problems: Problems) -> None:
             f"{serve.gpus} GPUs, but the cluster has {node_count} nodes with one GPU each: "
             "TP x PP must equal the number of nodes",
         )
+    if serve.model and serve.model.startswith("/") and serve.download != "never":
+        problems.warn(
+            "serve.download",
+            f"{serve.download}: nothing is fetched or copied for a model given as a path "
+            f"({serve.model}): every node must hold it there (checked); `never` says so",
+        )
     if serve.listen == "all" and not serve.api_key_file:
         problems.error("serve.api_key_file", "required with serve.listen: all (every address)")
 

@@ -166,3 +166,48 @@ def test_where_when_not_serving(lab_config: Path, capsys: pytest.CaptureFixture[
     lab_config.write_text(LAB_CONFIG.replace("enabled: true", "enabled: false"))
     assert cli.main(["--config", str(lab_config), "where"]) == 0
     assert capsys.readouterr().out.startswith("not serving: serve.enabled is false in ")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--config=", "drift"], "--config is empty"),
+        (["--config", "", "drift"], "--config is empty"),
+        (["drift", "--config="], "--config is empty"),
+        (["drift", "--config", ""], "--config is empty"),
+        (["--config", "a.yml", "--config", "b.yml", "drift"], "--config given 2 times"),
+        (["--config", "a.yml", "drift", "--config=b.yml"], "--config given 2 times"),
+        (["drift", "--config"], "--config needs a PATH"),
+    ],
+)
+def test_an_empty_or_repeated_config_is_an_error_naming_the_option(
+    argv: list[str], message: str, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """Never a silent fallback to $CLUSTER_CONFIG, never the last of two winning."""
+    monkeypatch.setenv("CLUSTER_CONFIG", "from-the-environment.yml")
+    ran = []
+    monkeypatch.setitem(cli.COMMANDS, "drift", (lambda args: ran.append(args) or 0, ""))
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(argv)
+    assert stopped.value.code == 2 and ran == []
+    assert f"halo-cluster: error: {message}" in capsys.readouterr().err
+    assert cli.os.environ["CLUSTER_CONFIG"] == "from-the-environment.yml"
+
+
+def test_usage_names_only_what_a_user_types(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main([])
+    err = capsys.readouterr().err
+    assert "usage: halo-cluster [--config PATH] COMMAND [ARGS...]" in err
+    assert "no COMMAND: give one of deploy, drift, verify, status, where" in err
+    assert "args" not in err.replace("ARGS", "")
+
+
+def test_help_starts_with_what_each_command_does(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    commands = out.index("commands:")
+    for name in cli.COMMANDS:
+        assert commands < out.index(f"  {name} ") < out.index("docs/ci.md")
+    assert "make" not in out  # the exit-code plumbing is in docs/ci.md

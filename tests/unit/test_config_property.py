@@ -1,9 +1,12 @@
 """Property: any document, built from the schema or mutated from cluster.example.yml, is either
 accepted or refused with one line per problem naming the file and a key (or a YAML position);
-never a traceback, never more than 2 s."""
+never a traceback, never more than 2 s. And for the kernel and network keys, what an accepted
+document gives: kernel arguments that never contradict the tool's, interface names the kernel
+takes."""
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -182,3 +185,93 @@ def test_arbitrary_bytes(data: bytes) -> None:
 def test_every_schema_type_has_a_strategy() -> None:
     for field in SCHEMA.fields:
         assert value_for(field.type, field.path) is not None
+
+
+# kernel arguments a user might write: the tool's own by name (with and without a value), the same
+# name twice, ordinary ones, and anything
+ARGUMENT = st.one_of(
+    st.sampled_from(
+        [
+            "quiet",
+            "rhgb",
+            "foo=1",
+            "foo=2",
+            "foo",
+            "amd_pstate=active",
+            "iommu=pt",
+            "iommu",
+            "amd_iommu=on",
+            "pci=noaer",
+            "pcie_aspm",
+            "amdgpu.gttsize=4",
+            "amdgpu.gttsize",
+            "ttm.pages_limit=1024",
+            "=x",
+            "a b",
+        ]
+    ),
+    st.text(max_size=12),
+)
+KERNEL = st.fixed_dictionaries(
+    {},
+    optional={
+        "extra_args": st.lists(ARGUMENT, max_size=4),
+        "remove_args": st.lists(ARGUMENT, max_size=3),
+        "iommu": st.sampled_from(["pt", "off"]),
+        "pci_realloc": st.booleans(),
+        "pcie_aspm_off": st.booleans(),
+        "gtt_gib": st.integers(min_value=-1, max_value=130),
+    },
+)
+INTERFACE = st.one_of(
+    st.sampled_from(
+        ["e;reboot", "e$(reboot)", "a" * 15, "a" * 16, ".", "..", "абвгдежз", "e\u202e"]
+    ),
+    st.text(max_size=20),
+)
+NETWORK_NODES = "  - {name: halo1, ssh: {host: 10.0.0.11}, data: {interface: %s}}\n"
+
+
+def accepted(text: str):
+    """The cluster a document gives, or None when it is refused (as `check` requires: one line
+    per problem)."""
+    try:
+        check(text)
+        return load_cluster(FOLDER / "cluster.yml")
+    except ConfigError:
+        return None
+
+
+@SETTINGS
+@given(KERNEL)
+def test_kernel_arguments_never_contradict_the_tools(section: dict) -> None:
+    """Accepted: each argument name once, none the tool owns given again, nothing removed that
+    is added, by name as the kernel reads them."""
+    from halo_cluster.decide.cmdline import key_of
+    from roles.kernel.schema import owned
+
+    doc = {"cluster_user": "vllm", "nodes": [{"name": "a", "ssh": {"host": "10.0.0.11"}}]}
+    cluster = accepted(yaml.safe_dump({**doc, "kernel": section}, allow_unicode=True))
+    if cluster is None:
+        return
+    names = [key_of(arg) for arg in cluster.kernel.args]
+    assert len(names) == len(set(names)), cluster.kernel.args
+    for arg in (*section.get("extra_args", []), *section.get("remove_args", [])):
+        assert key_of(arg) not in owned(), arg
+    assert not {key_of(arg) for arg in section.get("remove_args", [])} & set(names)
+
+
+@SETTINGS
+@given(INTERFACE, st.sampled_from([9000, 9000, 1279, 1280, 9216, 9217]))
+def test_an_accepted_interface_name_is_one_the_kernel_takes(name: str, mtu: int) -> None:
+    doc = f"cluster_user: vllm\nmtu: {mtu}\nnodes:\n" + NETWORK_NODES % json.dumps(name)
+    cluster = accepted(doc)
+    if cluster is None:
+        return
+    assert 1280 <= mtu <= 9216  # roce
+    interface = cluster.nodes[0].interface
+    if interface == "auto":
+        return
+    raw = interface.encode()
+    assert 1 <= len(raw) <= 15 and interface.isascii() and interface.isprintable()
+    assert not any(c in interface for c in "/: \t") and interface not in (".", "..")

@@ -23,13 +23,14 @@ PLAN = """
 import json, sys
 from pathlib import Path
 import jinja2, roles
+from halo_cluster.node.render import environment
 from roles import all_roles
 assert roles.__file__.startswith(sys.argv[1]), roles.__file__
 for role in all_roles():
     folder = Path(role.__file__).parent / "templates"
     loader = jinja2.PackageLoader(role.__name__, "templates") if folder.is_dir() else None
     for name in loader.list_templates() if loader else ():
-        jinja2.Environment(loader=loader).get_template(name)
+        environment(loader).get_template(name)
 from tests.plan.nodes import plan_cluster, serve_cluster
 cluster = serve_cluster(serve=", listen: all, api_key_file: key", tmp_path=Path.cwd())
 result = plan_cluster(cluster)
