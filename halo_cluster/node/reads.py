@@ -88,7 +88,7 @@ def script(parts: Iterable[str]) -> str:
 
 
 def parts_of(command: str) -> list[str]:
-    """The parts of a `script` (the plan harness answers each as its own fact command)."""
+    """The parts of a `script` (the plan harness names them when it has no answer for one)."""
     lines = command.split("\n")
     return [
         first[2:]
