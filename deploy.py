@@ -14,13 +14,10 @@ from halo_cluster.decide import preflight
 from halo_cluster.decide.safety import check_node
 from halo_cluster.node import reads
 from halo_cluster.node.context import NodeContext
-from halo_cluster.node.facts import (
-    DataPortHardware,
-    Hardware,
-    NetworkInterfaces,
-    SshSessionInterfaces,
-)
-from halo_cluster.node.nodefiles import cached, declare, node_files, snapshot_read
+from halo_cluster.node.deployreads import data_port_hardware, own_reads
+from halo_cluster.node.facts import NetworkInterfaces, SshSessionInterfaces
+from halo_cluster.node.memory import NodeMemory
+from halo_cluster.node.nodefiles import cached, declare, node_files
 from halo_cluster.node.report import record, refuse
 
 SELECTOR = ("halo_interconnect", "halo_data_interface", "halo_data_mac", "halo_cluster_user")
@@ -32,33 +29,8 @@ LOG = {
 }
 
 
-def own_reads(data) -> tuple[tuple[type, dict], ...]:
-    """What the deploy itself reads: the interfaces, the SSH sessions, the snapshot, and the
-    data port's hardware: of the interface the config names, or of the port the node finds by
-    MAC or as `auto`'s one E810 port (DataPortHardware), before the safety check resolves it."""
-    found = ((NetworkInterfaces, {}), (SshSessionInterfaces, {"port": data.ssh_port}))
-    return (*found, snapshot_read(data), hardware_read(data))
-
-
-def hardware_read(data) -> tuple[type, dict]:
-    mac, name = data.get("halo_data_mac"), data.get("halo_data_interface")
-    if mac is None and name != "auto":
-        return Hardware, {"interface": name}
-    return DataPortHardware, {"mac": mac}
-
-
-def hardware(interface: str) -> dict:
-    """The resolved data interface's hardware: from the one read when the node found the same
-    port, else read for it (a second command, only when the node's and the check's differ)."""
-    fact, kwargs = hardware_read(host.data)
-    if fact is DataPortHardware:
-        found = cached(host, fact, **kwargs)
-        if found["port"] == interface:
-            return found["hardware"]
-    return cached(host, Hardware, interface=interface)
-
-
 def all_reads(data) -> tuple[tuple[type, dict], ...]:
+    """The deploy's own reads (`node/deployreads.py`) and every role's."""
     return (*own_reads(data), *roles.declared_reads(data))
 
 
@@ -87,7 +59,7 @@ else:
     node = NodeContext(
         interface=verdict.interface,
         interfaces=interfaces,
-        hardware=hardware(verdict.interface),
+        hardware=data_port_hardware(host, verdict.interface),
         ssh_interfaces=tuple(dict.fromkeys(s["interface"] for s in sessions if s["interface"])),
         packages=roles.all_packages(),
     )
@@ -99,6 +71,7 @@ else:
         interfaces,
         host.data.halo_kernel_gtt_gib,
         host.data.get("halo_serve_object_store_mib") if serving else None,
+        cached(host, NodeMemory)["memtotal_kib"],
     ):
         LOG[check.status](f"{host.print_prefix}preflight {check.line()}")
     roles.apply_all(node)

@@ -206,7 +206,8 @@ def memory_output(
     sysfs: bool = True,
     cmdline: str = "BOOT_IMAGE=(hd0,gpt2)/vmlinuz ro",
 ) -> list[str]:
-    """The NodeMemory fact's output on the recorded 128 GB-class node; `weights`: the sizes of
+    """The NodeMemory and ModelWeights facts' output on the recorded 128 GB-class node, as
+    `make status`'s one command prints both (each fact reads its own lines); `weights`: the sizes of
     the model's safetensors in its snapshot (None: the model is not on the node)."""
     lines = [f"virt {virt}", f"memtotal {strix_halo_memtotal_kib()}"]
     if sysfs:

@@ -203,9 +203,10 @@ def from_reading(
     pp: int,
     gtt_gib: int,
 ) -> Budget:
-    """A node's budget from what the NodeMemory fact read (`halo_cluster/node/memory.py`): the
-    GTT from sysfs, else the kernel arguments, else kernel.gtt_gib (the reboot that applies it
-    is still to come); the weights when the model's folder holds safetensors."""
+    """A node's budget from what the NodeMemory and ModelWeights facts read (a `MemoryReading`,
+    `halo_cluster/node/memory.py`): the GTT from sysfs, else the kernel arguments, else
+    kernel.gtt_gib (the reboot that applies it is still to come); the weights when the model's
+    folder holds safetensors."""
     gtt, source = found["gtt_bytes"], "sysfs"
     if not gtt:
         gtt, source = gtt_from_cmdline(found["cmdline"]), "kernel arguments"

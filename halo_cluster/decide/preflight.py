@@ -1,4 +1,5 @@
-"""Preflight: is this the hardware the guide assumes? Pure decisions from the Hardware fact.
+"""Preflight: is this the hardware the guide assumes? Pure decisions from the Hardware fact and
+the node's MemTotal (the NodeMemory fact).
 
 Each check is OK, WARN, FAIL or NOT VERIFIED. Where the hardware cannot be seen (a container such
 as a lab node) a check reads NOT VERIFIED, never OK. Preflight reports; it does not stop the deploy.
@@ -38,16 +39,18 @@ def run(
     interfaces: dict,
     gtt_gib: int,
     object_store_mib: int | None = None,
+    memtotal_kib: int = 0,
 ) -> list[Check]:
+    """The checks of a node from its Hardware fact (`hw`) and its MemTotal (NodeMemory's)."""
     hidden = hw.get("virt", "none") not in ("none", "")
     why_hidden = f"{hw.get('virt')} container: the hardware is not visible"
     checks = [
         cpu(hw, hidden, why_hidden),
         carve_out(hw, hidden, why_hidden),
-        memory(hw, gtt_gib, hidden, why_hidden),
+        memory(memtotal_kib, gtt_gib, hidden, why_hidden),
     ]
     if object_store_mib:
-        checks.append(object_store(hw, object_store_mib, hidden, why_hidden))
+        checks.append(object_store(memtotal_kib, object_store_mib, hidden, why_hidden))
     if interconnect == "roce":
         port = interfaces.get(interface or "", {})
         checks += [
@@ -74,14 +77,14 @@ def cpu(hw: dict, hidden: bool, why: str) -> Check:
     )
 
 
-def memory(hw: dict, gtt_gib: int, hidden: bool, why: str) -> Check:
+def memory(memtotal_kib: int, gtt_gib: int, hidden: bool, why: str) -> Check:
     """The GTT must leave the OS its reserve of the node's own memory (MemTotal excludes the
     carve-out, so it is compared with the machine size the GTT was chosen for)."""
     if hidden:
         return Check("memory", NOT_VERIFIED, f"{why}; a container sees its host's memory")
-    if not hw.get("memory_kib"):
+    if not memtotal_kib:
         return Check("memory", WARN, "MemTotal could not be read from /proc/meminfo")
-    total_gib = hw["memory_kib"] / 1024**2
+    total_gib = memtotal_kib / 1024**2
     needed = gtt_gib + OS_RESERVE_GIB
     # MemTotal is the machine's memory minus the carve-out and firmware; allow the 4 GiB maximum
     # carve-out the guide recommends keeping
@@ -95,14 +98,14 @@ def memory(hw: dict, gtt_gib: int, hidden: bool, why: str) -> Check:
     return Check("memory", OK, f"MemTotal {total_gib:.1f} GiB, GTT {gtt_gib} GiB")
 
 
-def object_store(hw: dict, mib: int, hidden: bool, why: str) -> Check:
+def object_store(memtotal_kib: int, mib: int, hidden: bool, why: str) -> Check:
     """Ray's object store (serve.object_store_mib) against this node's own memory: the config
     check knows only the 128 GiB class, MemTotal is what the node really has."""
     if hidden:
         return Check("object store", NOT_VERIFIED, f"{why}; a container sees its host's memory")
-    if not hw.get("memory_kib"):
+    if not memtotal_kib:
         return Check("object store", WARN, "MemTotal could not be read from /proc/meminfo")
-    limit = int(hw["memory_kib"] / 1024 * OBJECT_STORE_SHARE)
+    limit = int(memtotal_kib / 1024 * OBJECT_STORE_SHARE)
     if mib > limit:
         return Check(
             "object store",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from halo_cluster.node.facts import HardwareInfo, Interface
+
 
 @dataclass(frozen=True)
 class NodeContext:
@@ -13,8 +15,8 @@ class NodeContext:
     `packages`: every package the roles declare (the packages role installs them)."""
 
     interface: str | None
-    interfaces: dict
-    hardware: dict
+    interfaces: dict[str, Interface]
+    hardware: HardwareInfo
     ssh_interfaces: tuple[str, ...] = ()
     packages: tuple[str, ...] = ()
 

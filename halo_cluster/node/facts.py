@@ -10,6 +10,7 @@ import base64
 import json
 import shlex
 from dataclasses import dataclass
+from typing import TypedDict
 
 from pyinfra.api import FactBase
 
@@ -24,7 +25,7 @@ class TextFile:
     text: str
 
 
-class TextFiles(FactBase):
+class TextFiles(FactBase[dict[str, TextFile]]):
     """Text files with their mode, exactly as they are: {path: TextFile} for those that exist.
 
     ``paths`` may hold shell globs (``/boot/loader/entries/*.conf``). Contents travel base64
@@ -32,7 +33,7 @@ class TextFiles(FactBase):
     """
 
     @staticmethod
-    def default() -> dict:
+    def default() -> dict[str, TextFile]:
         return {}
 
     def command(self, paths: tuple[str, ...]) -> str:
@@ -51,15 +52,25 @@ class TextFiles(FactBase):
         return files
 
 
-class NetworkInterfaces(FactBase):
-    """Network interfaces with their PCI identity and driver (sysfs) and addresses (`ip -j`).
+class Interface(TypedDict):
+    """One interface of `NetworkInterfaces`; vendor, device and driver are None for a virtual
+    interface (no /sys/class/net/IF/device)."""
 
-    Returns {name: {"mac", "mtu", "addresses", "vendor", "device", "driver", "operstate"}};
-    vendor/device/driver are None for virtual interfaces (no /sys/class/net/IF/device).
-    """
+    mac: str | None
+    mtu: int | None
+    operstate: str | None
+    addresses: list[str]  # CIDR
+    vendor: str | None  # PCI ids as sysfs writes them: 0x8086
+    device: str | None
+    driver: str | None
+
+
+class NetworkInterfaces(FactBase[dict[str, Interface]]):
+    """Network interfaces with their PCI identity and driver (sysfs) and addresses (`ip -j`):
+    {name: Interface}."""
 
     @staticmethod
-    def default() -> dict:
+    def default() -> dict[str, Interface]:
         return {}
 
     def command(self) -> str:
@@ -70,8 +81,8 @@ class NetworkInterfaces(FactBase):
             '"$(basename "$(readlink $d/device/driver 2>/dev/null)" 2>/dev/null || echo -)"; done'
         )
 
-    def process(self, output: list[str]) -> dict[str, dict]:
-        interfaces: dict[str, dict] = {}
+    def process(self, output: list[str]) -> dict[str, Interface]:
+        interfaces: dict[str, Interface] = {}
         for item in json.loads(output[0]):
             interfaces[item["ifname"]] = {
                 "mac": item.get("address"),
@@ -93,7 +104,12 @@ class NetworkInterfaces(FactBase):
         return interfaces
 
 
-class SshSessionInterfaces(FactBase):
+class SshSession(TypedDict):
+    local: str  # the node's address the session reached
+    interface: str  # the interface the route back to the client leaves by ("" unknown)
+
+
+class SshSessionInterfaces(FactBase[list[SshSession]]):
     """Interfaces that carry an established SSH session to this node, ours included.
 
     For every established connection to the SSH port: the local address, and the interface the
@@ -101,7 +117,7 @@ class SshSessionInterfaces(FactBase):
     """
 
     @staticmethod
-    def default() -> list:
+    def default() -> list[SshSession]:
         return []
 
     def command(self, port: int = 22) -> str:
@@ -112,19 +128,19 @@ class SshSessionInterfaces(FactBase):
             f'echo "${{local%:*}} $({route})"; done'
         )
 
-    def process(self, output: list[str]) -> list[dict[str, str]]:
-        sessions = []
+    def process(self, output: list[str]) -> list[SshSession]:
+        sessions: list[SshSession] = []
         for line in output:
             local, _, interface = line.partition(" ")
-            sessions.append({"local": local.strip("[]"), "interface": interface.strip()})
+            sessions.append(SshSession(local=local.strip("[]"), interface=interface.strip()))
         return sessions
 
 
-class OsRelease(FactBase):
+class OsRelease(FactBase[dict[str, str]]):
     """/etc/os-release as a dict (ID, VERSION_ID, PRETTY_NAME, ...)."""
 
     @staticmethod
-    def default() -> dict:
+    def default() -> dict[str, str]:
         return {}
 
     def command(self) -> str:
@@ -140,33 +156,41 @@ class OsRelease(FactBase):
         return release
 
 
-class Hardware(FactBase):
-    """What the preflight checks read: virtualization, CPU, iGPU carve-out, the data port's
-    driver, firmware and RDMA device, thunderbolt link speeds, /dev/infiniband.
+class HardwareInfo(TypedDict):
+    """What `Hardware` reads, for the preflight checks and the roles (`NodeContext.hardware`)."""
 
-    Returns {"virt", "cpu", "vram": [bytes], "ethtool": {key: value}, "rdma": [devices],
-    "thunderbolt": [(rx_speed, rx_lanes)], "modules": [loaded of ice, irdma, thunderbolt_net],
-    "infiniband": bool, "memory_kib": MemTotal}.
-    """
+    virt: str  # systemd-detect-virt --container: "none" on a machine
+    cpu: str  # /proc/cpuinfo's model name
+    vram: list[int]  # bytes of each GPU's carve-out (mem_info_vram_total)
+    ethtool: dict[str, str]  # the data port's `ethtool -i`: driver, firmware-version, ...
+    rdma: list[str]  # the data port's RDMA devices in sysfs
+    thunderbolt: list[tuple[str, str]]  # (rx_speed, rx_lanes) of each thunderbolt device
+    modules: list[str]  # loaded of ice, irdma, thunderbolt_net
+    infiniband: bool  # /dev/infiniband exists
+
+
+class Hardware(FactBase[HardwareInfo]):
+    """What the preflight checks read: virtualization, CPU, iGPU carve-out, the data port's
+    driver, firmware and RDMA device, thunderbolt link speeds, /dev/infiniband. The node's
+    memory is `NodeMemory`'s (halo_cluster/node/memory.py)."""
 
     @staticmethod
-    def default() -> dict:
-        return {
-            "virt": "none",
-            "cpu": "",
-            "vram": [],
-            "ethtool": {},
-            "rdma": [],
-            "thunderbolt": [],
-            "modules": [],
-            "infiniband": False,
-            "memory_kib": 0,
-        }
+    def default() -> HardwareInfo:
+        return HardwareInfo(
+            virt="none",
+            cpu="",
+            vram=[],
+            ethtool={},
+            rdma=[],
+            thunderbolt=[],
+            modules=[],
+            infiniband=False,
+        )
 
     def command(self, interface: str | None) -> str:
         return hardware_command(shlex.quote(interface or "none"))
 
-    def process(self, output: list[str]) -> dict:
+    def process(self, output: list[str]) -> HardwareInfo:
         return hardware_process(output)
 
 
@@ -182,12 +206,11 @@ def hardware_command(port: str) -> str:
         'for d in /sys/bus/thunderbolt/devices/*; do [ -f "$d/rx_speed" ] && '
         'echo "tb $(cat "$d/rx_speed" | tr -d " ") $(cat "$d/rx_lanes" 2>/dev/null)"; done; '
         'for m in ice irdma thunderbolt_net; do [ -d /sys/module/$m ] && echo "module $m"; '
-        "done; [ -e /dev/infiniband ] && echo infiniband; "
-        "sed -n 's/^MemTotal: *\\([0-9]*\\) kB$/memory \\1/p' /proc/meminfo; true"
+        "done; [ -e /dev/infiniband ] && echo infiniband; true"
     )
 
 
-def hardware_process(output: list[str]) -> dict:
+def hardware_process(output: list[str]) -> HardwareInfo:
     found = Hardware.default()
     for line in output:
         kind, _, rest = line.partition(" ")
@@ -207,22 +230,22 @@ def hardware_process(output: list[str]) -> dict:
             found["modules"].append(rest.strip())
         elif kind == "infiniband":
             found["infiniband"] = True
-        elif kind == "memory":
-            found["memory_kib"] = int(rest)
     return found
 
 
-class DataPortHardware(FactBase):
+class DataPort(TypedDict):
+    port: str | None  # None when no single port matched
+    hardware: HardwareInfo
+
+
+class DataPortHardware(FactBase[DataPort]):
     """Hardware of the data port the node finds itself, by MAC or (`mac` None) as the one E810
     port of `interface: auto`, as safety.resolve_interface does: the deploy reads it with
-    everything else, before the safety check resolves the port from the interfaces.
-
-    Returns {"port": name, or None when no single port matched, "hardware": Hardware's dict}.
-    """
+    everything else, before the safety check resolves the port from the interfaces."""
 
     @staticmethod
-    def default() -> dict:
-        return {"port": None, "hardware": Hardware.default()}
+    def default() -> DataPort:
+        return DataPort(port=None, hardware=Hardware.default())
 
     def command(self, mac: str | None) -> str:
         if mac:
@@ -240,13 +263,13 @@ class DataPortHardware(FactBase):
             'echo "port $port"; ' + hardware_command('"$port"')
         )
 
-    def process(self, output: list[str]) -> dict:
+    def process(self, output: list[str]) -> DataPort:
         found = bool(output) and output[0].startswith("port ")
         port = output[0].removeprefix("port ") if found else "none"
-        return {
-            "port": None if port == "none" else port,
-            "hardware": hardware_process(output[1:] if found else output),
-        }
+        return DataPort(
+            port=None if port == "none" else port,
+            hardware=hardware_process(output[1:] if found else output),
+        )
 
 
 FIREWALLD_BUS = "org.fedoraproject.FirewallD1"  # its D-Bus name and interface
@@ -264,9 +287,18 @@ def as_user(user: str, command: str) -> str:
     )
 
 
-class Firewalld(FactBase):
-    """firewalld's zones, runtime and permanent: {"state": "running" | "not running" | "absent",
-    "default": zone, "runtime": {zone: settings}, "permanent": {zone: settings}}, where settings
+ZoneSettings = dict[str, list[str]]
+
+
+class FirewalldZones(TypedDict):
+    state: str  # "running", "not running" or "absent"
+    default: str  # the default zone ("" unless running)
+    runtime: dict[str, ZoneSettings]  # zone -> settings, from firewalld over D-Bus
+    permanent: dict[str, ZoneSettings]  # zone -> settings, from its zone files
+
+
+class Firewalld(FactBase[FirewalldZones]):
+    """firewalld's zones, runtime and permanent (`FirewalldZones`), where settings
     maps `firewall-cmd --list-all-zones` keys (target, interfaces, sources, services, ports,
     protocols, forward, masquerade, forward-ports, source-ports, icmp-block-inversion,
     icmp-blocks, ingress-priority, egress-priority; not rich rules) to lists.
@@ -279,8 +311,8 @@ class Firewalld(FactBase):
     """
 
     @staticmethod
-    def default() -> dict:
-        return {"state": "absent", "default": "", "runtime": {}, "permanent": {}}
+    def default() -> FirewalldZones:
+        return FirewalldZones(state="absent", default="", runtime={}, permanent={})
 
     def command(self) -> str:
         zone_files = (
@@ -303,7 +335,7 @@ class Firewalld(FactBase):
             f"grep -aH '' {zone_files} 2>/dev/null; true"
         )
 
-    def process(self, output: list[str]) -> dict:
+    def process(self, output: list[str]) -> FirewalldZones:
         found = self.default()
         files: dict[str, list[str]] = {}
         for line in output:

@@ -25,8 +25,9 @@ from pyinfra.api import FactBase, StringCommand
 from pyinfra.context import ctx_state
 
 MARK = "@@halo-read"
-# pyinfra's own sentinel for a fact whose `requires_command` is not installed (api/facts.py)
-NO_COMMAND = "##PYINFRA_NOCMD##"
+# what a part prints when its fact's `requires_command` is not installed; the script's own
+# sentinel, read only here (pyinfra's, in its guard of a fact run alone, is private to it)
+NO_COMMAND = f"{MARK} no-command"
 _CLOSE = re.compile(r'\) >"\$d/(\d+)" 2>/dev/null & p\d+=\$!')
 _DONE = re.compile(rf"{MARK} (\d+) (\d+)")
 
@@ -59,12 +60,12 @@ def _key(host: Any, fact: type, kwargs: dict[str, Any]) -> tuple:
     return (host.name, fact.__name__, tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
 
 
-class NodeReads(FactBase):
+class NodeReads(FactBase[list[tuple[int, list[str]]]]):
     """Several commands in one: [(exit status, stdout lines)], in the order given. Each runs in
     its own subshell (an `exit` in one ends only that one), all at once."""
 
     @staticmethod
-    def default() -> list:
+    def default() -> list[tuple[int, list[str]]]:
         return []
 
     def command(self, parts: tuple[str, ...]) -> str:
@@ -89,7 +90,7 @@ def script(parts: Iterable[str]) -> str:
 
 
 def parts_of(command: str) -> list[str]:
-    """The parts of a `script` (the plan harness answers each as its own fact command)."""
+    """The parts of a `script` (the plan harness names them when it has no answer for one)."""
     lines = command.split("\n")
     return [
         first[2:]
@@ -124,8 +125,9 @@ def join_output(results: Iterable[tuple[int, list[str]]]) -> list[str]:
 
 
 def part_command(fact: type, kwargs: dict[str, Any]) -> str | None:
-    """The command pyinfra runs for `fact(**kwargs)`, `requires_command` guard included; None
-    for a fact that cannot be one line of the script (read on its own, by `cached()`)."""
+    """The command pyinfra runs for `fact(**kwargs)`, behind a `requires_command` guard as
+    pyinfra's (which prints `NO_COMMAND`); None for a fact that cannot be one line of the script
+    (read on its own, by `cached()`)."""
     instance = fact()
     if instance.shell_executable or type(instance).check_preconditions is not (
         FactBase.check_preconditions

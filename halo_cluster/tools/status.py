@@ -81,7 +81,7 @@ def gather_script(cluster: Cluster, node: Node) -> str:
         "echo @@errors",
         f"for u in {' '.join(SERVICES)}; do "
         f'if [ "$({failed} 2>/dev/null)" = failed ]; then echo "$u $({last})"; fi; done',
-        "echo @@memory",  # the deploy's NodeMemory read: MemTotal, GTT, the model's weights
+        "echo @@memory",  # the deploy's NodeMemory and ModelWeights reads: MemTotal, GTT, weights
         f"( {memory_command(user, cluster.serve.model)} )",
     ]
     if node.role == "head":

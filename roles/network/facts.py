@@ -5,11 +5,11 @@ from __future__ import annotations
 from pyinfra.api import FactBase
 
 
-class NmActiveConnections(FactBase):
+class NmActiveConnections(FactBase[dict[str, str]]):
     """Active NetworkManager connections: {connection name: device}."""
 
     @staticmethod
-    def default() -> dict:
+    def default() -> dict[str, str]:
         return {}
 
     def requires_command(self) -> str:

@@ -95,7 +95,7 @@ def reads(data) -> tuple[tuple[type, dict], ...]:
         return ()
     user = data.halo_cluster_user
     found = ((UserManager, {"user": user}), (UserUnits, {"user": user, "units": (RAY, VLLM)}))
-    found += (budget.read(data),)  # MemTotal, GTT, the model's weights: the memory budget
+    found += (budget.read(data),)  # the model's weights: the memory budget (with NodeMemory)
     found += (weights.read(data),)  # the model's files: copied, fetched or checked
     if data.halo_role == "head" and data.halo_serve_wait:
         found += ((HttpStatus, {"url": f"{health_url(data)}/health"}),)

@@ -9,17 +9,18 @@ from pyinfra import host, logger
 from pyinfra.operations import server
 
 from halo_cluster.decide import budget
-from halo_cluster.node.memory import NodeMemory, model_dir
+from halo_cluster.node.memory import MemoryReading, ModelWeights, NodeMemory, model_dir
 from halo_cluster.node.nodefiles import cached
 from roles.serve.peers import nodes
 
 
 def read(data) -> tuple[type, dict]:
-    return NodeMemory, {"user": data.halo_cluster_user, "model": data.halo_serve_model}
+    """The model's weights; the node's memory is the deploy's NodeMemory, read on every node."""
+    return ModelWeights, {"user": data.halo_cluster_user, "model": data.halo_serve_model}
 
 
-def of(name: str, found: dict, data) -> budget.Budget:
-    """One node's budget from its NodeMemory fact and the cluster's keys (host data)."""
+def of(name: str, found: MemoryReading, data) -> budget.Budget:
+    """One node's budget from its NodeMemory and ModelWeights facts and the cluster's keys."""
     return budget.from_reading(
         name,
         found,
@@ -37,9 +38,9 @@ def cluster_budgets() -> list[budget.Budget]:
     return [of(h.data.halo_node, _read(h), h.data) for h in nodes()]
 
 
-def _read(node) -> dict:
+def _read(node) -> MemoryReading:
     fact, kwargs = read(node.data)
-    return cached(node, fact, **kwargs)
+    return MemoryReading(**cached(node, NodeMemory), **cached(node, fact, **kwargs))
 
 
 def check() -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from typing import NotRequired, TypedDict
 
 from pyinfra.api import FactBase
 
@@ -14,12 +15,12 @@ from halo_cluster.node.facts import as_user
 from halo_cluster.node.memory import model_dir
 
 
-class UserUnits(FactBase):
+class UserUnits(FactBase[dict[str, str]]):
     """ActiveState of some of a user's systemd units: {unit: state}; {} when the user's manager
     is not running (a new user, before linger)."""
 
     @staticmethod
-    def default() -> dict:
+    def default() -> dict[str, str]:
         return {}
 
     def command(self, user: str, units: tuple[str, ...]) -> str:
@@ -38,14 +39,23 @@ class UserUnits(FactBase):
         return states
 
 
-class UserManager(FactBase):
-    """What the user's systemd manager (user@UID.service, parent of its services) runs with:
-    {"gids": [...], "memlock": "unlimited" | bytes} when it runs, and PID 1's hard memlock limit
-    and DefaultLimitMEMLOCK (what a restarted manager would get) in any case."""
+class ManagerLimits(TypedDict):
+    """`UserManager`'s reading; a key is absent when it could not be read."""
+
+    gids: NotRequired[list[int]]  # the running manager's groups
+    memlock: NotRequired[str]  # its hard memlock limit: "unlimited" or bytes
+    pid1_memlock: NotRequired[str]  # PID 1's
+    default_memlock: NotRequired[str]  # DefaultLimitMEMLOCK: what a restarted manager gets
+
+
+class UserManager(FactBase[ManagerLimits]):
+    """What the user's systemd manager (user@UID.service, parent of its services) runs with,
+    when it runs, and PID 1's hard memlock limit and DefaultLimitMEMLOCK (what a restarted
+    manager would get) in any case."""
 
     @staticmethod
-    def default() -> dict:
-        return {}
+    def default() -> ManagerLimits:
+        return ManagerLimits()
 
     def command(self, user: str) -> str:
         return (
@@ -59,8 +69,8 @@ class UserManager(FactBase):
             'echo "memlock=$(limit "/proc/$pid/limits")"'
         )
 
-    def process(self, output: list[str]) -> dict:
-        found: dict = {}
+    def process(self, output: list[str]) -> ManagerLimits:
+        found = ManagerLimits()
         for line in output:
             key, _, value = line.partition("=")
             if key == "gids":
@@ -70,17 +80,22 @@ class UserManager(FactBase):
         return found
 
 
-class ModelFiles(FactBase):
-    """The model's files on this node where vLLM will look for them: {"dir": the folder (None
-    when absent), "files": {path below it: apparent size}, "expected": {path: size} from
-    huggingface_hub's tree listing of that revision (`trees/REV.json`, written before the first
-    file is fetched; None without one)}. A Hugging Face id is read through `refs/main` in the
-    user's cache (a snapshot's links followed: a link to a missing blob is not a file), a path as
-    it is."""
+class ModelFolder(TypedDict):
+    dir: str | None  # the folder (None when absent)
+    files: dict[str, int]  # path below it -> apparent size
+    # path -> size from huggingface_hub's tree listing of that revision (`trees/REV.json`,
+    # written before the first file is fetched; None without one)
+    expected: dict[str, int] | None
+
+
+class ModelFiles(FactBase[ModelFolder]):
+    """The model's files on this node where vLLM will look for them. A Hugging Face id is read
+    through `refs/main` in the user's cache (a snapshot's links followed: a link to a missing
+    blob is not a file), a path as it is."""
 
     @staticmethod
-    def default() -> dict:
-        return {"dir": None, "files": {}, "expected": None}
+    def default() -> ModelFolder:
+        return ModelFolder(dir=None, files={}, expected=None)
 
     def command(self, user: str, model: str) -> str:
         tree = (
@@ -94,7 +109,7 @@ class ModelFiles(FactBase):
             f"{'' if model.startswith('/') else tree}fi; true"
         )
 
-    def process(self, output: list[str]) -> dict:
+    def process(self, output: list[str]) -> ModelFolder:
         found = self.default()
         tree: list[str] | None = None
         for line in output:
@@ -127,14 +142,14 @@ def tree_files(text: str) -> dict[str, int] | None:
         return None
 
 
-def complete(found: dict) -> bool:
+def complete(found: ModelFolder) -> bool:
     """Whether a ModelFiles reading holds the whole snapshot: some files, and every file of its
     tree listing at its size (without a listing, what is there: huggingface_hub's own rule)."""
     expected = found["expected"] or {}
     return bool(found["files"]) and all(found["files"].get(p) == n for p, n in expected.items())
 
 
-class HttpStatus(FactBase):
+class HttpStatus(FactBase[int]):
     """The HTTP status a URL answers with from this node (0: no answer within 5 s)."""
 
     @staticmethod
@@ -149,7 +164,7 @@ class HttpStatus(FactBase):
         return int(text) if text.isdigit() else 0
 
 
-class RdmaLinks(FactBase):
+class RdmaLinks(FactBase[list[dict[str, str]]]):
     """`rdma link`: every RDMA port's device, state and netdev (`rdmatools.parse_rdma_link`);
     [] when there is none, or no `rdma` tool (iproute) to ask."""
 
@@ -160,7 +175,7 @@ class RdmaLinks(FactBase):
     )
 
     @staticmethod
-    def default() -> list:
+    def default() -> list[dict[str, str]]:
         return []
 
     def requires_command(self) -> str:

@@ -1,33 +1,61 @@
 """Plan the deploy against pyinfra's @fake connector and return what it would do, per node.
 
-Facts come from `fake_responses` built from outputs recorded on real hosts (tests/plan/fixtures,
-copied from shared/reference/recorded), keyed by a piece of each fact's own command; the
-deploy's one read per node (`reads.NodeReads`) is answered part by part from them. Nothing runs
+A fake node answers by fact: {Fact: answer} answers that fact whatever its arguments, {given(Fact,
+**kwargs): answer} those arguments only; an answer is the fact's output lines (recorded on real
+hosts: tests/plan/fixtures, copied from shared/reference/recorded), pyinfra's fake response dict
+({"stdout": lines, "success": False}), or a function of the fact's arguments returning either.
+The harness turns them into the @fake connector's `fake_responses` (its documented data), each
+keyed by the exact command: the deploy's one read per node (`reads.NodeReads`, built from what
+the deploy and the roles declare, as deploy.py does) and each fact's own command (a read nobody
+declared, or one read again). Any other command fails, and `plan` raises `UnansweredRead`
+naming it: a fact no node answers cannot be answered by another's output. Nothing runs
 anywhere: operations are prepared and their command generators read, so file uploads can be
 inspected as text.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyinfra
-from pyinfra.api import Config, Inventory, State
+from pyinfra.api import Config, FactBase, Inventory, State
 from pyinfra.api.command import FileUploadCommand, StringCommand
 from pyinfra.api.connect import connect_all
 from pyinfra.api.state import StateStage
-from pyinfra.connectors.fake import FakeConnector
-from pyinfra.connectors.util import CommandOutput, OutputLine
 from pyinfra.context import ctx_host, ctx_state
+from pyinfra.facts.server import TmpDir
 from pyinfra_cli.util import load_deploy_file
 
+import roles
 from halo_cluster.config.hostdata import inventory_groups
 from halo_cluster.config.model import Cluster
-from halo_cluster.node import reads, report
+from halo_cluster.node import nodefiles, reads, report
+from halo_cluster.node.deployreads import own_reads
 
 ROOT = Path(__file__).resolve().parents[2]
+
+Answer = list[str] | dict[str, Any]
+Node = dict[Any, Answer | Callable[..., Answer]]
+
+# what pyinfra itself reads while planning: an upload's temporary file asks for TmpDir (no
+# TMPDIR on the node: pyinfra's default)
+PYINFRA_READS: Node = {TmpDir: []}
+NOT_ANSWERED = "the plan's fake node answers no such command"
+
+
+class UnansweredRead(AssertionError):
+    """The deploy ran a command no fact of the fake node answers."""
+
+
+def given(fact: type[FactBase], **kwargs: Any) -> tuple:
+    """The key of an answer to `fact` with these arguments only."""
+    return (fact, tuple(sorted(kwargs.items())))
 
 
 @dataclass
@@ -56,57 +84,172 @@ class Plan:
         return {p: t for op in self.ops[node] for p, t in op.uploads.items()}
 
 
-def plan(cluster: Cluster, responses: dict[str, dict]) -> Plan:
-    """Prepare deploy.py for every node of `cluster` on the @fake connector."""
+def plan(cluster: Cluster, nodes: dict[str, Node]) -> Plan:
+    """Prepare deploy.py for every node of `cluster` on the @fake connector, each node answering
+    by fact (`nodes`: node name -> its answers)."""
     groups = inventory_groups(cluster)
-    all_hosts, group_hosts = [], {}
-    for group, hosts in groups.items():
-        entries = [
-            (
-                f"@fake/{name}",
-                dict(data, fake_responses=responses[name], fake_delay=0, fake_delay_jitter=0),
-            )
-            for name, data in hosts
-        ]
-        all_hosts += entries
-        group_hosts[group] = ([name for name, _ in entries], {})
-    inventory = Inventory((all_hosts, {}), **group_hosts)
-    state = State(inventory, Config())
+    declared = _declared_reads(groups)
+    responses = {name: fake_responses(name, nodes[name], declared[name]) for name in declared}
+    answered = {name: list(found) for name, found in responses.items()}
+    for found in responses.values():
+        found[re.compile("")] = {"success": False, "stderr": [NOT_ANSWERED]}
+    state = State(_inventory(groups, responses), Config())
     # order operations by their line in the deploy files, as the pyinfra CLI does
     pyinfra.is_cli = True
     state.current_op_file_number = 0
     cwd = os.getcwd()
     os.chdir(ROOT)
-    FakeConnector._lookup_response = _lookup_reads  # type: ignore[method-assign]
     try:
         with ctx_state.use(state):
             state.set_stage(StateStage.Connect)
             connect_all(state)
             state.set_stage(StateStage.Prepare)
-            load_deploy_file(state, str(ROOT / "deploy.py"))
+            try:
+                load_deploy_file(state, str(ROOT / "deploy.py"))
+            finally:
+                _all_answered(state, answered)
             refused = {e["node"]: e["reason"] for e in report.events(state, "refused")}
             read = {  # before _collect, whose uploads ask for a temporary directory
                 h.name.removeprefix("@fake/"): list(h.connector.executed_commands)
                 for h in state.inventory
             }
-            return Plan(_collect(state), refused=refused, read=read)
+            result = Plan(_collect(state), refused=refused, read=read)
+            _all_answered(state, answered)
+            return result
     finally:
-        FakeConnector._lookup_response = _lookup  # type: ignore[method-assign]
         pyinfra.is_cli = False
         os.chdir(cwd)
 
 
-_lookup = FakeConnector._lookup_response
+def _inventory(groups: dict[str, list], responses: dict[str, dict]) -> Inventory:
+    all_hosts, group_hosts = [], {}
+    for group, hosts in groups.items():
+        entries = [
+            (
+                f"@fake/{name}",
+                dict(
+                    data, fake_responses=responses.get(name, {}), fake_delay=0, fake_delay_jitter=0
+                ),
+            )
+            for name, data in hosts
+        ]
+        all_hosts += entries
+        group_hosts[group] = ([name for name, _ in entries], {})
+    return Inventory((all_hosts, {}), **group_hosts)
 
 
-def _lookup_reads(self: FakeConnector, command: str) -> tuple[bool, CommandOutput]:
-    """The recorded outputs, and for the deploy's one read per node each part's own answer."""
+def _declared_reads(groups: dict[str, list]) -> dict[str, list[reads.Read]]:
+    """What deploy.py declares for each node (its own reads and the roles'), once each, in the
+    order its one read runs them; in a run of its own, as the snapshot's paths are declared
+    per run."""
+    inventory = _inventory(groups, {})
+    with ctx_state.use(State(inventory, Config())):
+        nodefiles.declare(roles.declared_paths)
+        return {host.name.removeprefix("@fake/"): _once(host.data) for host in inventory}
+
+
+def _once(data: Any) -> list[reads.Read]:
+    found: dict[tuple, reads.Read] = {}
+    for fact, kwargs in (*own_reads(data), *roles.declared_reads(data)):
+        key = (fact, tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
+        found.setdefault(key, (fact, kwargs))
+    return list(found.values())
+
+
+def fake_responses(name: str, node: Node, declared: list[reads.Read]) -> dict[re.Pattern, Answer]:
+    """The @fake connector's responses of one node, each keyed by its exact command: the node's
+    one read of what the deploy declares, then every fact's own command."""
+    node = {**PYINFRA_READS, **node}
+    responses: dict[re.Pattern, Answer] = {}
+    parts, results = [], []
+    for fact, kwargs in declared:
+        answer = _answer(node, fact, kwargs)
+        if answer is None:
+            raise UnansweredRead(f"{name}: the fake node answers no {_call(fact, kwargs)}")
+        command = reads.part_command(fact, kwargs)
+        if command is not None:
+            parts.append(command)
+            results.append(_result(answer))
+    if parts:
+        responses[_exactly(reads.script(parts))] = reads.join_output(results)
+    for fact, kwargs in [*declared, *_alone(node)]:
+        answer = _answer(node, fact, kwargs)
+        if answer is not None:
+            responses[_own_command(fact, kwargs)] = answer
+    return responses
+
+
+def _alone(node: Node) -> list[reads.Read]:
+    """The reads a node answers beyond the declared ones: each given(...) key, and each fact
+    answered by class whose command needs no argument."""
+    found: list[reads.Read] = []
+    for key in node:
+        if isinstance(key, tuple):
+            found.append((key[0], dict(key[1])))
+        elif all(
+            p.default is not p.empty for p in inspect.signature(key().command).parameters.values()
+        ):
+            found.append((key, {}))
+    return found
+
+
+def _answer(node: Node, fact: type, kwargs: dict[str, Any]) -> Answer | None:
+    try:
+        answer = node.get(given(fact, **kwargs), node.get(fact))
+    except TypeError:  # an unhashable argument: only a by-class answer can answer it
+        answer = node.get(fact)
+    return answer(**kwargs) if callable(answer) else answer
+
+
+def _result(answer: Answer) -> tuple[int, list[str]]:
+    """(status, stdout lines) of an answer, as the node's one read prints each part's."""
+    if isinstance(answer, dict):
+        return (0 if answer.get("success", True) else 1), list(answer.get("stdout") or [])
+    return 0, list(answer)
+
+
+def _call(fact: type, kwargs: dict[str, Any]) -> str:
+    return f"{fact.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
+
+
+def _exactly(command: str) -> re.Pattern:
+    return re.compile(rf"\A{re.escape(command)}\Z")
+
+
+def _own_command(fact: type, kwargs: dict[str, Any]) -> re.Pattern:
+    """The command pyinfra runs for the fact alone: its own, behind pyinfra's guard when it
+    requires a command (the guard's sentinel is pyinfra's, matched as any word)."""
+    instance = fact()
+    command = instance.command(**kwargs)
+    if isinstance(command, StringCommand):
+        command = command.get_masked_value()
+    required = instance.requires_command(**kwargs)
+    if not required:
+        return _exactly(command)
+    return re.compile(
+        rf"\Aif command -v {re.escape(required)} >/dev/null 2>&1; then \( "
+        rf"{re.escape(command)} \); else echo '[^']*'; fi\Z"
+    )
+
+
+def _all_answered(state: State, answered: dict[str, list[re.Pattern]]) -> None:
+    """Raise on the commands a node's facts did not answer (the catch-all failed them)."""
+    missing = []
+    for host in state.inventory:
+        name = host.name.removeprefix("@fake/")
+        for command in host.connector.executed_commands:
+            if not any(pattern.search(command) for pattern in answered[name]):
+                missing.append(f"{name}: {_described(command)}")
+    if missing:
+        raise UnansweredRead("the fake node answers no read of:\n" + "\n".join(missing))
+
+
+def _described(command: str) -> str:
+    """A command no answer matched, shortened; the node's one read by its parts."""
     parts = reads.parts_of(command)
-    if not parts:
-        return _lookup(self, command)
-    answers = [_lookup(self, part) for part in parts]
-    output = reads.join_output((0 if ok else 1, out.stdout_lines) for ok, out in answers)
-    return True, CommandOutput([OutputLine("stdout", line) for line in output])
+    if parts:
+        return "its one read, of parts: " + " | ".join(p[:80] for p in parts)
+    return command[:160]
 
 
 def fact_reads(result: Plan, node: str) -> list[str]:

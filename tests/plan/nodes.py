@@ -9,16 +9,27 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from pyinfra.facts.rpm import RpmPackages
 
 import roles
 from halo_cluster.config.loader import parse_cluster
 from halo_cluster.config.schema import use
 from halo_cluster.decide.safety import E810_DEVICES, INTEL_VENDOR
 from halo_cluster.node import toolbox
-from halo_cluster.node.facts import FIREWALLD_BUS
+from halo_cluster.node.facts import (
+    DataPortHardware,
+    Firewalld,
+    Hardware,
+    NetworkInterfaces,
+    SshSessionInterfaces,
+    TextFiles,
+)
+from halo_cluster.node.memory import ModelWeights, NodeMemory
 from roles import all_packages
+from roles.network.facts import NmActiveConnections
+from roles.serve.facts import HttpStatus, ModelFiles, RdmaLinks, UserManager, UserUnits
 from roles.serve.model import ensure_ray_token
-from tests.plan.harness import Plan, plan
+from tests.plan.harness import Node, Plan, given, plan
 from tests.recorded import firewalld_output, fixture, interfaces_output, text_files_output
 
 use(roles.schema())  # the plan harness loads configs as inventory.py does
@@ -103,7 +114,7 @@ PASSWD = "root:x:0:0:Super User:/root:/bin/bash\n"
 GROUP = "root:x:0:\nwheel:x:10:\nvideo:x:39:\nrender:x:105:\nrdma:x:106:\n"
 
 
-def fresh_node(**over) -> dict:
+def fresh_node(**over) -> Node:
     """A fresh Fedora 43 install as recorded: boot files, rpm list, NIC, os-release.
 
     `files` adds or replaces files ({path: text or (text, mode)}) in the TextFiles fact."""
@@ -130,28 +141,36 @@ def fresh_node(**over) -> dict:
         for i in interfaces
         if i.get("vendor") == INTEL_VENDOR and i.get("device") in E810_DEVICES
     ]
-    responses = {
-        # ModelFiles (the serve role's weights): the model's snapshot, none on a fresh node
-        "-printf '%s %P": over.pop("model", []),
-        # NodeMemory (the serve role's memory budget): before Hardware, whose key it contains
-        "mem_info_gtt_total": over.pop("memory", []),
-        "/etc/default/grub": text_files_output(files),
-        "ip -j addr show": interfaces_output(interfaces),
-        "ss -Htn": over.pop("sessions", ["10.0.0.11 eno1"]),
-        "nmcli -t -f NAME,DEVICE": over.pop("active", ["eno1:eno1"]),
-        "rpm --queryformat": rpm_lines(over.pop("rpms", RPMS)),
-        # DataPortHardware: the port the node finds by MAC, or as `auto`'s one E810 port
-        **{f"= {i['mac']} ] && echo": [f"port {i['name']}", *hardware] for i in interfaces},
-        f"in ({'|'.join(sorted(E810_DEVICES))})": [
-            f"port {e810[0] if len(e810) == 1 else 'none'}",
-            *hardware,
-        ],
-        "systemd-detect-virt": hardware,
-        "systemctl --user show": over.pop("units", []),
-        "%{http_code}": over.pop("health", []),
-        FIREWALLD_BUS: over.pop("firewall", None) or firewalld_output(),
+
+    def data_port(mac: str | None) -> list[str]:
+        """DataPortHardware: the one port of this MAC, or `auto`'s one E810 port."""
+        ports = [i["name"] for i in interfaces if i["mac"] == mac.lower()] if mac else e810
+        return [f"port {ports[0] if len(ports) == 1 else 'none'}", *hardware]
+
+    # the memory budget's lines, as `make status` reads both facts in one command: each fact
+    # reads its own of them
+    memory = over.pop("memory", [])
+    responses: Node = {
+        TextFiles: text_files_output(files),
+        NetworkInterfaces: interfaces_output(interfaces),
+        SshSessionInterfaces: over.pop("sessions", ["10.0.0.11 eno1"]),
+        NmActiveConnections: over.pop("active", ["eno1:eno1"]),
+        RpmPackages: rpm_lines(over.pop("rpms", RPMS)),
+        DataPortHardware: data_port,
+        Hardware: hardware,  # of the interface the config names, and of each one the node has
+        **{
+            given(Hardware, interface=n): hardware for n in [None, *(i["name"] for i in interfaces)]
+        },
+        NodeMemory: memory,
+        ModelWeights: memory,
+        # the serve role's: the model's snapshot (none on a fresh node), its units, /health
+        ModelFiles: over.pop("model", []),
+        UserUnits: over.pop("units", []),
+        UserManager: over.pop("manager", []),
+        HttpStatus: over.pop("health", []),
+        Firewalld: over.pop("firewall", None) or firewalld_output(),
         # RdmaLinks (serve.transport: rdma): recorded, irdma1 ACTIVE (the Hardware fact's device)
-        "rdma link show": over.pop("rdma_links", RDMA_LINKS),
+        RdmaLinks: over.pop("rdma_links", RDMA_LINKS),
     }
     assert not over, over
     return responses
@@ -177,7 +196,7 @@ def plan_by_mac() -> Plan:
     return plan(c, {"halo1": fresh_node(), "halo2": fresh_node(interfaces=[LOOPBACK, MGMT, other])})
 
 
-def converged_node(mtu: int = 9000, firewall: list[str] | None = None) -> dict:
+def converged_node(mtu: int = 9000, firewall: list[str] | None = None) -> Node:
     """halo1 as the first run leaves it: files in place, packages in, link up."""
     uploads = plan_both(cluster()).uploads("halo1")
     boot = {
@@ -208,7 +227,7 @@ HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHxWorkerHostKeyRecordedForThePl
 IMAGE_ID = "0d2ad943cb929ab12d29ea11c9618c3c2edca5ebba9a9c9ec62d1bda36e496ca"
 
 
-def node(user_files: dict[str, str] | None = None, **facts) -> dict:
+def node(user_files: dict[str, str] | None = None, **facts) -> Node:
     """A fresh node with an SSH host key; `user_files` ({path below ~vllm: text}) also creates
     the cluster user."""
     files = {"/etc/ssh/ssh_host_ed25519_key.pub": f"{HOST_KEY} root@worker\n"}
@@ -297,14 +316,14 @@ def serve_cluster(
 
 def user_node(
     infiniband: bool = True, interconnect: str = "roce", rdma: str = "irdma1", **over
-) -> dict:
+) -> Node:
     """A node whose cluster user exists (the services live in its home); `rdma`: the data
     port's RDMA device in sysfs."""
     files = {
         "/etc/passwd": PASSWD + f"vllm:x:1000:1000::{HOME}:/bin/bash\n",
         **over.pop("files", {}),
     }
-    hardware = strix_halo_hardware(rdma=rdma, infiniband=infiniband)
+    hardware = over.pop("hardware", strix_halo_hardware(rdma=rdma, infiniband=infiniband))
     if interconnect == "thunderbolt":
         over.setdefault("interfaces", [PLAIN_LO, PLAIN_MGMT, TB])
     return fresh_node(hardware=hardware, files=files, **over)
@@ -319,7 +338,7 @@ SNAPSHOT = f"{HOME}/.cache/huggingface/hub/models--Qwen--Qwen3-14B/snapshots/{'a
 MODEL_FILES = [f"dir {SNAPSHOT}", "728 config.json", "3700000000 model-00001-of-00004.safetensors"]
 
 
-def converged(cluster, name: str, active: bool = True, health: str = "200") -> dict:
+def converged(cluster, name: str, active: bool = True, health: str = "200") -> Node:
     """A node as a first deploy leaves it: every service file in place, the services running."""
     first = plan_cluster(cluster).uploads(name)
     files = {

@@ -17,15 +17,16 @@ import pytest
 from pyinfra.api.host import HostData
 
 import roles
-from halo_cluster.node import operations, report
+from halo_cluster.node import deployreads, operations, report
 from roles import all_roles
 from tests.plan.harness import ROOT
 from tests.plan.nodes import cluster, plan_both, plan_cluster, serve_cluster
 
 PYINFRA = str(Path(pyinfra.__file__).parent)
 # the deploy's own bookkeeping: every event names its node, whichever role caused it; and the
-# deploy's own reads, which a role reading a peer's snapshot makes for that peer (reads.prefetch)
-MACHINERY = {report.__file__, operations.__file__, str(ROOT / "deploy.py")}
+# deploy's own reads (node/deployreads.py), which a role reading a peer's snapshot makes for that
+# peer (reads.prefetch)
+MACHINERY = {report.__file__, operations.__file__, deployreads.__file__, str(ROOT / "deploy.py")}
 
 
 def _by_a_role(frame: FrameType | None) -> bool:

@@ -83,8 +83,8 @@ def test_thunderbolt_link_speed() -> None:
 
 def test_memory_check_fails_where_the_gtt_leaves_the_os_too_little() -> None:
     # MemTotal values as /proc/meminfo reports them, in kB
-    small = {"virt": "none", "memory_kib": 64 * 1024**2}
-    large = {"virt": "none", "memory_kib": 125 * 1024**2}
+    small = 64 * 1024**2
+    large = 125 * 1024**2
     assert preflight.memory(small, 124, False, "").status == preflight.FAIL
     assert "lower kernel.gtt_gib" in preflight.memory(small, 124, False, "").detail
     assert preflight.memory(small, 56, False, "").status == preflight.OK

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from halo_cluster.decide.safety import E810_DEVICES
+from halo_cluster.node.facts import DataPortHardware, Hardware
 from roles import packages
 from tests.plan.harness import Plan, fact_reads, one_read, plan
 from tests.plan.nodes import (
@@ -67,8 +67,7 @@ def test_a_port_the_node_finds_otherwise_is_read_again() -> None:
     """DataPortHardware finds `auto`'s port on the node; should it find none (the check still
     resolves one), the port's hardware is read for the check's port: one command more."""
     node = fresh_node()
-    auto = f"in ({'|'.join(sorted(E810_DEVICES))})"
-    node[auto] = ["port none", *node["systemd-detect-virt"]]
+    node[DataPortHardware] = ["port none", *node[Hardware]]
     result = plan_both(cluster(), node=node)
     reads = fact_reads(result, "halo1")
     assert len(reads) == 2 and "ethtool -i enp194s0np0" in reads[1]

@@ -9,7 +9,14 @@ from pyinfra.context import ctx_state
 
 from halo_cluster.node import report
 from tests.plan.harness import fact_reads, plan
-from tests.plan.nodes import CONFIG, RDMA_LINKS, plan_cluster, serve_cluster, user_node
+from tests.plan.nodes import (
+    CONFIG,
+    RDMA_LINKS,
+    plan_cluster,
+    serve_cluster,
+    strix_halo_hardware,
+    user_node,
+)
 
 START_VLLM = "Cluster services | Start halo-vllm"
 START_RAY = "Cluster services | Start halo-ray"
@@ -93,10 +100,8 @@ def test_a_worker_with_a_down_port_is_refused_and_the_head_holds_vllm(caplog) ->
 
 
 def test_while_the_e810_drivers_load_the_port_is_not_judged(caplog) -> None:
-    hardware_without_irdma = user_node(rdma="irdma0")
-    for key, lines in hardware_without_irdma.items():
-        if isinstance(lines, list) and "module irdma" in lines:
-            hardware_without_irdma[key] = [line for line in lines if line != "module irdma"]
+    lines = [line for line in strix_halo_hardware(rdma="irdma0") if line != "module irdma"]
+    hardware_without_irdma = user_node(hardware=lines)
     result = plan(serve_cluster(), {"halo1": hardware_without_irdma, "halo2": user_node()})
     assert result.refused == {}
     assert START_VLLM in result.names("halo1")

@@ -101,7 +101,7 @@ def test_the_downloaded_weights_are_weighed_before_the_copy_and_the_start(tmp_pa
 def test_a_worker_that_lacks_the_heads_snapshot_gets_a_copy_and_nothing_is_fetched() -> None:
     cluster = serve_cluster()
     nodes = {"halo1": converged(cluster, "halo1"), "halo2": converged(cluster, "halo2")}
-    nodes["halo2"] = {**nodes["halo2"], "-printf '%s %P": []}
+    nodes["halo2"] = {**nodes["halo2"], ModelFiles: []}
     result = plan(cluster, nodes)
     assert names(result, "halo1") == [COPY]
     assert names(result, "halo2") == []
@@ -111,7 +111,7 @@ def test_a_worker_on_another_revision_gets_the_heads() -> None:
     cluster = serve_cluster()
     nodes = {"halo1": converged(cluster, "halo1"), "halo2": converged(cluster, "halo2")}
     older = [MODEL_FILES[0].replace("a" * 40, "b" * 40), *MODEL_FILES[1:]]
-    nodes["halo2"] = {**nodes["halo2"], "-printf '%s %P": older}
+    nodes["halo2"] = {**nodes["halo2"], ModelFiles: older}
     assert names(plan(cluster, nodes), "halo1") == [COPY]
 
 
@@ -209,7 +209,7 @@ def test_an_interrupted_download_on_the_head_is_fetched_again_before_the_copy() 
     says it was prepared, the snapshot is not complete, and nothing partial is copied as is."""
     cluster = serve_cluster()
     nodes = {"halo1": converged(cluster, "halo1"), "halo2": converged(cluster, "halo2")}
-    nodes["halo1"] = {**nodes["halo1"], "-printf '%s %P": PARTIAL}
+    nodes["halo1"] = {**nodes["halo1"], ModelFiles: PARTIAL}
     ops = names(plan(cluster, nodes), "halo1")
     assert ops.index(DOWNLOAD) < ops.index(COPY)
 
@@ -220,8 +220,8 @@ def test_a_worker_with_an_incomplete_copy_gets_the_rest() -> None:
     whole = MODEL_FILES + tree(
         ("config.json", 728), ("model-00001-of-00004.safetensors", 3_700_000_000)
     )
-    nodes["halo1"] = {**nodes["halo1"], "-printf '%s %P": whole}
-    nodes["halo2"] = {**nodes["halo2"], "-printf '%s %P": MODEL_FILES[:2] + whole[3:]}
+    nodes["halo1"] = {**nodes["halo1"], ModelFiles: whole}
+    nodes["halo2"] = {**nodes["halo2"], ModelFiles: MODEL_FILES[:2] + whole[3:]}
     assert names(plan(cluster, nodes), "halo1") == [COPY]
 
 

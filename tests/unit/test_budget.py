@@ -12,7 +12,7 @@ import pytest
 
 from halo_cluster.decide import budget
 from halo_cluster.decide.budget import FAIL, GIB, NOT_VERIFIED, OK, WARN, decide
-from halo_cluster.node.memory import memory_command, memory_process
+from halo_cluster.node.memory import ModelWeights, NodeMemory, memory_command, memory_process
 from tests.recorded import strix_halo_gtt_bytes, strix_halo_memtotal_kib
 
 MEMTOTAL = strix_halo_memtotal_kib()  # 122.7 GiB, from amdgpu's TTM size (tests/recorded.py)
@@ -164,4 +164,20 @@ def test_the_fact_parses_recorded_lines() -> None:
         "cmdline": "ro",
         "dir": "/m",
         "weights": [5, 7],
+    }
+
+
+def test_each_fact_reads_its_own_half_of_the_node(tmp_path: Path) -> None:
+    """NodeMemory (MemTotal: the preflight's and the budget's one read of it) and ModelWeights,
+    each run by a real shell, give what the combined command of `make status` gives."""
+    sparse(tmp_path / "model.safetensors", 1000)
+    memory = NodeMemory().process(run(NodeMemory().command()))
+    weights = ModelWeights().process(run(ModelWeights().command("vllm", str(tmp_path))))
+    both = memory_process(run(memory_command("vllm", str(tmp_path))))
+    assert memory["memtotal_kib"] > 0 and memory["cmdline"]
+    assert weights == {"dir": str(tmp_path), "weights": [1000]}
+    assert {**memory, **weights} == both
+    assert ModelWeights().process(run(ModelWeights().command("vllm", None))) == {
+        "dir": None,
+        "weights": [],
     }

@@ -288,13 +288,15 @@ def test_object_store_inside_its_bounds(tmp_path: Path, mib: int) -> None:
 
 
 def test_preflight_weighs_the_object_store_against_memtotal() -> None:
-    node = {"virt": "none", "memory_kib": 124 * 1024**2}
-    assert preflight.object_store(node, 65536, False, "").status == preflight.WARN
-    assert "lower serve.object_store_mib" in preflight.object_store(node, 65536, False, "").detail
-    assert preflight.object_store(node, 32768, False, "").status == preflight.OK
-    hidden = preflight.object_store(node, 65536, True, "systemd-nspawn container")
+    mem = 124 * 1024**2  # MemTotal, kB
+    assert preflight.object_store(mem, 65536, False, "").status == preflight.WARN
+    assert "lower serve.object_store_mib" in preflight.object_store(mem, 65536, False, "").detail
+    assert preflight.object_store(mem, 32768, False, "").status == preflight.OK
+    hidden = preflight.object_store(mem, 65536, True, "systemd-nspawn container")
     assert hidden.status == preflight.NOT_VERIFIED
-    checks = preflight.run(node, "thunderbolt", None, {}, 96, object_store_mib=256)
+    checks = preflight.run(
+        {"virt": "none"}, "thunderbolt", None, {}, 96, object_store_mib=256, memtotal_kib=mem
+    )
     assert [c.status for c in checks if c.name == "object store"] == [preflight.OK]
 
 

@@ -73,9 +73,11 @@ ONE_USER = {
     "TextFile",
     "TextFiles",
     "OsRelease",
-    # the deploy's own: the safety check, and the data port it reads before any role runs
+    # the deploy's own (deploy.py, node/deployreads.py): the safety check, and the data port it
+    # reads before any role runs
     "Hardware",
     "DataPortHardware",
+    "DataPort",
     "hardware_command",
     "hardware_process",
     "Verdict",

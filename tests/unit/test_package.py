@@ -10,7 +10,10 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from importlib import metadata
 from pathlib import Path
+
+from packaging.specifiers import SpecifierSet  # pytest's own dependency
 
 from tests.plan.nodes import plan_cluster, serve_cluster
 
@@ -95,4 +98,18 @@ def test_every_requirement_has_its_exact_version_in_the_constraints() -> None:
     )
     names = {re.split(r"[<>=!~\[ ]", r)[0].lower().replace("_", "-") for r in required}
     assert names <= {name.lower().replace("_", "-") for name in pinned}, names - set(pinned)
-    assert "pyinfra==3.10.0" in project["dependencies"] and pinned["pyinfra"] == "3.10.0"
+    assert "pyinfra>=3.10,<3.11" in project["dependencies"]
+
+
+def test_the_tests_run_on_the_pyinfra_the_constraints_pin_inside_the_declared_range() -> None:
+    """pyproject.toml declares the range pyinfra may be, constraints.txt the one version CI
+    installs and these tests prove (docs/architecture.md, Packaging)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = next(r for r in project["dependencies"] if r.startswith("pyinfra"))
+    pinned = next(
+        line.split("==")[1]
+        for line in (ROOT / "constraints.txt").read_text().splitlines()
+        if line.startswith("pyinfra==")
+    )
+    assert SpecifierSet(declared.removeprefix("pyinfra")).contains(pinned)
+    assert metadata.version("pyinfra") == pinned
