@@ -23,7 +23,7 @@ from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.operations import text_file
 from halo_cluster.node.render import templates
 from halo_cluster.node.report import events, fail
-from roles.serve import budget, weights
+from roles.serve import budget, flags, weights
 from roles.serve.facts import HttpStatus, RdmaLinks, UserManager, UserUnits
 from roles.serve.services import (
     remove_user_services,
@@ -98,16 +98,10 @@ def reads(data) -> tuple[tuple[type, dict], ...]:
     found += (budget.read(data),)  # MemTotal, GTT, the model's weights: the memory budget
     found += (weights.read(data),)  # the model's files: copied, fetched or checked
     if data.halo_role == "head" and data.halo_serve_wait:
-        found += ((HttpStatus, {"url": f"{health_url(data)}/health"}),)
+        found += ((HttpStatus, {"url": f"{data.halo_serve_head_url}/health"}),)
     if data.halo_serve_transport == "rdma":
         found += ((RdmaLinks, {}),)
     return found
-
-
-def health_url(data) -> str:
-    """Where vLLM answers on the head, as the head reaches it."""
-    listen = data.halo_head_address if data.halo_serve_listen == "data" else "127.0.0.1"
-    return f"http://{listen}:{data.halo_serve_port}"
 
 
 @deploy("Cluster services")
@@ -253,9 +247,9 @@ def _wanted_files(node: NodeContext, head: bool) -> dict[str, tuple[str, str]]:
     if head:
         vllm_ctx = {
             **ray_ctx,
-            "gpus": _gpus(),
+            "gpus": host.data.halo_serve_gpus,
             "grace": PLACEMENT_GRACE_SECONDS,
-            "argv": [shlex.quote(a) for a in argv()],
+            "argv": [shlex.quote(a) for a in flags.argv(host.data)],
         }
         wanted["vllm_unit"] = (render("halo-vllm.container.j2", **vllm_ctx), "644")
         wanted["vllm_start"] = (render("vllm-start.sh.j2", **vllm_ctx), "755")
@@ -272,33 +266,6 @@ def env_names(env: str) -> list[str]:
 def _devices(node: NodeContext) -> list[str]:
     devices = list(toolbox_files.GPU_DEVICES)
     return [*devices, "/dev/infiniband"] if node.has_infiniband else devices
-
-
-def _gpus() -> int:
-    return host.data.halo_serve_tensor_parallel_size * host.data.halo_serve_pipeline_parallel_size
-
-
-def argv() -> list[str]:
-    """`vllm serve` arguments, each a plain word (every value passed its rule)."""
-    data = host.data
-    listen = data.halo_head_address if data.halo_serve_listen == "data" else "0.0.0.0"
-    args = [
-        data.halo_serve_model,
-        f"--host={listen}",
-        f"--port={data.halo_serve_port}",
-        f"--served-model-name={data.halo_serve_served_model_name}",
-        f"--tensor-parallel-size={data.halo_serve_tensor_parallel_size}",
-        f"--pipeline-parallel-size={data.halo_serve_pipeline_parallel_size}",
-        "--distributed-executor-backend=ray",
-        f"--gpu-memory-utilization={data.halo_serve_gpu_memory_utilization}",
-    ]
-    if data.halo_serve_max_model_len:
-        args.append(f"--max-model-len={data.halo_serve_max_model_len}")
-    if data.halo_serve_max_num_seqs:
-        args.append(f"--max-num-seqs={data.halo_serve_max_num_seqs}")
-    if data.halo_serve_enforce_eager:
-        args.append("--enforce-eager")
-    return [*args, *data.halo_serve_extra_args]
 
 
 def _environment(node: NodeContext) -> str:
@@ -403,7 +370,7 @@ def _wait_until_serving(acted: bool) -> None:
     """Wait for /health when this run started or changed something, or vLLM does not answer;
     a converged, healthy cluster is only reported (so a re-run plans no change)."""
     data = host.data
-    url = health_url(data)
+    url = data.halo_serve_head_url
     if not acted and cached(host, HttpStatus, url=f"{url}/health") == 200:
         logger.info(f"{host.print_prefix}serving {data.halo_serve_served_model_name} at {url}")
         return

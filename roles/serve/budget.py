@@ -71,7 +71,7 @@ def weigh_downloaded() -> None:
         return
     vllm, node = shares[0]
     limit = int(vllm * budget.WEIGHTS_SHARE)
-    gpus = data.halo_serve_tensor_parallel_size * data.halo_serve_pipeline_parallel_size
+    gpus = data.halo_serve_gpus
     model = data.halo_serve_model
     refusal = (
         f"memory budget: vLLM not started (docs/roles/serve.md): {node}: {model}: the "
