@@ -87,6 +87,7 @@ else:
         hardware=hardware(verdict.interface),
         ssh_interfaces=tuple(dict.fromkeys(s["interface"] for s in sessions if s["interface"])),
         packages=roles.all_packages(),
+        configured=host.data.halo_data_interface,
     )
     serving = host.data.get("halo_serve_enabled")
     for check in preflight.run(

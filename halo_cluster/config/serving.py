@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import re
 
+# the cluster user's folder of the services' files, below its home (the serve role writes them,
+# `halo-cluster status` reads the API key there)
+SERVICE_CONFIG = ".config/halo-cluster"
+
 # Ray's ports, pinned so that a firewall can name them (docs/roles/serve.md)
 PORTS = {
     "port": 6379,

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.model import Cluster, Node
+from halo_cluster.config.serving import SERVICE_CONFIG
 from halo_cluster.decide import budget
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.memory import memory_command, memory_process
@@ -30,7 +31,7 @@ from halo_cluster.tools.project import ROOT, load
 UP, DOWN, UNREACHABLE = 0, 2, 1
 VERDICTS = {UP: "up", DOWN: "something is down", UNREACHABLE: "a node cannot be reached"}
 SERVICES = ("halo-ray", "halo-vllm")
-SECRETS = ".config/halo-cluster/secrets.env"
+SECRETS = f"{SERVICE_CONFIG}/secrets.env"
 # run inside the Ray container with the Python that runs `ray`: the image's own, whatever it is
 RAY_NODES = (
     "import json, ray; ray.init(address='auto', logging_level='ERROR'); "
