@@ -36,7 +36,7 @@ def run(
     interconnect: str,
     interface: str | None,
     interfaces: dict,
-    gtt_gib: int,
+    gtt_bytes: int,
     object_store_mib: int | None = None,
 ) -> list[Check]:
     hidden = hw.get("virt", "none") not in ("none", "")
@@ -44,7 +44,7 @@ def run(
     checks = [
         cpu(hw, hidden, why_hidden),
         carve_out(hw, hidden, why_hidden),
-        memory(hw, gtt_gib, hidden, why_hidden),
+        memory(hw, gtt_bytes // 1024**3, hidden, why_hidden),
     ]
     if object_store_mib:
         checks.append(object_store(hw, object_store_mib, hidden, why_hidden))

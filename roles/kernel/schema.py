@@ -55,10 +55,12 @@ VARIABLES = variables(SECTION, READS)
 @dataclass(frozen=True)
 class Kernel:
     """The arguments the `kernel.*` keys give: host data `halo_kernel_args` and
-    `halo_kernel_args_remove`, read by the kernel and reboot roles."""
+    `halo_kernel_args_remove`, read by the kernel and reboot roles; and `halo_kernel_gtt_bytes`,
+    the GTT those arguments give, which the memory budget and the preflight weigh."""
 
     args: tuple[str, ...]
     args_remove: tuple[str, ...]
+    gtt_bytes: int
 
 
 def gtt_kernel_args(gtt_gib: int) -> tuple[str, str]:
@@ -83,4 +85,4 @@ def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Kernel:
             problems.error(f"kernel.remove_args[{i}]", f"{arg!r} is also an argument to add")
         else:
             remove.append(arg)
-    return Kernel(tuple(wanted), tuple(remove))
+    return Kernel(tuple(wanted), tuple(remove), keys["kernel.gtt_gib"] * 1024**3)

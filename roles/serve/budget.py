@@ -28,7 +28,7 @@ def of(name: str, found: dict, data) -> budget.Budget:
         object_store_mib=data.halo_serve_object_store_mib,
         tp=data.halo_serve_tensor_parallel_size,
         pp=data.halo_serve_pipeline_parallel_size,
-        gtt_gib=data.halo_kernel_gtt_gib,
+        configured_gtt_bytes=data.halo_kernel_gtt_bytes,
     )
 
 

@@ -168,7 +168,7 @@ READS = (
     "halo_node",
     "halo_interconnect",
     "halo_toolbox",
-    "halo_kernel_gtt_gib",  # the memory budget's GTT when neither sysfs nor /proc/cmdline has it
+    "halo_kernel_gtt_bytes",  # the budget's GTT when neither sysfs nor /proc/cmdline has it
     # what model.py derives from the section (`Serving`)
     "halo_serve_gpus",
     "halo_serve_bind_address",

@@ -301,7 +301,7 @@ def test_preflight_weighs_the_object_store_against_memtotal() -> None:
     assert preflight.object_store(node, 32768, False, "").status == preflight.OK
     hidden = preflight.object_store(node, 65536, True, "systemd-nspawn container")
     assert hidden.status == preflight.NOT_VERIFIED
-    checks = preflight.run(node, "thunderbolt", None, {}, 96, object_store_mib=256)
+    checks = preflight.run(node, "thunderbolt", None, {}, 96 * 1024**3, object_store_mib=256)
     assert [c.status for c in checks if c.name == "object store"] == [preflight.OK]
 
 
