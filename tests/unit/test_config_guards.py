@@ -135,7 +135,7 @@ def test_every_spelling_of_every_owned_flag_is_refused() -> None:
         if flag.form == flags.SWITCH:
             spellings.append(f"--no-{flag.name}")
         assert {flags.owned_flag(s) for s in spellings} == {flag.instead}, flag.name
-    assert flags.owned_flag("--no-enable-prefix-caching") is None
+    assert flags.owned_flag("--no-enable-chunked-prefill") is None
 
 
 # --- 2. pinned variables ----------------------------------------------------------------------
