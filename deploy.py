@@ -62,15 +62,15 @@ else:
         hardware=data_port_hardware(host, verdict.interface),
         ssh_interfaces=tuple(dict.fromkeys(s["interface"] for s in sessions if s["interface"])),
         packages=roles.all_packages(),
+        configured=host.data.halo_data_interface,
     )
-    serving = host.data.get("halo_serve_enabled")
     for check in preflight.run(
         node.hardware,
         host.data.halo_interconnect,
         verdict.interface,
         interfaces,
-        host.data.halo_kernel_gtt_gib,
-        host.data.get("halo_serve_object_store_mib") if serving else None,
+        host.data.halo_kernel_gtt_bytes,  # the kernel role's and the serve role's derivations
+        host.data.halo_serve_object_store_reserved_mib,
         cached(host, NodeMemory)["memtotal_kib"],
     ):
         LOG[check.status](f"{host.print_prefix}preflight {check.line()}")

@@ -18,10 +18,11 @@ and in its `schema.py`:
 - `READS`: the host data it reads beyond its section (the cluster section's keys, values
   hostdata.py derives), and `VARIABLES = variables(SECTION, READS)`: everything it may read,
   each documented in docs/roles/NAME.md (tests/plan/test_declared.py fails on any other read);
-- `derive(cluster, problems, base_dir)`, where a value is computed from several keys or checked
-  across them: its typed values (`cluster.NAME`, host data `halo_NAME_FIELD`), and
-  `prepare(cluster, problems, base_dir)`, where they name files on the controller
-  (`halo_cluster.config.schema.Derivation`).
+- `derive(cluster, problems, base_dir)` (in `schema.py`, or for a long one in `model.py` beside
+  it, which may then import the section from `schema.py`), where a value is computed from
+  several keys or checked across them: its typed values (`cluster.NAME`, host data
+  `halo_NAME_FIELD`), and `prepare(cluster, problems, base_dir)`, where they name files on the
+  controller (`halo_cluster.config.schema.Derivation`).
 
 Adding a role is adding its folder: nothing here or in deploy.py lists the roles. A role imports
 no other role: what two roles share lives in halo_cluster (tests/unit/test_layers.py).
@@ -30,6 +31,7 @@ no other role: what two roles share lives in halo_cluster (tests/unit/test_layer
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 from functools import cache
 from types import ModuleType
@@ -67,11 +69,13 @@ def schema() -> Schema:
 
 
 def derivation(role: ModuleType) -> Derivation | None:
-    """The role's `derive` (and `prepare`), where its schema section has one."""
-    section = role.schema
-    if not hasattr(section, "derive"):
+    """The role's `derive` (and `prepare`), where its schema section or its `model.py` has one."""
+    source = role.schema
+    if not hasattr(source, "derive") and importlib.util.find_spec(f"{role.__name__}.model"):
+        source = importlib.import_module(f"{role.__name__}.model")
+    if not hasattr(source, "derive"):
         return None
-    return Derivation(name(role), section.derive, getattr(section, "prepare", None))
+    return Derivation(name(role), source.derive, getattr(source, "prepare", None))
 
 
 def apply_all(node: Any) -> None:

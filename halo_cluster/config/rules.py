@@ -194,11 +194,11 @@ def serve_port(value: object) -> str | None:
 
 
 def serve_argument(value: object) -> str | None:
+    """One word of `vllm serve`'s arguments (the serve role's rule adds the flags it owns)."""
     text = str(value)
     if len(text) > MAX_ARGUMENT or not SERVE_ARGUMENT.fullmatch(text):
         return f"{quote(text)} is not a single vllm serve argument (no spaces or quotes)"
-    key = serving.owned_flag(text)
-    return f"{quote(text)} sets what the tool owns: use {key}" if key else None
+    return None
 
 
 def gpu_memory_utilization(value: object) -> str | None:

@@ -18,7 +18,7 @@ roles`): the cluster section's in docs/configuration.md, each role's on its page
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, make_dataclass
 from typing import Any
 
 from halo_cluster.config import rules
@@ -282,6 +282,27 @@ def markdown_table(fields: tuple[Field, ...]) -> str:
         choices = f" One of: {', '.join(f'`{c}`' for c in f.choices)}." if f.choices else ""
         rows.append(f"| `{f.path}` | {f.type} | {f.default_text} | {f.meaning}{choices} |")
     return "\n".join(rows)
+
+
+# a key's type as a section's typed view holds it: a list as a tuple, as the view is frozen
+PYTHON_TYPES: dict[str, Any] = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "list of strings": tuple[str, ...],
+    "map of strings": dict[str, str],
+}
+
+
+def section_type(name: str, section: tuple[Field, ...]) -> type:
+    """A section's typed view: a frozen dataclass with one field per key of `section` below its
+    mapping (`NAME.port` -> `port`), typed from the key's type, with no default (a derivation
+    sets each from the document or the schema's default). Declared once, in the schema."""
+    top = section[0].path
+    keys = [f for f in section if f.type != "mapping" and f.path.startswith(f"{top}.")]
+    members = [(f.path.removeprefix(f"{top}."), PYTHON_TYPES[f.type] | None) for f in keys]
+    return make_dataclass(name, members, frozen=True)
 
 
 def variables(section: tuple[Field, ...], reads: tuple[str, ...] = ()) -> tuple[str, ...]:

@@ -1,6 +1,7 @@
 """The serving contract: what the tool itself sets for Ray and vLLM, so that cluster.yml cannot.
 
-The serve role builds `vllm serve`'s arguments from its own keys, pins environment variables in
+The serve role builds `vllm serve`'s arguments from its own keys (and refuses the flags it owns:
+roles/serve/flags.py, its one table of them), pins environment variables in
 serve.env, cluster.env and secrets.env, and opens Ray on fixed ports. A value in
 `serve.extra_args` or `serve.env` that sets one of these again would win (vLLM takes the last
 flag, the env file its last line) and silently undo the exposure model: the API key, the listen
@@ -10,6 +11,10 @@ address, Ray's token, the data interface. The rules in rules.py refuse them with
 from __future__ import annotations
 
 import re
+
+# the cluster user's folder of the services' files, below its home (the serve role writes them,
+# `halo-cluster status` reads the API key there)
+SERVICE_CONFIG = ".config/halo-cluster"
 
 # Ray's ports, pinned so that a firewall can name them (docs/roles/serve.md)
 PORTS = {
@@ -67,76 +72,6 @@ OBJECT_STORE_MIN_MIB = 75
 OBJECT_STORE_SHARE = 0.5
 MACHINE_MEMORY_MIB = 128 * 1024
 OBJECT_STORE_MAX_MIB = int(MACHINE_MEMORY_MIB * OBJECT_STORE_SHARE)
-
-DATA_PARALLEL = "serve.tensor_parallel_size and serve.pipeline_parallel_size (one GPU per node)"
-# Every flag of `vllm serve` that roles/serve argv() sets from a key, and the flags that would
-# take the place of those (a Unix socket instead of host and port, a config file of flags, a
-# second parallelism dimension): the flag without its leading dashes -> the key to use instead.
-OWNED_FLAGS = {
-    "model": "serve.model",
-    "host": "serve.listen",
-    "port": "serve.port",
-    "uds": "serve.listen and serve.port",
-    "api-key": "serve.api_key_file",
-    "served-model-name": "serve.served_model_name",
-    "tensor-parallel-size": "serve.tensor_parallel_size",
-    "pipeline-parallel-size": "serve.pipeline_parallel_size",
-    "data-parallel": DATA_PARALLEL,  # --data-parallel-size, -address, -rpc-port, -backend ...
-    "distributed-executor-backend": "nothing: the cluster runs vLLM on Ray",
-    "gpu-memory-utilization": "serve.gpu_memory_utilization",
-    "max-model-len": "serve.max_model_len",
-    "max-num-seqs": "serve.max_num_seqs",
-    "enforce-eager": "serve.enforce_eager",
-    "headless": "nothing: without its API server vLLM never answers /health",
-    "config": "serve.extra_args, one flag per item (a config file can set any flag)",
-}
-# flags whose longer spellings are owned too (`--data-parallel-size-local`, ...)
-OWNED_PREFIXES = ("data-parallel",)
-# vLLM's single-dash aliases (EngineArgs): -tp, -pp, -dp and its -dpl, -dpa, -dpr, -dpb ...
-SHORT_ALIASES = {
-    "tp": "tensor-parallel-size",
-    "pp": "pipeline-parallel-size",
-    "dp": "data-parallel",
-}
-
-
-def _flag_name(argument: str) -> tuple[str, bool] | None:
-    """(name without dashes, is long) of an option word, as vLLM's parser reads it, or None.
-
-    vLLM's FlexibleArgumentParser turns `_` into `-` up to the first `.` (`--a_b.c` is `--a-b`
-    with a JSON sub-key), takes `--flag=value` and `--flag value`, and argparse accepts `--no-X`
-    for boolean X and unique prefixes of long flags (`--hos` is `--host`).
-    """
-    if argument.startswith("--"):
-        name = argument[2:].split("=", 1)[0].split(".", 1)[0].replace("_", "-")
-        return name.removeprefix("no-"), True
-    if argument.startswith("-") and len(argument) > 1 and not argument[1].isdigit():
-        return argument[1:].split("=", 1)[0], False
-    return None
-
-
-def owned_flag(argument: str) -> str | None:
-    """The key that sets what this `vllm serve` argument would set, or None when it is free."""
-    parsed = _flag_name(argument)
-    if parsed is None:
-        return None
-    name, long = parsed
-    if not long:
-        # argparse matches -t as a prefix of -tp, and -tp4 reads as -tp 4 in some versions
-        for alias, flag in SHORT_ALIASES.items():
-            if alias.startswith(name) or name.startswith(alias):
-                return OWNED_FLAGS[flag]
-        return None
-    if not name:
-        return None
-    for flag, key in OWNED_FLAGS.items():
-        # an exact flag, a longer one of an owned family, or an abbreviation argparse expands
-        if name == flag or (flag in OWNED_PREFIXES and name.startswith(flag)):
-            return key
-        if len(name) >= 3 and flag.startswith(name):
-            return key
-    return None
-
 
 # Every variable the tool writes into serve.env (roles/serve/templates/serve.env.j2), the launcher's
 # cluster.env.j2 and secrets.env, and those the serve role's containers rely on: a second line

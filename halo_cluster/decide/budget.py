@@ -201,17 +201,18 @@ def from_reading(
     object_store_mib: int | None,
     tp: int,
     pp: int,
-    gtt_gib: int,
+    configured_gtt_bytes: int,
 ) -> Budget:
     """A node's budget from what the NodeMemory and ModelWeights facts read (a `MemoryReading`,
-    `halo_cluster/node/memory.py`): the GTT from sysfs, else the kernel arguments, else
-    kernel.gtt_gib (the reboot that applies it is still to come); the weights when the model's
-    folder holds safetensors."""
+    `halo_cluster/node/memory.py`): the
+    GTT from sysfs, else the kernel arguments, else what kernel.gtt_gib's arguments give
+    (`configured_gtt_bytes`, the kernel role's derivation: the reboot that applies it is still to
+    come); the weights when the model's folder holds safetensors."""
     gtt, source = found["gtt_bytes"], "sysfs"
     if not gtt:
         gtt, source = gtt_from_cmdline(found["cmdline"]), "kernel arguments"
     if not gtt:
-        gtt, source = gtt_gib * GIB, "kernel.gtt_gib"
+        gtt, source = configured_gtt_bytes, "kernel.gtt_gib"
     weights = found["weights"]
     return decide(
         node,

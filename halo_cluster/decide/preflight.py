@@ -37,7 +37,7 @@ def run(
     interconnect: str,
     interface: str | None,
     interfaces: dict,
-    gtt_gib: int,
+    gtt_bytes: int,
     object_store_mib: int | None = None,
     memtotal_kib: int = 0,
 ) -> list[Check]:
@@ -47,7 +47,7 @@ def run(
     checks = [
         cpu(hw, hidden, why_hidden),
         carve_out(hw, hidden, why_hidden),
-        memory(memtotal_kib, gtt_gib, hidden, why_hidden),
+        memory(memtotal_kib, gtt_bytes // 1024**3, hidden, why_hidden),
     ]
     if object_store_mib:
         checks.append(object_store(memtotal_kib, object_store_mib, hidden, why_hidden))

@@ -12,13 +12,21 @@ class NodeContext:
     """`interface`: the data interface (None when it is not there yet, as thunderbolt0 before the
     cable); `interfaces`: the NetworkInterfaces fact; `hardware`: the Hardware fact;
     `ssh_interfaces`: the interfaces that carry SSH sessions to the node (its management side);
-    `packages`: every package the roles declare (the packages role installs them)."""
+    `packages`: every package the roles declare (the packages role installs them);
+    `configured`: the data interface cluster.yml names (`halo_data_interface`: a name, `auto`,
+    or None when bound by MAC)."""
 
     interface: str | None
     interfaces: dict[str, Interface]
     hardware: HardwareInfo
     ssh_interfaces: tuple[str, ...] = ()
     packages: tuple[str, ...] = ()
+    configured: str | None = None
+
+    @property
+    def data_interface(self) -> str | None:
+        """The data interface as found, else as configured (thunderbolt0 before its cable)."""
+        return self.interface or self.configured
 
     @property
     def has_infiniband(self) -> bool:

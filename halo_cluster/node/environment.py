@@ -8,6 +8,19 @@ from pyinfra import host
 from halo_cluster.node.context import NodeContext
 
 
+def roce_nccl(hca: str | None) -> dict[str, str]:
+    """RCCL's settings for RoCE v2 on the E810, written by cluster.env and serve.env alike: GID
+    index 1 (RoCE v2 over IPv4), the retry timing, no GPU Direct RDMA on this APU, and the data
+    port's HCA pinned when the node has one."""
+    values = {
+        "NCCL_IB_GID_INDEX": "1",
+        "NCCL_IB_TIMEOUT": "23",
+        "NCCL_IB_RETRY_CNT": "7",
+        "NCCL_NET_GDR_LEVEL": "0",
+    }
+    return values | ({"NCCL_IB_HCA": f"={hca}:1"} if hca else {})
+
+
 def environment_values(node: NodeContext) -> dict:
     """What cluster.env.j2 renders from; the serve role's serve.env starts from the same."""
     return {
@@ -17,7 +30,8 @@ def environment_values(node: NodeContext) -> dict:
         "worker_ips": host.data.halo_worker_addresses,
         "toolbox": host.data.halo_toolbox,
         "node_ip": host.data.halo_data_address,
-        "interface": node.interface or host.data.halo_data_interface,
+        "interface": node.data_interface,
         "interconnect": host.data.halo_interconnect,
         "hca": node.rdma_device,
+        "roce_nccl": roce_nccl(node.rdma_device),
     }

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.model import Cluster, Node
+from halo_cluster.config.serving import SERVICE_CONFIG
 from halo_cluster.decide import budget
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.memory import memory_command, memory_process
@@ -30,7 +31,7 @@ from halo_cluster.tools.project import ROOT, load
 UP, DOWN, UNREACHABLE = 0, 2, 1
 VERDICTS = {UP: "up", DOWN: "something is down", UNREACHABLE: "a node cannot be reached"}
 SERVICES = ("halo-ray", "halo-vllm")
-SECRETS = ".config/halo-cluster/secrets.env"
+SECRETS = f"{SERVICE_CONFIG}/secrets.env"
 # run inside the Ray container with the Python that runs `ray`: the image's own, whatever it is
 RAY_NODES = (
     "import json, ray; ray.init(address='auto', logging_level='ERROR'); "
@@ -86,7 +87,7 @@ def gather_script(cluster: Cluster, node: Node) -> str:
     ]
     if node.role == "head":
         serve = cluster.serve
-        url = f"http://{_listen(cluster)}:{serve.port}"
+        url = serve.head_url
         ray = ray_nodes_command()
         lines += [
             "echo @@ray",
@@ -99,10 +100,6 @@ def gather_script(cluster: Cluster, node: Node) -> str:
             f'curl -s -m 5 ${{key:+-H "Authorization: Bearer $key"}} {url}/v1/models',
         ]
     return "\n".join(lines) + "\n"
-
-
-def _listen(cluster: Cluster) -> str:
-    return cluster.head.address if cluster.serve.listen == "data" else "127.0.0.1"
 
 
 def sections(output: str) -> dict[str, list[str]]:
@@ -196,7 +193,7 @@ def node_budget(cluster: Cluster, node: Node, lines: list[str]) -> budget.Budget
         object_store_mib=serve.object_store_mib,
         tp=serve.tensor_parallel_size,
         pp=serve.pipeline_parallel_size,
-        gtt_gib=cluster.kernel_gtt_gib,
+        configured_gtt_bytes=cluster.kernel.gtt_bytes,
     )
 
 
@@ -219,7 +216,7 @@ def _vllm(cluster: Cluster, found: dict[str, list[str]]) -> dict:
         models = [m["id"] for m in json.loads(" ".join(filled(found, "models")))["data"]]
     except (ValueError, KeyError, TypeError):
         models = []
-    url = f"http://{_listen(cluster)}:{cluster.serve.port}"
+    url = cluster.serve.head_url
     return {"health": int(health) if health.isdigit() else 0, "models": models, "url": url}
 
 

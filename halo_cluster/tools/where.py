@@ -27,9 +27,8 @@ def shown(path: str) -> str:
 
 
 def url(cluster: Cluster) -> str:
-    head = cluster.head
-    host = head.address if cluster.serve.listen == "data" else head.ssh_host
-    return f"http://{host}:{cluster.serve.port}"
+    """vLLM's URL from here (the serve role's derivation: the head's SSH host with `all`)."""
+    return cluster.serve.url
 
 
 def dquote(text: str) -> str:

@@ -50,12 +50,12 @@ def apply(node: NodeContext) -> None:
 
 def vllm_open_to_management() -> bool:
     data = host.data
-    return data.halo_serve_enabled and data.halo_serve_listen == "all" and data.halo_role == "head"
+    return data.halo_serve_exposed_port is not None and data.halo_role == "head"
 
 
 def _write_service_file() -> None:
     """Our service's definition; firewalld knows a new or changed one only after a reload."""
-    text = render(f"{SERVICE}.xml.j2", port=host.data.halo_serve_port)
+    text = render(f"{SERVICE}.xml.j2", port=host.data.halo_serve_exposed_port)
     if node_files(host).differs(SERVICE_FILE, text, "644"):
         text_file(name=f"firewalld service {SERVICE_FILE}", path=SERVICE_FILE, text=text)
         reload_firewall(name="Reload firewalld (its services changed)")
@@ -75,7 +75,7 @@ def _converge_service_zones(state: dict, wanted: set[str]) -> None:
 
 
 def _warn_not_running(state: dict) -> None:
-    if host.data.halo_serve_enabled:
+    if host.data.halo_serve_ray_listens:
         logger.warning(
             f"{host.print_prefix}firewalld is {state['state']}: Ray's ports are open to every "
             "network this node is on (`systemctl enable --now firewalld`)"
@@ -83,7 +83,7 @@ def _warn_not_running(state: dict) -> None:
 
 
 def _warn_about_open_ray_ports(state: dict, zones: set[str]) -> None:
-    if not host.data.halo_serve_enabled:
+    if not host.data.halo_serve_ray_listens:
         return
     for zone in sorted(zones):
         exposed = firewalld.exposed_in(state, zone, ray_ports())

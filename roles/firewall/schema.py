@@ -7,9 +7,9 @@ from halo_cluster.config.schema import Field, variables
 SECTION: tuple[Field, ...] = ()
 # host data it reads beyond its section: other sections' keys, values hostdata.py derives
 READS = (
-    "halo_serve_enabled",
-    "halo_serve_listen",
-    "halo_serve_port",
+    # what the serve role derives (roles/serve/model.py), never its raw keys
+    "halo_serve_exposed_port",
+    "halo_serve_ray_listens",
     "halo_role",
 )
 VARIABLES = variables(SECTION, READS)

@@ -60,10 +60,12 @@ VARIABLES = variables(SECTION, READS)
 @dataclass(frozen=True)
 class Kernel:
     """The arguments the `kernel.*` keys give: host data `halo_kernel_args` and
-    `halo_kernel_args_remove`, read by the kernel and reboot roles."""
+    `halo_kernel_args_remove`, read by the kernel and reboot roles; and `halo_kernel_gtt_bytes`,
+    the GTT those arguments give, which the memory budget and the preflight weigh."""
 
     args: tuple[str, ...]
     args_remove: tuple[str, ...]
+    gtt_bytes: int
 
 
 def gtt_kernel_args(gtt_gib: int) -> tuple[str, str]:
@@ -130,9 +132,8 @@ def owned_table() -> str:
     return "\n".join(rows)
 
 
-def tables() -> dict[str, str]:
-    """The page's generated tables beyond its keys (roles/docs.py writes them)."""
-    return {"owned kernel arguments": owned_table()}
+# the page's generated tables beyond its keys (roles/docs.py writes them)
+TABLES = {"owned kernel arguments": owned_table}
 
 
 def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Kernel:
@@ -146,7 +147,7 @@ def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Kernel:
     # each argument passed its rule in the loader: one token, no quotes
     wanted.extend(_extra(keys["kernel.extra_args"], problems))
     remove.extend(_removed(keys["kernel.remove_args"], wanted, problems))
-    return Kernel(tuple(wanted), tuple(remove))
+    return Kernel(tuple(wanted), tuple(remove), keys["kernel.gtt_gib"] * 1024**3)
 
 
 def _owner_problem(arg: str) -> str | None:

@@ -49,7 +49,7 @@ def apply(node: NodeContext) -> None:
         interconnect=host.data.halo_interconnect,
         connection=host.data.halo_network_connection,
         uuid=host.data.halo_network_uuids[host.data.halo_node],
-        interface=None if host.data.halo_data_mac else interface or host.data.halo_data_interface,
+        interface=None if host.data.halo_data_mac else node.data_interface,
         mac=host.data.halo_data_mac,
         mtu=host.data.halo_mtu,
         address=host.data.halo_data_address,

@@ -29,7 +29,7 @@ def of(name: str, found: MemoryReading, data) -> budget.Budget:
         object_store_mib=data.halo_serve_object_store_mib,
         tp=data.halo_serve_tensor_parallel_size,
         pp=data.halo_serve_pipeline_parallel_size,
-        gtt_gib=data.halo_kernel_gtt_gib,
+        configured_gtt_bytes=data.halo_kernel_gtt_bytes,
     )
 
 
@@ -72,7 +72,7 @@ def weigh_downloaded() -> None:
         return
     vllm, node = shares[0]
     limit = int(vllm * budget.WEIGHTS_SHARE)
-    gpus = data.halo_serve_tensor_parallel_size * data.halo_serve_pipeline_parallel_size
+    gpus = data.halo_serve_gpus
     model = data.halo_serve_model
     refusal = (
         f"memory budget: vLLM not started (docs/roles/serve.md): {node}: {model}: the "

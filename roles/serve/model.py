@@ -11,6 +11,8 @@ from pathlib import Path
 
 from halo_cluster.config.loader import check_secret
 from halo_cluster.config.model import Cluster, Problems, resolve
+from halo_cluster.config.schema import section_type
+from roles.serve.schema import SECTION
 
 # Ray's cluster token when `serve.ray_token_file` is not given: made once by `prepare`
 DEFAULT_RAY_TOKEN = ".halo-cluster/ray-token"
@@ -19,42 +21,27 @@ DEFAULT_TRANSPORTS = {"roce": "rdma", "thunderbolt": "sockets"}
 SECRET_FILES = ("api_key_file", "hf_token_file", "ray_token_file")
 
 
+# the `serve:` section as typed values, one field per key (docs/roles/serve.md), built from the
+# schema: a key added there is a field here
+Serve = section_type("Serve", SECTION)
+
+
 @dataclass(frozen=True)
-class Serve:
-    """The `serve:` section: Ray on every node, `vllm serve` on the head (docs/roles/serve.md).
+class Serving(Serve):  # type: ignore[misc,valid-type]
+    """`cluster.serve`: the section's keys, then what the cluster derives from them, each here
+    only (host data `halo_serve_FIELD`, read by the roles and the tools)."""
 
-    No field has a default: `derive` sets each from the document or the schema's default."""
-
-    enabled: bool
-    model: str | None
-    served_model_name: str | None
-    tensor_parallel_size: int
-    pipeline_parallel_size: int
-    port: int
-    listen: str
-    api_key_file: str | None
-    hf_token_file: str | None
-    ray_token_file: str | None
-    gpu_memory_utilization: float
-    max_model_len: int | None
-    max_num_seqs: int | None
-    enforce_eager: bool
-    extra_args: tuple[str, ...]
-    env: dict[str, str]
-    ready_timeout: int
-    wait: bool
-    nccl_debug: bool
-    download: str
-    object_store_mib: int | None
-    transport: str
-
-    @property
-    def gpus(self) -> int:
-        return self.tensor_parallel_size * self.pipeline_parallel_size
+    gpus: int  # TP x PP: one GPU per node
+    bind_address: str  # vLLM's --host: the head's data address with `listen: data`
+    head_url: str  # vLLM's URL as the head reaches it (the deploy's /health wait, status)
+    url: str  # vLLM's URL from the controller: the head's SSH host with `listen: all`
+    exposed_port: int | None  # vLLM's port the head opens on its management side, if any
+    ray_listens: bool  # Ray's ports are open on every node (the cluster serves)
+    object_store_reserved_mib: int | None  # the object store Ray is given, when serving
 
 
-def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Serve:
-    serve = _from_keys(cluster, base_dir)
+def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Serving:
+    serve = _with_derived(_from_keys(cluster, base_dir), cluster)
     if serve.transport == "rdma" and cluster.interconnect == "thunderbolt":
         problems.error(
             "serve.transport",
@@ -80,7 +67,25 @@ def _from_keys(cluster: Cluster, base_dir: Path) -> Serve:
     )
 
 
-def _check_enabled(serve: Serve, node_count: int, problems: Problems) -> None:
+def _with_derived(serve: Serve, cluster: Cluster) -> Serving:
+    # no head: a node's problem the loader reports already (the addresses are then never read)
+    head = next((n for n in cluster.nodes if n.role == "head"), None)
+    address, ssh_host = (head.address, head.ssh_host) if head else ("", "")
+    data = serve.listen == "data"
+    keys = {name: getattr(serve, name) for name in Serve.__dataclass_fields__}
+    return Serving(
+        **keys,
+        gpus=serve.tensor_parallel_size * serve.pipeline_parallel_size,
+        bind_address=address if data else "0.0.0.0",
+        head_url=f"http://{address if data else '127.0.0.1'}:{serve.port}",
+        url=f"http://{address if data else ssh_host}:{serve.port}",
+        exposed_port=serve.port if serve.enabled and not data else None,
+        ray_listens=serve.enabled,
+        object_store_reserved_mib=serve.object_store_mib if serve.enabled else None,
+    )
+
+
+def _check_enabled(serve: Serving, node_count: int, problems: Problems) -> None:
     if not serve.model:
         problems.error("serve.model", "required when serve.enabled is true")
     if serve.gpus != node_count:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from halo_cluster.config import rules
 from halo_cluster.config.schema import DERIVED, Field, variables
-from roles.serve import model
+from roles.serve import flags
 
 SECTION: tuple[Field, ...] = (
     Field(
@@ -96,7 +96,7 @@ SECTION: tuple[Field, ...] = (
         [],
         "Further `vllm serve` arguments, one per item (`--trust-remote-code`, `--dtype=auto`); "
         "never a flag the tool sets (see Owned flags).",
-        rule=rules.serve_argument,
+        rule=flags.extra_argument,
     ),
     Field(
         "serve.env",
@@ -168,10 +168,13 @@ READS = (
     "halo_node",
     "halo_interconnect",
     "halo_toolbox",
-    "halo_kernel_gtt_gib",  # the memory budget's GTT when neither sysfs nor /proc/cmdline has it
+    "halo_kernel_gtt_bytes",  # the budget's GTT when neither sysfs nor /proc/cmdline has it
+    # what model.py derives from the section (`Serving`)
+    "halo_serve_gpus",
+    "halo_serve_bind_address",
+    "halo_serve_head_url",
 )
 VARIABLES = variables(SECTION, READS)
-
-# the section's typed values, `cluster.serve` (model.Serve), and the secret files they name
-derive = model.derive
-prepare = model.prepare
+# the further tables its page holds, written by `python -m roles` (roles/docs.py)
+TABLES = {"flags": flags.markdown_table}
+# the section's typed values, `cluster.serve`, are derived in model.py (roles.derivation)

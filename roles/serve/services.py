@@ -8,6 +8,7 @@ import time
 from pyinfra import logger
 from pyinfra.api import FunctionCommand, operation
 
+from halo_cluster.config.serving import SERVICE_CONFIG
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.memory import hub_folder
 from halo_cluster.node.operations import run_saying_what
@@ -91,7 +92,7 @@ def download_model(user: str, image: str, model: str, token: bool, go_online: bo
     """
     if model.startswith("/"):
         return
-    config = "$HOME/.config/halo-cluster"
+    config = f"$HOME/{SERVICE_CONFIG}"
     mounts = ['-v "$HOME/.cache/huggingface:/root/.cache/huggingface"']
     if token:
         mounts.append(f'-v "{config}/hf-token:/etc/halo-cluster/hf-token:ro"')
@@ -229,7 +230,7 @@ def _not_ours(host, user: str, url: str, model: str, nodes: list[str]) -> str | 
     # the API key travels on stdin (curl -H @-), never in an argument; read as text, not
     # sourced: a key may hold any printable character
     models = (
-        "key=$(sed -n 's/^VLLM_API_KEY=//p' \"$HOME/.config/halo-cluster/secrets.env\"); "
+        f"key=$(sed -n 's/^VLLM_API_KEY=//p' \"$HOME/{SERVICE_CONFIG}/secrets.env\"); "
         'printf "Authorization: Bearer %s\n" "$key" | '
         f"curl -s -m 5 -H @- {shlex.quote(url + '/v1/models')}"
     )

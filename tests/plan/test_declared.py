@@ -17,12 +17,14 @@ import pytest
 from pyinfra.api.host import HostData
 
 import roles
+from halo_cluster.config.schema import host_name
 from halo_cluster.node import deployreads, operations, report
 from roles import all_roles
 from tests.plan.harness import ROOT
 from tests.plan.nodes import cluster, plan_both, plan_cluster, serve_cluster
 
 PYINFRA = str(Path(pyinfra.__file__).parent)
+ROLES = all_roles()
 # the deploy's own bookkeeping: every event names its node, whichever role caused it; and the
 # deploy's own reads (node/deployreads.py), which a role reading a peer's snapshot makes for that
 # peer (reads.prefetch)
@@ -81,3 +83,29 @@ def test_every_role_reads_only_the_host_data_it_declares(reads: dict[str, set[st
         for role in all_roles()
     }
     assert undeclared == {name: [] for name in undeclared}
+
+
+def raw_keys() -> dict[str, set[str]]:
+    """Each role's keys, by their host data names (`halo_serve_port`)."""
+    return {
+        roles.name(role): {host_name(f.path) for f in role.schema.SECTION if f.type != "mapping"}
+        for role in all_roles()
+    }
+
+
+def others_keys(reads: set[str], name: str, keys: dict[str, set[str]]) -> list[str]:
+    return sorted(read for read in reads for other in keys if other != name and read in keys[other])
+
+
+def test_no_role_declares_another_roles_raw_key() -> None:
+    """A value another role's keys decide is read as that role derives it (the fields of its
+    `Derivation`: `halo_serve_exposed_port`, `halo_kernel_gtt_bytes`), so it is derived once."""
+    keys = raw_keys()
+    found = {roles.name(r): others_keys(set(r.schema.READS), roles.name(r), keys) for r in ROLES}
+    assert found == {name: [] for name in found}
+
+
+def test_no_role_reads_another_roles_raw_key(reads: dict[str, set[str]]) -> None:
+    keys = raw_keys()
+    found = {name: others_keys(reads[name], name, keys) for name in keys}
+    assert found == {name: [] for name in found}

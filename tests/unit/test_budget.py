@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from halo_cluster.config.loader import load_cluster
 from halo_cluster.decide import budget
 from halo_cluster.decide.budget import FAIL, GIB, NOT_VERIFIED, OK, WARN, decide
 from halo_cluster.node.memory import ModelWeights, NodeMemory, memory_command, memory_process
 from tests.recorded import strix_halo_gtt_bytes, strix_halo_memtotal_kib
+from tests.unit.configs import VALID_ROCE, write
 
 MEMTOTAL = strix_halo_memtotal_kib()  # 122.7 GiB, from amdgpu's TTM size (tests/recorded.py)
 GTT = strix_halo_gtt_bytes()  # 96 GiB, sysfs
@@ -181,3 +183,10 @@ def test_each_fact_reads_its_own_half_of_the_node(tmp_path: Path) -> None:
         "dir": None,
         "weights": [],
     }
+
+
+def test_the_kernel_roles_gtt_is_what_its_arguments_give(tmp_path: Path) -> None:
+    """The budget's fallback GTT is the kernel role's derivation, the same the arguments it
+    writes give when a node's /proc/cmdline is read back."""
+    kernel = load_cluster(write(tmp_path, VALID_ROCE + "kernel: {gtt_gib: 96}\n")).kernel
+    assert kernel.gtt_bytes == 96 * GIB == budget.gtt_from_cmdline(" ".join(kernel.args))

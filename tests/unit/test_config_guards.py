@@ -11,11 +11,13 @@ from types import SimpleNamespace
 
 import pytest
 
-import roles.serve
+import roles
 from halo_cluster.config import serving
 from halo_cluster.config.loader import ConfigError, load_cluster
 from halo_cluster.decide import preflight
 from halo_cluster.decide.safety import cluster_user_problem
+from halo_cluster.node.environment import roce_nccl
+from roles.serve import flags
 from tests.unit.configs import VALID_ROCE, VALID_TB, problems, write
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,13 +103,12 @@ def test_flag_and_value_as_two_items_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("argument", FREE)
 def test_free_flags_pass(argument: str) -> None:
-    assert serving.owned_flag(argument) is None
+    assert flags.owned_flag(argument) is None
 
 
 def test_every_flag_argv_sets_is_owned() -> None:
     data = SimpleNamespace(
-        halo_head_address="192.168.100.1",
-        halo_serve_listen="data",
+        halo_serve_bind_address="192.168.100.1",
         halo_serve_model="Qwen/Qwen3-14B",
         halo_serve_port=8000,
         halo_serve_served_model_name="qwen",
@@ -119,16 +120,22 @@ def test_every_flag_argv_sets_is_owned() -> None:
         halo_serve_enforce_eager=True,
         halo_serve_extra_args=[],
     )
-    original = roles.serve.host
-    roles.serve.host = SimpleNamespace(data=data)  # argv() reads pyinfra's host.data
-    try:
-        args = roles.serve.argv()
-    finally:
-        roles.serve.host = original
-    assert args[0] == data.halo_serve_model and serving.OWNED_FLAGS["model"] == "serve.model"
-    flags = [a for a in args[1:] if a.startswith("-")]
-    assert len(flags) == len(args) - 1
-    assert all(serving.owned_flag(flag) for flag in flags), flags
+    args = flags.argv(data)  # from host data alone
+    assert args[0] == data.halo_serve_model and flags.owned_flag("--model") == "serve.model"
+    flags_set = [a for a in args[1:] if a.startswith("-")]
+    assert len(flags_set) == len(args) - 1
+    assert all(flags.owned_flag(flag) for flag in flags_set), flags_set
+
+
+def test_every_spelling_of_every_owned_flag_is_refused() -> None:
+    """Derived from the one table: `--flag`, `--flag=value`, a boolean's `--no-flag`, each alias;
+    a non-boolean's `--no-flag` is no flag of vLLM's (argparse refuses it itself)."""
+    for flag in flags.FLAGS:
+        spellings = [f"--{flag.name}", f"--{flag.name}=1", *(f"-{a}" for a in flag.aliases)]
+        if flag.form == flags.SWITCH:
+            spellings.append(f"--no-{flag.name}")
+        assert {flags.owned_flag(s) for s in spellings} == {flag.instead}, flag.name
+    assert flags.owned_flag("--no-enable-chunked-prefill") is None
 
 
 # --- 2. pinned variables ----------------------------------------------------------------------
@@ -143,7 +150,7 @@ def template_variables() -> set[str]:
     ):
         text = (ROOT / "roles" / name).read_text()
         names |= set(re.findall(r"^([A-Za-z_][A-Za-z0-9_]*)=", text, re.MULTILINE))
-    return names
+    return names | set(roce_nccl("irdma0"))  # the RoCE block both env templates render
 
 
 def test_pinned_variables_cover_every_variable_the_templates_set() -> None:
@@ -295,7 +302,13 @@ def test_preflight_weighs_the_object_store_against_memtotal() -> None:
     hidden = preflight.object_store(mem, 65536, True, "systemd-nspawn container")
     assert hidden.status == preflight.NOT_VERIFIED
     checks = preflight.run(
-        {"virt": "none"}, "thunderbolt", None, {}, 96, object_store_mib=256, memtotal_kib=mem
+        {"virt": "none"},
+        "thunderbolt",
+        None,
+        {},
+        96 * 1024**3,
+        object_store_mib=256,
+        memtotal_kib=mem,
     )
     assert [c.status for c in checks if c.name == "object store"] == [preflight.OK]
 

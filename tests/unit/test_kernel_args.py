@@ -90,8 +90,8 @@ def test_the_docs_show_the_owned_table() -> None:
 
 
 def test_a_stale_owned_table_is_rewritten_in_place() -> None:
-    block = docs.derived_tables()[KERNEL_PAGE]["owned kernel arguments"]
+    block = docs.role_tables()[KERNEL_PAGE]["owned kernel arguments"]
     page = KERNEL_PAGE.read_text()
     stale = page.replace("| `pci` |", "| `pci-old` |")
-    assert docs.written_derived(stale, "owned kernel arguments", block) == page
-    assert docs.written_derived("# Role\n", "owned kernel arguments", block) == "# Role\n\n" + block
+    assert docs.with_named(stale, "owned kernel arguments", block) == page
+    assert docs.with_named("# Role\n", "owned kernel arguments", block) == "# Role\n\n" + block

@@ -100,3 +100,13 @@ def test_the_config_layer_names_no_role_key(module: str) -> None:
     keys = {f.path.split(".")[0] for section in roles.sections().values() for f in section}
     for key in sorted(keys):
         assert not re.search(rf"(?<![A-Za-z]){key}(?![A-Za-z])", source), f"{key} in {module}"
+
+
+def test_the_vllm_flag_table_is_written_from_the_flags() -> None:
+    """docs/roles/serve.md's owned flags are roles/serve/flags.py's table, kept by `--check`."""
+    from roles.serve import flags
+
+    page = (ROOT / "docs" / "roles" / "serve.md").read_text()
+    assert flags.markdown_table() in page
+    assert all(f"`--{flag.name}`" in page for flag in flags.FLAGS)
+    assert docs.with_named(page, "flags", "X\n") != page  # the block is found, and replaced

@@ -18,6 +18,7 @@ from jinja2 import nodes
 
 import roles
 from halo_cluster.config.serving import NODE_PORTS, PORTS
+from halo_cluster.node.environment import roce_nccl
 from halo_cluster.node.render import FILTERS, environment, templates
 
 SHELLS = ("/bin/sh", "/bin/bash")
@@ -139,6 +140,7 @@ def cluster_env(value: str, comment: str) -> str:
         interface=value,
         interconnect="roce",
         hca=value,
+        roce_nccl=roce_nccl(value),
     )
 
 

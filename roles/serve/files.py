@@ -1,0 +1,62 @@
+"""The cluster services' files, one table: where each lives below the cluster user's home, its
+mode, whether it is a secret (never shown in a diff or the log), and which service restarts when
+it changes. Every list the role uses (what it writes, what only the head's vLLM needs, what a
+change restarts) is read from `FILES`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from halo_cluster.config.serving import SERVICE_CONFIG
+
+UNITS = ".config/containers/systemd"
+RAY, VLLM = "halo-ray", "halo-vllm"
+
+
+@dataclass(frozen=True)
+class ServiceFile:
+    """`restarts`: the services a change restarts (vLLM runs on Ray: Ray's restart restarts it
+    too); `head_only`: vLLM's own, written on the head alone and kept while vLLM is refused."""
+
+    name: str
+    path: str  # below the user's home
+    mode: str
+    restarts: tuple[str, ...]
+    secret: bool = False
+    head_only: bool = False
+
+
+FILES = (
+    ServiceFile("ray_unit", f"{UNITS}/{RAY}.container", "644", (RAY,)),
+    ServiceFile("vllm_unit", f"{UNITS}/{VLLM}.container", "644", (VLLM,), head_only=True),
+    ServiceFile("ray_start", f"{SERVICE_CONFIG}/ray-start.sh", "755", (RAY,)),
+    ServiceFile("vllm_start", f"{SERVICE_CONFIG}/vllm-start.sh", "755", (VLLM,), head_only=True),
+    ServiceFile(
+        "vllm_prestart", f"{SERVICE_CONFIG}/vllm-prestart.sh", "755", (VLLM,), head_only=True
+    ),
+    # the user's serve.env values may be secrets of theirs: 0600, but shown in a diff
+    ServiceFile("env", f"{SERVICE_CONFIG}/serve.env", "600", (RAY,)),
+    ServiceFile(
+        "secrets", f"{SERVICE_CONFIG}/secrets.env", "600", (VLLM,), secret=True, head_only=True
+    ),
+    ServiceFile("ray_token", f"{SERVICE_CONFIG}/ray-token", "600", (RAY,), secret=True),
+    ServiceFile("hf_token", f"{SERVICE_CONFIG}/hf-token", "600", (RAY, VLLM), secret=True),
+    ServiceFile(
+        "non_carry_over", f"{SERVICE_CONFIG}/vllm/ray_non_carry_over_env_vars.json", "644", (RAY,)
+    ),
+    # which model the node holds: a change fetches it; the services read the model elsewhere
+    ServiceFile("model", f"{SERVICE_CONFIG}/model", "644", ()),
+)
+BY_NAME = {f.name: f for f in FILES}
+VLLM_FILES = tuple(f.name for f in FILES if f.head_only)
+SECRETS = tuple(f.name for f in FILES if f.secret)
+
+
+def paths() -> dict[str, str]:
+    """Name -> path below the user's home of every file this role may write."""
+    return {f.name: f.path for f in FILES}
+
+
+def restarted_by(service: str) -> tuple[str, ...]:
+    """The files whose change restarts `service`."""
+    return tuple(f.name for f in FILES if service in f.restarts)

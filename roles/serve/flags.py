@@ -1,0 +1,191 @@
+"""What the serve role passes to `vllm serve`, declared once: each flag, the host data it comes
+from and how it is rendered. `argv()`, the refusal of an owned flag in `serve.extra_args` and the
+docs' flag table (docs/roles/serve.md, written by `python -m roles`) all read `FLAGS`.
+
+A flag the tool sets would be undone by the same flag later in `serve.extra_args` (vLLM takes the
+last), and so would the flags that take the place of those (a Unix socket instead of host and
+port, a config file of flags, a second parallelism dimension): those are in the table too, with
+nothing to render, so that they are refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from halo_cluster.config import rules
+from halo_cluster.config.schema import host_name
+
+POSITIONAL = "positional"  # the value alone, first: `vllm serve MODEL`
+VALUE = "value"  # `--flag=VALUE`, always
+OPTIONAL = "optional"  # `--flag=VALUE` when the value is set
+SWITCH = "switch"  # `--flag` when true: a boolean flag (argparse's BooleanOptionalAction)
+REFUSED = "refused"  # never passed: it would replace one of the above
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One long flag of `vllm serve` the tool owns.
+
+    `instead`: the key to use instead (what a refusal and the docs say); `source`: the key or
+    derived value (`serve.bind_address`) it is rendered from, as host data; `constant`: a value
+    the tool always passes; `aliases`: vLLM's single-dash spellings; `family`: every longer flag
+    starting with this name is owned too (`--data-parallel-size`, `--data-parallel-address`,
+    ...); `note`: why, in the docs."""
+
+    name: str
+    instead: str
+    form: str = VALUE
+    source: str | None = None
+    constant: str | None = None
+    aliases: tuple[str, ...] = ()
+    family: bool = False
+    note: str = ""
+
+    def rendered(self, data: Any) -> list[str]:
+        """This flag's words in `vllm serve`'s arguments (none when unset or false)."""
+        value = self.constant if self.source is None else getattr(data, host_name(self.source))
+        if self.form == POSITIONAL:
+            return [str(value)]
+        if self.form == SWITCH:
+            return [f"--{self.name}"] if value else []
+        if self.form == REFUSED or (self.form == OPTIONAL and not value):
+            return []
+        return [f"--{self.name}={value}"]
+
+
+DATA_PARALLEL = "serve.tensor_parallel_size and serve.pipeline_parallel_size (one GPU per node)"
+FLAGS = (
+    Flag("model", "serve.model", POSITIONAL, "serve.model"),
+    Flag(
+        "host",
+        "serve.listen",
+        source="serve.bind_address",
+        note="the head's data address with `listen: data`, 0.0.0.0 with `all`",
+    ),
+    Flag("port", "serve.port", source="serve.port"),
+    Flag(
+        "uds", "serve.listen and serve.port", REFUSED, note="a Unix socket instead of host and port"
+    ),
+    Flag("api-key", "serve.api_key_file", REFUSED, note="the key stays out of argv"),
+    Flag("served-model-name", "serve.served_model_name", source="serve.served_model_name"),
+    Flag(
+        "tensor-parallel-size",
+        "serve.tensor_parallel_size",
+        source="serve.tensor_parallel_size",
+        aliases=("tp",),
+        note="TP x PP = nodes is checked",
+    ),
+    Flag(
+        "pipeline-parallel-size",
+        "serve.pipeline_parallel_size",
+        source="serve.pipeline_parallel_size",
+        aliases=("pp",),
+    ),
+    Flag("data-parallel", DATA_PARALLEL, REFUSED, aliases=("dp",), family=True),
+    Flag("distributed-executor-backend", "nothing: the cluster runs vLLM on Ray", constant="ray"),
+    Flag(
+        "gpu-memory-utilization",
+        "serve.gpu_memory_utilization",
+        source="serve.gpu_memory_utilization",
+    ),
+    Flag("max-model-len", "serve.max_model_len", OPTIONAL, "serve.max_model_len"),
+    Flag("max-num-seqs", "serve.max_num_seqs", OPTIONAL, "serve.max_num_seqs"),
+    Flag("enforce-eager", "serve.enforce_eager", SWITCH, "serve.enforce_eager"),
+    Flag("headless", "nothing: without its API server vLLM never answers /health", REFUSED),
+    Flag(
+        "config",
+        "serve.extra_args, one flag per item (a config file can set any flag)",
+        REFUSED,
+    ),
+)
+
+
+def argv(data: Any) -> list[str]:
+    """`vllm serve` arguments from host data, each a plain word (every value passed its rule),
+    then the user's `serve.extra_args`."""
+    return [*(word for flag in FLAGS for word in flag.rendered(data)), *data.halo_serve_extra_args]
+
+
+def _flag_name(argument: str) -> tuple[str, bool] | None:
+    """(name without dashes, is long) of an option word, as vLLM's parser reads it, or None.
+
+    vLLM's FlexibleArgumentParser turns `_` into `-` up to the first `.` (`--a_b.c` is `--a-b`
+    with a JSON sub-key), takes `--flag=value` and `--flag value`, and argparse accepts unique
+    prefixes of long flags (`--hos` is `--host`).
+    """
+    if argument.startswith("--"):
+        return argument[2:].split("=", 1)[0].split(".", 1)[0].replace("_", "-"), True
+    if argument.startswith("-") and len(argument) > 1 and not argument[1].isdigit():
+        return argument[1:].split("=", 1)[0], False
+    return None
+
+
+def _names(flag: Flag) -> tuple[str, ...]:
+    """The long names argparse takes for `flag`: its own, and `no-NAME` for a boolean one."""
+    return (flag.name, f"no-{flag.name}") if flag.form == SWITCH else (flag.name,)
+
+
+def owned_flag(argument: str) -> str | None:
+    """The key that sets what this `vllm serve` argument would set, or None when it is free."""
+    parsed = _flag_name(argument)
+    if parsed is None:
+        return None
+    name, long = parsed
+    if not long:
+        # argparse matches -t as a prefix of -tp, and -tp4 reads as -tp 4 in some versions
+        for flag in FLAGS:
+            if any(alias.startswith(name) or name.startswith(alias) for alias in flag.aliases):
+                return flag.instead
+        return None
+    if not name:
+        return None
+    for flag in FLAGS:
+        for owned in _names(flag):
+            # an exact flag, a longer one of an owned family, or an abbreviation argparse expands
+            if name == owned or (flag.family and name.startswith(owned)):
+                return flag.instead
+            if len(name) >= 3 and owned.startswith(name):
+                return flag.instead
+    return None
+
+
+def extra_argument(value: object) -> str | None:
+    """The rule of one `serve.extra_args` item: a single word that sets nothing the tool owns."""
+    problem = rules.serve_argument(value)
+    if problem:
+        return problem
+    key = owned_flag(str(value))
+    return f"{rules.quote(str(value))} sets what the tool owns: use {key}" if key else None
+
+
+def _spellings(flag: Flag) -> str:
+    names = [f"`--{name}`" for name in _names(flag)]
+    if flag.form == POSITIONAL:
+        names.insert(0, "the model (positional)")
+    if flag.family:
+        names.append(f"every `--{flag.name}-*`")
+    names += [
+        f"`-{alias}`" + (f", every `-{alias}*`" if flag.family else "") for alias in flag.aliases
+    ]
+    return ", ".join(names)
+
+
+def _passed(flag: Flag) -> str:
+    if flag.form == REFUSED:
+        return "never" + (f" ({flag.note})" if flag.note else "")
+    value = f"{{{flag.source}}}" if flag.source else flag.constant
+    shown = {
+        POSITIONAL: f"`{value}`",
+        VALUE: f"`--{flag.name}={value}`",
+        OPTIONAL: f"`--{flag.name}={value}` when set",
+        SWITCH: f"`--{flag.name}` when `{flag.source}` is true",
+    }[flag.form]
+    return shown + (f" ({flag.note})" if flag.note else "")
+
+
+def markdown_table() -> str:
+    """The docs' flag table: every owned flag, what the tool passes, the key to use instead."""
+    rows = ["| flag | the tool passes | use instead |", "|---|---|---|"]
+    rows += [f"| {_spellings(f)} | {_passed(f)} | {f.instead} |" for f in FLAGS]
+    return "\n".join(rows)

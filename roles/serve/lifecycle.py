@@ -1,0 +1,159 @@
+"""The services' lifecycle on a node: write their files, stop and remove what is not wanted (and
+a former cluster user's), restart the user's manager when it lacks groups or limits, start what
+is not running and restart what changed, then wait for vLLM's /health. The operations are in
+services.py; this decides which run."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+
+from pyinfra import host, logger
+from pyinfra.context import ctx_state
+from pyinfra.operations import server
+
+from halo_cluster.node.groups import device_groups
+from halo_cluster.node.nodefiles import cached
+from halo_cluster.node.operations import text_file
+from halo_cluster.node.report import events
+from roles.serve.facts import HttpStatus, UserManager, UserUnits
+from roles.serve.files import BY_NAME, RAY, UNITS, VLLM, paths, restarted_by
+from roles.serve.services import remove_user_services, user_systemctl, wait_for_health
+from roles.serve.usermanager import needs_reexec, stale_because
+
+
+def write(user: str, snapshot, where: dict[str, str], wanted: dict[str, str]) -> dict[str, bool]:
+    """Write every wanted file with its mode from the table; which of them change."""
+    changed = {}
+    for name, text in wanted.items():
+        entry = BY_NAME[name]
+        changed[name] = snapshot.differs(where[name], text, entry.mode)
+        text_file(
+            name=f"{'Secrets' if entry.secret else 'Service file'} {where[name]}",
+            path=where[name],
+            text=text,
+            mode=entry.mode,
+            owner=user,
+            secret=entry.secret,
+        )
+    return changed
+
+
+def remove(user: str, snapshot, paths: list[str], services: list[str], what: str) -> None:
+    """Stop `services` and remove those of `paths` that exist (nothing when none does)."""
+    present = [path for path in paths if snapshot.exists(path)]
+    if present:
+        remove_user_services(
+            name=f"Stop and remove {what}", user=user, services=services, paths=present
+        )
+
+
+def remove_other_users_services(user: str, snapshot) -> None:
+    """Another user's Ray or vLLM of ours (an earlier `cluster_user`) would hold Ray's ports and
+    answer /health in place of the configured cluster: stop it and remove its files. Its
+    lingering and its other files stay: they are that user's."""
+    own = snapshot.home(user) or f"/home/{user}"
+    homes = {
+        path.split(f"/{UNITS}/")[0]
+        for path in snapshot.files
+        if path.endswith(".container") and f"/{UNITS}/halo-" in path
+    }
+    for home in sorted(homes - {own}):
+        other = snapshot.user_of_home(home)
+        if other:
+            remove_user_services(
+                name=f"Stop and remove {other}'s cluster services (cluster_user is {user})",
+                user=other,
+                services=[VLLM, RAY],
+                paths=[f"{home}/{path}" for path in paths().values()],
+            )
+
+
+def refresh_user_manager(user: str, snapshot) -> bool:
+    """Restart the user's systemd manager (and with it the services) when it runs without the
+    groups or the locked-memory limit this deploy gives the user: it reads them only when it
+    starts, and a node whose kernel arguments are right is never rebooted."""
+    manager = cached(host, UserManager, user=user)
+    memlock = host.data.halo_interconnect == "roce"
+    gids = snapshot.group_ids()
+    wanted = [gids[g] for g in device_groups(host.data.halo_interconnect) if g in gids]
+    if needs_reexec(manager, memlock):
+        server.shell(
+            name="Reload systemd's default limits (daemon-reexec)",
+            commands=["systemctl daemon-reexec"],
+        )
+    why = stale_because(manager, wanted, memlock)
+    if why:
+        logger.info(f"{host.print_prefix}{user}'s systemd manager restarts: {why}")
+        server.shell(
+            name=f"Restart {user}'s systemd manager (groups and limits)",
+            commands=[f"systemctl restart user@$(id -u {shlex.quote(user)}).service"],
+        )
+    return why is not None
+
+
+def start_or_restart(user: str, vllm: bool, changed: dict[str, bool]) -> bool:
+    """Start what is not running, restart what changed (vLLM also when Ray did); True when
+    anything was."""
+    units = cached(host, UserUnits, user=user, units=(RAY, VLLM))
+    if any(changed.get(n) for n in BY_NAME if BY_NAME[n].path.startswith(UNITS)):
+        user_systemctl(name="Reload the user's units", user=user, args=["daemon-reload"])
+    ray_changed = any(changed.get(n) for n in restarted_by(RAY))
+    acted = _ensure(user, RAY, ray_changed, units.get(RAY))
+    if vllm:
+        vllm_changed = ray_changed or any(changed.get(n) for n in restarted_by(VLLM))
+        acted = _ensure(user, VLLM, vllm_changed, units.get(VLLM)) or acted
+    return acted
+
+
+def _ensure(user: str, service: str, changed: bool, state: str | None) -> bool:
+    running = state in ("active", "activating", "reloading")
+    verb = "restart" if changed and running else "start" if not running else None
+    if verb:
+        # blocking: returns once the old container is gone and the new one runs, so the wait
+        # for /health that follows cannot be answered by the old one. A failed start (vLLM's,
+        # while vllm-prestart.sh frees the GPUs Ray kept) is retried by systemd; with the wait
+        # on, the wait judges the whole cluster: vLLM needs every node's Ray to answer.
+        user_systemctl(
+            name=f"{verb.capitalize()} {service}",
+            user=user,
+            args=[verb, service],
+            retried_by_systemd=host.data.halo_serve_wait,
+            _if=no_node_refused() if service == VLLM else None,
+        )
+    return verb is not None
+
+
+def no_node_refused() -> Callable[[], bool]:
+    """For vLLM's start, checked when it would run (every node planned by then, in pyinfra's
+    order): vLLM needs every node, so while any node was refused (a worker's RDMA port, its
+    safety checks) the head does not start it and says why."""
+    state, prefix = ctx_state.get(), host.print_prefix
+
+    def check() -> bool:
+        refused = sorted({event["node"] for event in events(state, "refused")})
+        if refused:
+            logger.warning(f"{prefix}vLLM not started: refused in this run: {', '.join(refused)}")
+        return not refused
+
+    return check
+
+
+def wait_until_serving(acted: bool) -> None:
+    """Wait for /health when this run started or changed something, or vLLM does not answer;
+    a converged, healthy cluster is only reported (so a re-run plans no change)."""
+    data = host.data
+    url = data.halo_serve_head_url
+    if not acted and cached(host, HttpStatus, url=f"{url}/health") == 200:
+        logger.info(f"{host.print_prefix}serving {data.halo_serve_served_model_name} at {url}")
+        return
+    wait_for_health(
+        name="Wait for vLLM's /health",
+        _if=no_node_refused(),
+        user=data.halo_cluster_user,
+        url=url,
+        model=data.halo_serve_served_model_name,
+        timeout=data.halo_serve_ready_timeout,
+        services=[VLLM, RAY],
+        nodes=[data.halo_head_address, *data.halo_worker_addresses],
+    )

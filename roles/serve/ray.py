@@ -1,0 +1,107 @@
+"""Ray on every node: the files its service reads (the quadlet, the start script, serve.env, the
+cluster's token), and the values the quadlets and scripts of both services render from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyinfra import host
+
+from halo_cluster.config.serving import NODE_PORTS, PORTS, SERVICE_CONFIG
+from halo_cluster.node import toolbox as toolbox_files
+from halo_cluster.node.context import NodeContext
+from halo_cluster.node.environment import environment_values
+from halo_cluster.node.render import templates
+from roles.serve import weights
+
+render = templates("roles.serve")  # roles/serve/templates/
+# per-node values vLLM must not copy from the head to the workers' Ray processes
+NON_CARRY_OVER = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "VLLM_ROCE_HCA")
+# a worker's Ray gives up on a lost head after this (Ray's default: 60 s), and systemd restarts it
+GCS_RECONNECT_SECONDS = 20
+# where vLLM's driver and the GPU worker on its node meet (VLLM_RPC_BASE_PATH), in both containers
+RPC_DIR = "/run/halo-cluster/vllm-rpc"
+WAIT_SECONDS = 600  # what a service waits for its prerequisites before failing (then retried)
+# rootless podman options RCCL over RDMA needs, as upstream's refresh_toolbox.sh and run_cluster.sh
+# (host IPC also gives the host's /dev/shm: podman refuses --shm-size with it)
+# --pid=host: a Ray driver (vLLM) finds its node's raylet by looking for its process
+PODMAN_ARGS = (
+    "--ipc=host",
+    "--pid=host",
+    "--group-add=keep-groups",
+    "--security-opt=seccomp=unconfined",
+)
+
+
+def context(node: NodeContext, env: str) -> dict:
+    """What the quadlets and scripts of both services render from."""
+    data = host.data
+    return {
+        "node": data.halo_node,
+        "role": data.halo_role,
+        "user": data.halo_cluster_user,
+        "image": data.halo_image,
+        "model": data.halo_serve_model,
+        "node_ip": data.halo_data_address,
+        "head_ip": data.halo_head_address,
+        "config": SERVICE_CONFIG,
+        "podman_args": list(PODMAN_ARGS),
+        "devices": _devices(node),
+        "memlock": node.has_infiniband,
+        "ports": PORTS,
+        "node_ports": NODE_PORTS,
+        "wait": WAIT_SECONDS,
+        "object_store_mib": data.halo_serve_object_store_mib,
+        "rpc_dir": RPC_DIR,
+        "hf_token": data.halo_serve_hf_token_file is not None,
+        "pinned": env_names(env),
+    }
+
+
+def files(node: NodeContext) -> tuple[dict[str, str], dict]:
+    """Name -> text of every file Ray's service reads on this node, and the render context."""
+    data = host.data
+    env = environment(node)
+    values = context(node, env)
+    wanted = {
+        "ray_unit": render("halo-ray.container.j2", **values),
+        "ray_start": render("ray-start.sh.j2", **values),
+        "env": env,
+        "non_carry_over": render("ray_non_carry_over_env_vars.json.j2", names=NON_CARRY_OVER),
+        "model": f"{data.halo_serve_model}\n",
+        "ray_token": secret_line(data.halo_serve_ray_token_file),
+    }
+    if data.halo_serve_hf_token_file:
+        wanted["hf_token"] = secret_line(data.halo_serve_hf_token_file)
+    return wanted, values
+
+
+def environment(node: NodeContext) -> str:
+    """serve.env: the environment of both containers on this node."""
+    return render(
+        "serve.env.j2",
+        **environment_values(node),
+        gcs_port=PORTS["port"],
+        gcs_reconnect_seconds=GCS_RECONNECT_SECONDS,
+        rpc_dir=RPC_DIR,
+        hf_token=host.data.halo_serve_hf_token_file is not None,
+        env=dict(host.data.halo_serve_env),
+        nccl_debug=host.data.halo_serve_nccl_debug,
+        transport=host.data.halo_serve_transport,
+        offline=weights.offline(host.data),
+    )
+
+
+def env_names(env: str) -> list[str]:
+    """The variables an environment file sets."""
+    return [line.split("=", 1)[0] for line in env.splitlines() if "=" in line and line[0] != "#"]
+
+
+def secret_line(path: str) -> str:
+    """A secret file's one line, read on the controller at deploy time: never host data."""
+    return Path(path).read_text().strip() + "\n"
+
+
+def _devices(node: NodeContext) -> list[str]:
+    devices = list(toolbox_files.GPU_DEVICES)
+    return [*devices, "/dev/infiniband"] if node.has_infiniband else devices
