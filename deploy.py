@@ -9,7 +9,7 @@ in its declared order.
 
 from pyinfra import host, logger
 
-import roles
+from halo_cluster import roles
 from halo_cluster.decide import preflight
 from halo_cluster.decide.safety import check_node
 from halo_cluster.node import reads

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-import roles
+from halo_cluster import roles
 from halo_cluster.config.hostdata import inventory_groups
 from halo_cluster.config.loader import ConfigError, load_cluster
 from halo_cluster.config.schema import use

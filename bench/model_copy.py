@@ -22,8 +22,8 @@ import time
 
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.memory import hub_folder
+from halo_cluster.roles.serve.services import copy_command
 from lab import cli
-from roles.serve.services import copy_command
 
 MODEL = "halo-lab/bench-copy"
 REPO = f"~vllm/{hub_folder(MODEL)}"

@@ -12,8 +12,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from halo_cluster.roles import all_packages
 from lab import sh
-from roles import all_packages
 
 CACHE = Path("/var/cache/halo-cluster-lab")
 OVERLAY_FILES = Path(__file__).resolve().parent / "rootfs"

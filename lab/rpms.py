@@ -11,8 +11,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from halo_cluster.roles import all_packages
 from lab import sh
-from roles import all_packages
 
 # one per package a role declares: adding a role never means editing the lab
 STAND_INS = all_packages()

@@ -1,10 +1,10 @@
-"""`python -m roles`: write the generated tables into the docs (`roles/docs.py`: the keys, the
+"""`python -m halo_cluster.roles`: write the generated tables into the docs (`roles/docs.py`: the keys, the
 owned kernel arguments); `--check`: exit 1 naming each page whose table is missing or stale,
 changing nothing."""
 
 import sys
 
-from roles import docs
+from halo_cluster.roles import docs
 
 
 def main(check: bool) -> int:

@@ -1,7 +1,7 @@
 """What every test needs first: the whole schema in use, as the entry points hand it to the
 loader (inventory.py, the `halo-cluster` tools)."""
 
-import roles
+from halo_cluster import roles
 from halo_cluster.config.schema import use
 
 use(roles.schema())

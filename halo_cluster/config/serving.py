@@ -73,7 +73,7 @@ OBJECT_STORE_SHARE = 0.5
 MACHINE_MEMORY_MIB = 128 * 1024
 OBJECT_STORE_MAX_MIB = int(MACHINE_MEMORY_MIB * OBJECT_STORE_SHARE)
 
-# Every variable the tool writes into serve.env (roles/serve/templates/serve.env.j2), the launcher's
+# Every variable the tool writes into serve.env (templates/serve/serve.env.j2), the launcher's
 # cluster.env.j2 and secrets.env, and those the serve role's containers rely on: a second line
 # for one of them in serve.env would win over the tool's.
 PINNED_VARIABLES = frozenset(

@@ -1,4 +1,4 @@
-"""Render a role's templates: `roles/NAME/templates/`, one Jinja2 file per rendered file, named
+"""Render a role's templates: `templates/NAME/`, one Jinja2 file per rendered file, named
 after its target, read through the package (so an installed package renders as a checkout).
 
 A value reaches a rendered file through the filter of its reader, whatever the value (the

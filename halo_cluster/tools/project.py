@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import roles
+from halo_cluster import roles
 from halo_cluster.config.loader import load_cluster
 from halo_cluster.config.model import Cluster
 from halo_cluster.config.schema import use

@@ -6,7 +6,7 @@ from pyinfra.api import deploy
 from halo_cluster.node import toolbox as toolbox_files
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.nodefiles import STORAGE, node_files
-from roles.container.operations import pull_image, toolbox_container
+from halo_cluster.roles.container.operations import pull_image, toolbox_container
 
 ORDER = 60
 PACKAGES = ("podman", "toolbox")

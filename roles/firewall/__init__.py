@@ -14,9 +14,9 @@ from halo_cluster.node.facts import Firewalld
 from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.operations import text_file
 from halo_cluster.node.render import templates
-from roles.firewall.operations import reload_firewall, zone_service
+from halo_cluster.roles.firewall.operations import reload_firewall, zone_service
 
-render = templates(__name__)  # roles/firewall/templates/
+render = templates(__name__)  # templates/firewall/
 
 ORDER = 35
 PACKAGES = ("firewalld",)

@@ -9,10 +9,10 @@ from halo_cluster.node.environment import environment_values
 from halo_cluster.node.nodefiles import node_files
 from halo_cluster.node.operations import text_file
 from halo_cluster.node.render import templates
-from roles.launcher.blocks import with_block
-from roles.launcher.operations import authorize_key, user_ssh_key
+from halo_cluster.roles.launcher.blocks import with_block
+from halo_cluster.roles.launcher.operations import authorize_key, user_ssh_key
 
-render = templates(__name__)  # roles/launcher/templates/
+render = templates(__name__)  # templates/launcher/
 
 ORDER = 70
 PACKAGES = ()

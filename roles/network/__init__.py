@@ -9,10 +9,10 @@ from halo_cluster.node.facts import Firewalld, NetworkInterfaces
 from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.operations import text_file
 from halo_cluster.node.render import templates
-from roles.network.facts import NmActiveConnections
-from roles.network.operations import activate_connection
+from halo_cluster.roles.network.facts import NmActiveConnections
+from halo_cluster.roles.network.operations import activate_connection
 
-render = templates(__name__)  # roles/network/templates/
+render = templates(__name__)  # templates/network/
 
 ORDER = 30
 PACKAGES = ()

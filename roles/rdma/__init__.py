@@ -9,7 +9,7 @@ from halo_cluster.node.context import NodeContext
 from halo_cluster.node.operations import text_file
 from halo_cluster.node.render import templates
 
-render = templates(__name__)  # roles/rdma/templates/
+render = templates(__name__)  # templates/rdma/
 
 ORDER = 50
 PACKAGES = ()

@@ -7,7 +7,7 @@ from pyinfra.api import deploy
 from halo_cluster.decide import cmdline
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.nodefiles import node_files
-from roles.reboot.operations import assert_kernel_args_active, reboot_and_wait
+from halo_cluster.roles.reboot.operations import assert_kernel_args_active, reboot_and_wait
 
 ORDER = 90
 PACKAGES = ()

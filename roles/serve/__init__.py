@@ -15,13 +15,13 @@ from halo_cluster.decide.safety import e810_ports
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.report import fail
-from roles.serve import budget, lifecycle, ray, vllm, weights
-from roles.serve.facts import HttpStatus, RdmaLinks, UserManager, UserUnits
-from roles.serve.files import RAY, UNITS, VLLM, VLLM_FILES
-from roles.serve.files import paths as service_files
-from roles.serve.transport import rdma_port_problem
+from halo_cluster.roles.serve import budget, lifecycle, ray, vllm, weights
+from halo_cluster.roles.serve.facts import HttpStatus, RdmaLinks, UserManager, UserUnits
+from halo_cluster.roles.serve.files import RAY, UNITS, VLLM, VLLM_FILES
+from halo_cluster.roles.serve.files import paths as service_files
+from halo_cluster.roles.serve.transport import rdma_port_problem
 
-render = ray.render  # roles/serve/templates/
+render = ray.render  # templates/serve/
 
 ORDER = 95  # after the reboot role: a cluster ends its deploy serving, not rebooting
 PACKAGES = ("curl", "rsync")  # rsync: the model copied from the head (serve.download: once)

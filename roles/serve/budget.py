@@ -11,7 +11,7 @@ from pyinfra.operations import server
 from halo_cluster.decide import budget
 from halo_cluster.node.memory import MemoryReading, ModelWeights, NodeMemory, model_dir
 from halo_cluster.node.nodefiles import cached
-from roles.serve.peers import nodes
+from halo_cluster.roles.serve.peers import nodes
 
 
 def read(data) -> tuple[type, dict]:

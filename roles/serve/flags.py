@@ -1,6 +1,6 @@
 """What the serve role passes to `vllm serve`, declared once: each flag, the host data it comes
 from and how it is rendered. `argv()`, the refusal of an owned flag in `serve.extra_args` and the
-docs' flag table (docs/roles/serve.md, written by `python -m roles`) all read `FLAGS`.
+docs' flag table (docs/roles/serve.md, written by `python -m halo_cluster.roles`) all read `FLAGS`.
 
 A flag the tool sets would be undone by the same flag later in `serve.extra_args` (vLLM takes the
 last), and so would the flags that take the place of those (a Unix socket instead of host and

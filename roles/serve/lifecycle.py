@@ -16,10 +16,10 @@ from halo_cluster.node.groups import device_groups
 from halo_cluster.node.nodefiles import cached
 from halo_cluster.node.operations import text_file
 from halo_cluster.node.report import events
-from roles.serve.facts import HttpStatus, UserManager, UserUnits
-from roles.serve.files import BY_NAME, RAY, UNITS, VLLM, paths, restarted_by
-from roles.serve.services import remove_user_services, user_systemctl, wait_for_health
-from roles.serve.usermanager import needs_reexec, stale_because
+from halo_cluster.roles.serve.facts import HttpStatus, UserManager, UserUnits
+from halo_cluster.roles.serve.files import BY_NAME, RAY, UNITS, VLLM, paths, restarted_by
+from halo_cluster.roles.serve.services import remove_user_services, user_systemctl, wait_for_health
+from halo_cluster.roles.serve.usermanager import needs_reexec, stale_because
 
 
 def write(user: str, snapshot, where: dict[str, str], wanted: dict[str, str]) -> dict[str, bool]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from halo_cluster.config.loader import check_secret
 from halo_cluster.config.model import Cluster, Problems, resolve
 from halo_cluster.config.schema import section_type
-from roles.serve.schema import SECTION
+from halo_cluster.roles.serve.schema import SECTION
 
 # Ray's cluster token when `serve.ray_token_file` is not given: made once by `prepare`
 DEFAULT_RAY_TOKEN = ".halo-cluster/ray-token"

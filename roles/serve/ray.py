@@ -12,9 +12,9 @@ from halo_cluster.node import toolbox as toolbox_files
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.environment import environment_values
 from halo_cluster.node.render import templates
-from roles.serve import weights
+from halo_cluster.roles.serve import weights
 
-render = templates("roles.serve")  # roles/serve/templates/
+render = templates("roles.serve")  # templates/serve/
 # per-node values vLLM must not copy from the head to the workers' Ray processes
 NON_CARRY_OVER = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "VLLM_ROCE_HCA")
 # a worker's Ray gives up on a lost head after this (Ray's default: 60 s), and systemd restarts it

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from halo_cluster.config import rules
 from halo_cluster.config.schema import DERIVED, Field, variables
-from roles.serve import flags
+from halo_cluster.roles.serve import flags
 
 SECTION: tuple[Field, ...] = (
     Field(
@@ -175,6 +175,6 @@ READS = (
     "halo_serve_head_url",
 )
 VARIABLES = variables(SECTION, READS)
-# the further tables its page holds, written by `python -m roles` (roles/docs.py)
+# the further tables its page holds, written by `python -m halo_cluster.roles` (roles/docs.py)
 TABLES = {"flags": flags.markdown_table}
 # the section's typed values, `cluster.serve`, are derived in model.py (roles.derivation)

@@ -7,8 +7,8 @@ import shlex
 
 from pyinfra import host
 
-from roles.serve import flags
-from roles.serve.ray import render, secret_line
+from halo_cluster.roles.serve import flags
+from halo_cluster.roles.serve.ray import render, secret_line
 
 # what Ray may take to place vLLM's GPUs with every node up before the head's Ray is restarted
 PLACEMENT_GRACE_SECONDS = 20

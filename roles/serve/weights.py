@@ -12,10 +12,10 @@ from pathlib import PurePosixPath
 from pyinfra import host, logger
 
 from halo_cluster.node.nodefiles import cached
-from roles.serve import budget
-from roles.serve.facts import ModelFiles, complete
-from roles.serve.peers import nodes, unreachable
-from roles.serve.services import copy_model, download_model
+from halo_cluster.roles.serve import budget
+from halo_cluster.roles.serve.facts import ModelFiles, complete
+from halo_cluster.roles.serve.peers import nodes, unreachable
+from halo_cluster.roles.serve.services import copy_model, download_model
 
 ONCE, EVERY, NEVER = "once", "every", "never"
 

@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
+from halo_cluster.roles.kernel import ENTRIES, GRUB, KERNEL_CMDLINE
+from halo_cluster.roles.launcher import ENV_FILE
 from lab import cli
-from roles.kernel import ENTRIES, GRUB, KERNEL_CMDLINE
-from roles.launcher import ENV_FILE
 from tests.e2e.conftest import PYINFRA, ROOT, Lab
 
 KEYFILE = "/etc/NetworkManager/system-connections/halo-data.nmconnection"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from roles.launcher.blocks import END
+from halo_cluster.roles.launcher.blocks import END
 from tests.e2e.conftest import ROOT, Lab
 
 HALO_CLUSTER = str(Path(sys.executable).parent / "halo-cluster")

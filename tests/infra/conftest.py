@@ -20,7 +20,8 @@ import testinfra
 from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.model import Cluster
 from halo_cluster.tools import project, sshconfig
-from tests.infra.target import NOT_VERIFIED, Target
+
+from .target import NOT_VERIFIED, Target
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.infra.target import Target
+from .target import Target
 
 
 def test_full_size_frames(pair: tuple[Target, Target], measured) -> None:

@@ -4,7 +4,8 @@ profile), and what the management side lets in (docs/roles/firewall.md)."""
 from __future__ import annotations
 
 from halo_cluster.node import firewalld
-from tests.infra.target import Target
+
+from .target import Target
 
 
 def test_firewalld_running(node: Target, measured) -> None:

@@ -8,7 +8,8 @@ import re
 import pytest
 
 from halo_cluster.decide import rdmatools
-from tests.infra.target import Target
+
+from .target import Target
 
 PERFTEST = "timeout 60 {tool} -d {device} -x {gid} -F {extra}"
 

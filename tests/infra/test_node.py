@@ -6,8 +6,9 @@ import pytest
 
 from halo_cluster.decide import cmdline
 from halo_cluster.node import toolbox
-from roles import all_packages
-from tests.infra.target import Target
+from halo_cluster.roles import all_packages
+
+from .target import Target
 
 # every package the deploy installs: what each role declares
 PACKAGES = all_packages()

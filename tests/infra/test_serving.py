@@ -14,7 +14,8 @@ from halo_cluster.decide import nccl
 from halo_cluster.node import firewalld
 from halo_cluster.node.facts import as_user
 from halo_cluster.tools import allreduce
-from tests.infra.target import NOT_VERIFIED, Target, connects
+
+from .target import NOT_VERIFIED, Target, connects
 
 STANDIN = "stand-in"
 

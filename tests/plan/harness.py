@@ -32,7 +32,7 @@ from pyinfra.context import ctx_host, ctx_state
 from pyinfra.facts.server import TmpDir
 from pyinfra_cli.util import load_deploy_file
 
-import roles
+from halo_cluster import roles
 from halo_cluster.config.hostdata import inventory_groups
 from halo_cluster.config.model import Cluster
 from halo_cluster.node import nodefiles, reads, report

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 from pyinfra.facts.rpm import RpmPackages
 
-import roles
+from halo_cluster import roles
 from halo_cluster.config.loader import parse_cluster
 from halo_cluster.config.schema import use
 from halo_cluster.decide.safety import E810_DEVICES, INTEL_VENDOR
@@ -25,10 +25,10 @@ from halo_cluster.node.facts import (
     TextFiles,
 )
 from halo_cluster.node.memory import ModelWeights, NodeMemory
-from roles import all_packages
-from roles.network.facts import NmActiveConnections
-from roles.serve.facts import HttpStatus, ModelFiles, RdmaLinks, UserManager, UserUnits
-from roles.serve.model import ensure_ray_token
+from halo_cluster.roles import all_packages
+from halo_cluster.roles.network.facts import NmActiveConnections
+from halo_cluster.roles.serve.facts import HttpStatus, ModelFiles, RdmaLinks, UserManager, UserUnits
+from halo_cluster.roles.serve.model import ensure_ray_token
 from tests.plan.harness import Node, Plan, given, plan
 from tests.recorded import firewalld_output, fixture, interfaces_output, text_files_output
 

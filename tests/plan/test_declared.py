@@ -16,10 +16,10 @@ import pyinfra
 import pytest
 from pyinfra.api.host import HostData
 
-import roles
+from halo_cluster import roles
 from halo_cluster.config.schema import host_name
 from halo_cluster.node import deployreads, operations, report
-from roles import all_roles
+from halo_cluster.roles import all_roles
 from tests.plan.harness import ROOT
 from tests.plan.nodes import cluster, plan_both, plan_cluster, serve_cluster
 

@@ -8,7 +8,7 @@ from pyinfra.api import FactBase
 from pyinfra.facts.rpm import RpmPackages
 
 from halo_cluster.node.facts import NetworkInterfaces, SshSessionInterfaces
-from roles import packages
+from halo_cluster.roles import packages
 from tests.plan.harness import UnansweredRead, given, plan
 from tests.plan.nodes import cluster, fresh_node, plan_both
 

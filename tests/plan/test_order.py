@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from halo_cluster.node import toolbox
-from roles import all_roles
+from halo_cluster.roles import all_roles
 from tests.plan.nodes import IMAGE_ID, containers, node, plan_pair
 
 

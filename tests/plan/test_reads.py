@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from halo_cluster.node.facts import DataPortHardware, Hardware
-from roles import packages
+from halo_cluster.roles import packages
 from tests.plan.harness import Plan, fact_reads, one_read, plan
 from tests.plan.nodes import (
     cluster,

@@ -72,7 +72,7 @@ def test_a_missing_rdma_device_withholds_vllm() -> None:
 
 def test_the_refused_node_fails_the_run_but_stays_in_it(monkeypatch) -> None:
     """In the failed hosts (pyinfra exits 1), still active (its Ray and files are applied)."""
-    import roles.serve as serve
+    import halo_cluster.roles.serve as serve
 
     seen = []
 

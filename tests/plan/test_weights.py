@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from halo_cluster.config.model import ConfigError
-from roles.serve.facts import ModelFiles, complete, tree_files
+from halo_cluster.roles.serve.facts import ModelFiles, complete, tree_files
 from tests.plan.nodes import (
     CONFIG,
     MODEL_FILES,

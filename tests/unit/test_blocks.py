@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from roles.launcher.blocks import BEGIN, END, with_block
+from halo_cluster.roles.launcher.blocks import BEGIN, END, with_block
 
 
 def test_block_appended_to_a_file_without_one() -> None:

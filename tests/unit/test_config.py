@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-import roles
+from halo_cluster import roles
 from halo_cluster.config.hostdata import host_data, inventory_groups
 from halo_cluster.config.loader import ConfigError, load_cluster, parse_cluster
 from halo_cluster.config.schema import host_name
-from roles import docs
-from roles.kernel.schema import gtt_kernel_args
-from roles.serve.model import Serve
+from halo_cluster.roles import docs
+from halo_cluster.roles.kernel.schema import gtt_kernel_args
+from halo_cluster.roles.serve.model import Serve
 from tests.unit.configs import VALID_ROCE, VALID_TB, problems, write
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,13 +11,13 @@ from types import SimpleNamespace
 
 import pytest
 
-import roles
+from halo_cluster import roles
 from halo_cluster.config import serving
 from halo_cluster.config.loader import ConfigError, load_cluster
 from halo_cluster.decide import preflight
 from halo_cluster.decide.safety import cluster_user_problem
 from halo_cluster.node.environment import roce_nccl
-from roles.serve import flags
+from halo_cluster.roles.serve import flags
 from tests.unit.configs import VALID_ROCE, VALID_TB, problems, write
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import roles
+from halo_cluster import roles
 from halo_cluster.config.loader import ConfigError, load_cluster
 from halo_cluster.config.schema import REQUIRED
 
@@ -248,7 +248,7 @@ def test_kernel_arguments_never_contradict_the_tools(section: dict) -> None:
     """Accepted: each argument name once, none the tool owns given again, nothing removed that
     is added, by name as the kernel reads them."""
     from halo_cluster.decide.cmdline import key_of
-    from roles.kernel.schema import owned
+    from halo_cluster.roles.kernel.schema import owned
 
     doc = {"cluster_user": "vllm", "nodes": [{"name": "a", "ssh": {"host": "10.0.0.11"}}]}
     cluster = accepted(yaml.safe_dump({**doc, "kernel": section}, allow_unicode=True))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import roles
+from halo_cluster import roles
 from halo_cluster.tools.cli import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]

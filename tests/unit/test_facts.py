@@ -6,7 +6,7 @@ import base64
 import json
 
 from halo_cluster.node.facts import NetworkInterfaces, OsRelease, SshSessionInterfaces, TextFiles
-from roles.network.facts import NmActiveConnections
+from halo_cluster.roles.network.facts import NmActiveConnections
 from tests.recorded import fixture
 
 

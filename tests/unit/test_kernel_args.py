@@ -9,8 +9,8 @@ import pytest
 
 from halo_cluster.config.loader import load_cluster
 from halo_cluster.decide import cmdline
-from roles import docs
-from roles.kernel import schema
+from halo_cluster.roles import docs
+from halo_cluster.roles.kernel import schema
 from tests.unit.configs import VALID_ROCE, problems, write
 
 KERNEL_PAGE = docs.ROOT / "docs" / "roles" / "kernel.md"

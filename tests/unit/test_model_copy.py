@@ -8,8 +8,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from halo_cluster.roles.serve.services import copy_command
 from lab import hub
-from roles.serve.services import copy_command
 
 FAKE_RSYNC = """#!/bin/sh
 echo "ARGS $*" >> "$HOME/calls"

@@ -27,7 +27,7 @@ import json, sys
 from pathlib import Path
 import jinja2, roles
 from halo_cluster.node.render import environment
-from roles import all_roles
+from halo_cluster.roles import all_roles
 assert roles.__file__.startswith(sys.argv[1]), roles.__file__
 for role in all_roles():
     folder = Path(role.__file__).parent / "templates"

@@ -20,7 +20,7 @@ from halo_cluster.node.reads import (
     script,
     split_output,
 )
-from roles.network.facts import NmActiveConnections
+from halo_cluster.roles.network.facts import NmActiveConnections
 
 PARTS = [
     "printf 'a\\nb\\n'",  # ends in a newline

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-import roles
+from halo_cluster import roles
 from halo_cluster.config.hostdata import host_data
 from halo_cluster.config.loader import load_cluster
 from halo_cluster.config.schema import CORE, Field, Schema, host_name, variables
-from roles import docs
+from halo_cluster.roles import docs
 from tests.unit.configs import VALID_ROCE, write
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +35,7 @@ def test_a_key_is_declared_in_one_section_only() -> None:
 
 def test_every_keys_table_is_the_generated_one() -> None:
     """configuration.md holds the cluster section's table, each role's page its own
-    (`python -m roles` writes them)."""
+    (`python -m halo_cluster.roles` writes them)."""
     assert docs.stale() == []
     pages = {page.name for page in docs.tables()}
     assert "configuration.md" in pages and "serve.md" in pages and "user.md" not in pages
@@ -104,7 +104,7 @@ def test_the_config_layer_names_no_role_key(module: str) -> None:
 
 def test_the_vllm_flag_table_is_written_from_the_flags() -> None:
     """docs/roles/serve.md's owned flags are roles/serve/flags.py's table, kept by `--check`."""
-    from roles.serve import flags
+    from halo_cluster.roles.serve import flags
 
     page = (ROOT / "docs" / "roles" / "serve.md").read_text()
     assert flags.markdown_table() in page

@@ -16,7 +16,7 @@ import jinja2
 import pytest
 from jinja2 import nodes
 
-import roles
+from halo_cluster import roles
 from halo_cluster.config.serving import NODE_PORTS, PORTS
 from halo_cluster.node.environment import roce_nccl
 from halo_cluster.node.render import FILTERS, environment, templates

@@ -9,7 +9,7 @@ import pytest
 
 from halo_cluster.config.loader import load_cluster
 from halo_cluster.decide.rdmatools import parse_rdma_link
-from roles.serve.transport import FIX, rdma_port_problem
+from halo_cluster.roles.serve.transport import FIX, rdma_port_problem
 from tests.recorded import fixture
 from tests.unit.configs import VALID_ROCE, VALID_TB, problems, write
 

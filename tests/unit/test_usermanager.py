@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from roles.serve.facts import UserManager
-from roles.serve.usermanager import needs_reexec, stale_because
+from halo_cluster.roles.serve.facts import UserManager
+from halo_cluster.roles.serve.usermanager import needs_reexec, stale_because
 
 # as the fact prints it on a Fedora node: PID 1 unlimited hard limit, the manager 8 MiB
 RECORDED = [

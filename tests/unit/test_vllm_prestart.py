@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from roles.serve import render
+from halo_cluster.roles.serve import render
 
 FAKE_RAY = {
     "ray/__init__.py": (
