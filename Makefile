@@ -15,7 +15,7 @@ DEMO_CONFIG := $(if $(SERVE),.lab/cluster-serve.yml,$(LAB_CONFIG))
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml constraints.txt
+$(VENV)/.installed: pyproject.toml setup.py constraints.txt
 	@python3 -m venv $(VENV) 2>/dev/null || { apt-get update -q && apt-get install -y -q python3-venv && python3 -m venv $(VENV); }
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -c constraints.txt -e '.[dev,test]'

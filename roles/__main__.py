@@ -1,6 +1,6 @@
-"""`python -m halo_cluster.roles`: write the generated tables into the docs (`roles/docs.py`: the keys, the
-owned kernel arguments); `--check`: exit 1 naming each page whose table is missing or stale,
-changing nothing."""
+"""`python -m halo_cluster.roles`: write the generated tables into the docs (`roles/docs.py`: the
+keys, the vLLM flags, the owned kernel arguments); `--check`: exit 1 naming each page whose table
+is missing or stale, changing nothing."""
 
 import sys
 

@@ -1,8 +1,8 @@
 """The docs' keys tables, generated from the schema: the cluster section's in
 docs/configuration.md, each role's on its own page, docs/roles/NAME.md; and the further tables a
-role declares (`TABLES` in its schema.py: the serve role's vLLM flags), on its page too.
-`python -m halo_cluster.roles` writes them; `python -m halo_cluster.roles --check` and tests/unit/test_sections.py fail on
-a stale one.
+role declares (`TABLES` in its schema.py: the serve role's vLLM flags, the kernel role's owned
+arguments), on its page too. `python -m halo_cluster.roles` writes them; `python -m
+halo_cluster.roles --check` and tests/unit/test_sections.py fail on a stale one.
 
 A role's table lives on its page so that adding a role edits no shared page: configuration.md
 holds the cluster section alone and points to docs/roles/, the one index that needs no edit."""

@@ -276,7 +276,8 @@ def host_name(path: str) -> str:
 
 
 def markdown_table(fields: tuple[Field, ...]) -> str:
-    """A section's keys as a docs table (`python -m halo_cluster.roles` writes them into the pages)."""
+    """A section's keys as a docs table (`python -m halo_cluster.roles` writes them into the
+    pages)."""
     rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for f in fields:
         choices = f" One of: {', '.join(f'`{c}`' for c in f.choices)}." if f.choices else ""

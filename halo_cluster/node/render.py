@@ -1,5 +1,6 @@
-"""Render a role's templates: `templates/NAME/`, one Jinja2 file per rendered file, named
-after its target, read through the package (so an installed package renders as a checkout).
+"""Render a role's templates: `templates/NAME/` at the top of the checkout, one Jinja2 file per
+rendered file, named after its target. They are read as the package `halo_cluster.templates`
+(setup.py maps the folder), so a checkout and an installed wheel render the same files.
 
 A value reaches a rendered file through the filter of its reader, whatever the value (the
 config's rules refuse hostile values earlier; these hold for a value from a node too):
@@ -22,6 +23,7 @@ from typing import Any
 
 import jinja2
 
+PACKAGE = "halo_cluster.templates"
 LINE_BREAKS = ("\n", "\r", "\0")
 
 
@@ -62,12 +64,17 @@ def environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
     return found
 
 
-def templates(package: str) -> Callable[..., str]:
-    """`render(template, **values)` over the `templates` folder of `package` (a role's
-    `__name__`)."""
-    rendering = environment(jinja2.PackageLoader(package, "templates"))
+def templates(role: str) -> Callable[..., str]:
+    """`render(template, **values)` over the role's folder of templates, `templates/NAME/` for
+    the role `halo_cluster.roles.NAME` (its `__name__`)."""
+    rendering = environment(jinja2.PackageLoader(PACKAGE, folder(role)))
 
     def render(template: str, **values: Any) -> str:
         return rendering.get_template(template).render(**values)
 
     return render
+
+
+def folder(role: str) -> str:
+    """The role's folder of templates: its name, the last part of its module's."""
+    return role.rpartition(".")[2]

@@ -144,11 +144,11 @@ def test_every_spelling_of_every_owned_flag_is_refused() -> None:
 def template_variables() -> set[str]:
     names = set()
     for name in (
-        "serve/templates/serve.env.j2",
-        "launcher/templates/cluster.env.j2",
-        "serve/templates/secrets.env.j2",
+        "serve/serve.env.j2",
+        "launcher/cluster.env.j2",
+        "serve/secrets.env.j2",
     ):
-        text = (ROOT / "roles" / name).read_text()
+        text = (ROOT / "templates" / name).read_text()
         names |= set(re.findall(r"^([A-Za-z_][A-Za-z0-9_]*)=", text, re.MULTILINE))
     return names | set(roce_nccl("irdma0"))  # the RoCE block both env templates render
 

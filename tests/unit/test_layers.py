@@ -20,7 +20,8 @@ ALLOWED = {
 # the command-line tools sit above the roles, as deploy.py and inventory.py do: they load a
 # config, so they assemble the schema from the roles' sections (`roles.schema()`), and import
 # nothing else of a role
-ABOVE_ROLES = {"tools": {"roles", "roles.schema"}}
+ROLES = "halo_cluster.roles"  # the folder roles/ (setup.py)
+ABOVE_ROLES = {"tools": {ROLES, f"{ROLES}.schema"}}
 
 
 def imported(path: Path) -> set[str]:
@@ -34,14 +35,31 @@ def imported(path: Path) -> set[str]:
     return names
 
 
+def role_of(name: str) -> str | None:
+    """The role a module name is of ("" for the roles package itself), None when none."""
+    if name != ROLES and not name.startswith(f"{ROLES}."):
+        return None
+    return name.removeprefix(ROLES).removeprefix(".").partition(".")[0]
+
+
+def test_nothing_imports_the_roles_by_their_folder_name() -> None:
+    """`roles` is a folder of the checkout, installed as halo_cluster.roles: an `import roles`
+    would work only in the checkout, and load every role a second time beside the other."""
+    folders = ("halo_cluster", "roles", "tests", "lab", "bench")
+    sources = [ROOT / "deploy.py", ROOT / "inventory.py"]
+    for path in sources + sorted(p for f in folders for p in (ROOT / f).rglob("*.py")):
+        found = {n for n in imported(path) if n.split(".")[0] == "roles"}
+        assert not found, f"{path.relative_to(ROOT)} imports {sorted(found)}"
+
+
 @pytest.mark.parametrize("layer", sorted(ALLOWED))
 def test_a_layer_imports_only_layers_below_it(layer: str) -> None:
     for path in sorted((ROOT / "halo_cluster" / layer).glob("*.py")):
         for name in imported(path):
             parts = name.split(".")
-            if parts[0] == "roles":
+            if role_of(name) is not None:
                 assert name in ABOVE_ROLES.get(layer, ()), f"{layer}/{path.name} imports {name}"
-            if parts[0] == "halo_cluster" and len(parts) > 1:
+            elif parts[0] == "halo_cluster" and len(parts) > 1:
                 assert parts[1] in ALLOWED[layer], f"{layer}/{path.name} imports {name}"
 
 
@@ -49,9 +67,9 @@ def test_no_role_imports_another_role() -> None:
     for folder in sorted(p for p in (ROOT / "roles").iterdir() if (p / "__init__.py").exists()):
         for path in sorted(folder.rglob("*.py")):
             for name in imported(path):
-                parts = name.split(".")
-                if parts[0] == "roles":
-                    assert parts[1:2] == [folder.name], f"{folder.name}/{path.name} imports {name}"
+                role = role_of(name)
+                if role is not None:
+                    assert role in ("", folder.name), f"{folder.name}/{path.name} imports {name}"
 
 
 def test_no_role_imports_the_tools() -> None:

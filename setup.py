@@ -1,0 +1,56 @@
+"""The package's layout: the checkout's top-level folders install inside `halo_cluster`.
+
+`roles/` is `halo_cluster.roles`, `templates/` `halo_cluster.templates` (package data, one folder
+per role) and `tests/infra/` `halo_cluster.verification`; deploy.py and inventory.py, which pyinfra
+runs as files, are copied to `halo_cluster/entry/`. The subpackages are found, not listed, so a new
+role (`roles/NAME/`, `templates/NAME/`) changes nothing here; the editable install (`pip install -e
+.`, as `make venv` does) maps the same names onto the checkout's folders (docs/architecture.md).
+"""
+
+from pathlib import Path
+
+from setuptools import find_namespace_packages, setup
+from setuptools.command.build_py import build_py
+
+FOLDERS = {
+    "halo_cluster.roles": "roles",
+    "halo_cluster.templates": "templates",
+    "halo_cluster.verification": "tests/infra",
+}
+ENTRY_POINTS = ("deploy.py", "inventory.py")  # pyinfra's files, run in halo_cluster/entry/
+
+
+def packages() -> list[str]:
+    """halo_cluster's own packages, then each folder's, under the name it installs as."""
+    folders = {"halo_cluster": "halo_cluster", **FOLDERS}
+    return [
+        name
+        for package, folder in folders.items()
+        for name in (package, *(f"{package}.{sub}" for sub in subfolders(folder)))
+    ]
+
+
+def subfolders(folder: str) -> list[str]:
+    """Every folder below, as Python sees them (a template folder is a namespace package)."""
+    return find_namespace_packages(folder, exclude=["__pycache__", "*.__pycache__"])
+
+
+class BuildWithEntryPoints(build_py):
+    """The wheel's build also copies deploy.py and inventory.py into the package; an editable
+    install needs no copy: the tools find them in the checkout."""
+
+    def run(self) -> None:
+        super().run()
+        if not self.editable_mode:
+            entry = Path(self.build_lib, "halo_cluster", "entry")
+            self.mkpath(str(entry))
+            for name in ENTRY_POINTS:
+                self.copy_file(name, str(entry / name))
+
+
+setup(
+    packages=packages(),
+    package_dir=FOLDERS,
+    package_data={"halo_cluster.templates": ["**/*.j2"]},
+    cmdclass={"build_py": BuildWithEntryPoints},
+)
