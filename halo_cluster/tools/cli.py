@@ -4,8 +4,10 @@ script calls this and not make: docs/ci.md).
     halo-cluster [--config PATH] COMMAND [ARGS...]
 
 The config is `--config PATH` (once, before or after COMMAND, never empty), else $CLUSTER_CONFIG,
-else cluster.yml in the checkout. ARGS go to the command: drift's and status's own options,
-pytest's for verify, pyinfra's for deploy.
+else cluster.yml in the checkout (or, for an installed wheel, in the current directory). ARGS go
+to the command: drift's and status's own options, pytest's for verify, pyinfra's for deploy.
+deploy.py, inventory.py and the verification are the checkout's with an editable install, else
+the wheel's own copy (`halo_cluster.tools.project`).
 """
 
 from __future__ import annotations
@@ -24,33 +26,34 @@ ERROR = 1
 NO_CHECKOUT = 4  # pytest's usage error: there is nothing to run
 
 
-def _checkout(command: str) -> str | None:
-    root = project.checkout()
-    if root is None:
+def _files(command: str) -> project.Files | None:
+    found = project.files()
+    if found is None:
         markers = ", ".join(project.MARKERS)
         print(
             f"halo-cluster {command}: no checkout of the project ({markers}) beside "
-            f"{project.PACKAGE_PARENT} or in {os.getcwd()}: run it in the checkout",
+            f"{project.PACKAGE_PARENT}, nor the copy a wheel ships in {project.PACKAGE}: "
+            "reinstall the package",
             file=sys.stderr,
         )
-    return str(root) if root else None
+    return found
 
 
 def _env() -> dict[str, str]:
-    """The environment for a run in the checkout: a config path relative to here made absolute."""
-    config = os.environ.get("CLUSTER_CONFIG")
-    return dict(os.environ, **({"CLUSTER_CONFIG": os.path.abspath(config)} if config else {}))
+    """The environment for a run in another folder: the config's path made absolute."""
+    return dict(os.environ, CLUSTER_CONFIG=os.path.abspath(project.config()))
 
 
 def run_drift(args: list[str]) -> int:
-    """The dry run (pyinfra in the checkout): 0 converged, 2 drift, 1 error."""
-    return drift.main(args) if _checkout("drift") else drift.ERROR
+    """The dry run (pyinfra over deploy.py): 0 converged, 2 drift, 1 error."""
+    found = _files("drift")
+    return drift.main(args, found.entry) if found else drift.ERROR
 
 
 def run_verify(args: list[str]) -> int:
-    """The end state: pytest over tests/infra of the checkout; pytest's exit code."""
-    root = _checkout("verify")
-    if root is None:
+    """The end state: pytest over the verification (tests/infra); pytest's exit code."""
+    found = _files("verify")
+    if found is None:
         return NO_CHECKOUT
     if importlib.util.find_spec("pytest") is None:
         # pytest is the `test` extra: an install without it has the commands but not the checks
@@ -59,25 +62,25 @@ def run_verify(args: list[str]) -> int:
             file=sys.stderr,
         )
         return NO_CHECKOUT
-    junit = os.path.join(root, "reports", "verify.xml")
-    argv = [sys.executable, "-m", "pytest", "tests/infra", "-q", "-p", "no:cacheprovider"]
-    return subprocess.run([*argv, f"--junitxml={junit}", *args], cwd=root, env=_env()).returncode
+    junit = project.ROOT / "reports" / "verify.xml"
+    argv = [sys.executable, "-m", "pytest", str(found.verification), "-q", "-p", "no:cacheprovider"]
+    run = [*argv, f"--junitxml={junit}", *args]
+    return subprocess.run(run, cwd=project.ROOT, env=_env()).returncode
 
 
 def run_deploy(args: list[str]) -> int:
-    """pyinfra over the checkout's inventory.py and deploy.py; pyinfra's exit code."""
-    root = _checkout("deploy")
-    if root is None:
+    """pyinfra over inventory.py and deploy.py; pyinfra's exit code."""
+    found = _files("deploy")
+    if found is None:
         return ERROR
-    pyinfra = os.path.join(os.path.dirname(sys.executable), "pyinfra")
-    argv = [pyinfra, *args, "inventory.py", "deploy.py"]
-    return subprocess.run(argv, cwd=root, env=_env()).returncode
+    argv = [*project.PYINFRA, *args, "inventory.py", "deploy.py"]
+    return subprocess.run(argv, cwd=found.entry, env=_env()).returncode
 
 
 def run_where(args: list[str]) -> int:
     """Where the serving cluster is: its URL, a curl line, the status command."""
     argparse.ArgumentParser(prog="halo-cluster where", description=where.__doc__).parse_args(args)
-    config = os.environ.get("CLUSTER_CONFIG") or str(project.ROOT / "cluster.yml")
+    config = project.config()
     try:
         cluster = project.load(config)
     except ConfigError as error:

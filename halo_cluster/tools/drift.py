@@ -24,7 +24,7 @@ from pathlib import Path
 
 from halo_cluster.config.loader import ConfigError
 from halo_cluster.node.report import REPORT_ENV
-from halo_cluster.tools.project import ROOT, load
+from halo_cluster.tools.project import PYINFRA, ROOT, config, load
 
 NO_DRIFT, ERROR, DRIFT = 0, 1, 2
 CONVERGED, PENDING, REFUSED, UNREACHABLE = "converged", "drift", "refused", "unreachable"
@@ -32,12 +32,12 @@ FAILED = "failed"  # reached, but the deploy code stopped before every role was 
 _CONNECT_ERRORS = ("SSH error", "Could not connect", "could not load fact", "Authentication")
 
 
-def dry_run(config: str, events: Path) -> subprocess.CompletedProcess:
-    pyinfra = str(Path(sys.executable).parent / "pyinfra")
+def dry_run(config: str, events: Path, entry: Path) -> subprocess.CompletedProcess:
+    """pyinfra's dry run of deploy.py in `entry`, the checkout or the wheel's copy."""
     return subprocess.run(
-        [pyinfra, "--dry", "--json", "inventory.py", "deploy.py"],
-        cwd=ROOT,
-        # pyinfra runs in the checkout: a config path relative to here must still name the file
+        [*PYINFRA, "--dry", "--json", "inventory.py", "deploy.py"],
+        cwd=entry,
+        # pyinfra runs in `entry`: a config path relative to here must still name the file
         env=dict(
             os.environ, CLUSTER_CONFIG=str(Path(config).resolve()), **{REPORT_ENV: str(events)}
         ),
@@ -152,7 +152,7 @@ def markdown(summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(config: str) -> dict:
+def run(config: str, entry: Path) -> dict:
     try:
         nodes = [node.name for node in load(config).nodes]
     except ConfigError as error:
@@ -160,18 +160,18 @@ def run(config: str) -> dict:
         return {"exit_code": ERROR, "errors": problems, "config_errors": problems, "nodes": {}}
     with tempfile.TemporaryDirectory(prefix="halo-drift-") as folder:
         events = Path(folder) / "events.jsonl"
-        result = dry_run(config, events)
+        result = dry_run(config, events, entry)
         return summarize(nodes, result, _read_events(events))
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], entry: Path) -> int:
     parser = argparse.ArgumentParser(prog="halo-cluster drift", description=__doc__)
     parser.add_argument("--json-out", default=str(ROOT / "reports" / "drift.json"))
     parser.add_argument("--md-out", default=None, help="default: beside --json-out, as .md")
     args = parser.parse_args(argv)
-    config = os.environ.get("CLUSTER_CONFIG") or str(ROOT / "cluster.yml")
-    summary = run(config)
-    summary["config"] = config
+    path = config()
+    summary = run(path, entry)
+    summary["config"] = path
     if summary.get("config_errors"):
         print("\n".join(f"drift: error: {e}" for e in summary["config_errors"]))
     else:
@@ -184,5 +184,7 @@ def main(argv: list[str]) -> int:
     return summary["exit_code"]
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+if __name__ == "__main__":  # as `halo-cluster drift`, which finds deploy.py or says where not
+    from halo_cluster.tools import cli
+
+    sys.exit(cli.main(["drift", *sys.argv[1:]]))

@@ -1,8 +1,15 @@
-"""Where the project's checkout is: deploy.py, inventory.py and tests/infra are files of the
-checkout, not of the installed package, so the entry points find them here."""
+"""Where the tool's files are: deploy.py and inventory.py, which pyinfra runs, and the
+verification (tests/infra), which pytest runs, are files, not imports. A checkout has them at its
+top, and an editable install (`pip install -e .`, as `make venv` does) finds them there; a wheel
+ships its own copy inside the package (`halo_cluster/entry/`, `halo_cluster/verification/`:
+setup.py), so an installed tool runs from any folder. The defaults, cluster.yml and reports/,
+are the checkout's, else the current directory's."""
 
 from __future__ import annotations
 
+import os
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from halo_cluster import roles
@@ -10,8 +17,24 @@ from halo_cluster.config.loader import load_cluster
 from halo_cluster.config.model import Cluster
 from halo_cluster.config.schema import use
 
-PACKAGE_PARENT = Path(__file__).resolve().parents[2]
+PACKAGE = Path(__file__).resolve().parents[1]  # halo_cluster: the checkout's or the wheel's
+PACKAGE_PARENT = PACKAGE.parent
 MARKERS = ("deploy.py", "inventory.py", "tests/infra/conftest.py")
+# pyinfra of this interpreter, wherever its environment puts console scripts (a venv, pipx)
+PYINFRA = (sys.executable, "-m", "pyinfra")
+
+
+@dataclass(frozen=True)
+class Files:
+    """What the commands run: pyinfra in `entry` (inventory.py deploy.py), pytest over
+    `verification`."""
+
+    entry: Path
+    verification: Path
+
+    def complete(self) -> bool:
+        names = (self.entry / "deploy.py", self.entry / "inventory.py")
+        return all(p.is_file() for p in names) and (self.verification / "conftest.py").is_file()
 
 
 def is_checkout(folder: Path) -> bool:
@@ -19,14 +42,29 @@ def is_checkout(folder: Path) -> bool:
 
 
 def checkout() -> Path | None:
-    """The checkout this package was installed from (`pip install -e .`, as `make venv` does),
-    else the current directory when it is one; None when neither is."""
-    return next((f for f in (PACKAGE_PARENT, Path.cwd()) if is_checkout(f)), None)
+    """The checkout this package was installed from (`pip install -e .`); None for a wheel."""
+    return PACKAGE_PARENT if is_checkout(PACKAGE_PARENT) else None
 
 
-# the modules' default paths (cluster.yml, reports/); the package's parent when no checkout is
-# found, so that importing never fails: the entry points say what is missing
-ROOT = checkout() or PACKAGE_PARENT
+def files() -> Files | None:
+    """The checkout's files, else the copy the wheel ships; None when neither is there."""
+    root = checkout()
+    found = (
+        Files(root, root / "tests" / "infra")
+        if root
+        else Files(PACKAGE / "entry", PACKAGE / "verification")
+    )
+    return found if found.complete() else None
+
+
+# the default folder of cluster.yml and reports/
+ROOT = checkout() or Path.cwd()
+
+
+def config() -> str:
+    """The config the commands use: $CLUSTER_CONFIG (the CLI's --config sets it), else
+    cluster.yml in ROOT."""
+    return os.environ.get("CLUSTER_CONFIG") or str(ROOT / "cluster.yml")
 
 
 def load(path: str | Path) -> Cluster:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from halo_cluster.decide import budget
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.memory import memory_command, memory_process
 from halo_cluster.tools import sshconfig
-from halo_cluster.tools.project import ROOT, load
+from halo_cluster.tools.project import config, load
 
 UP, DOWN, UNREACHABLE = 0, 2, 1
 VERDICTS = {UP: "up", DOWN: "something is down", UNREACHABLE: "a node cannot be reached"}
@@ -279,7 +278,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     args = parser.parse_args(argv)
     try:
-        cluster = load(os.environ.get("CLUSTER_CONFIG") or ROOT / "cluster.yml")
+        cluster = load(config())
     except ConfigError as error:
         print("\n".join(error.problems), file=sys.stderr)
         return UNREACHABLE

@@ -8,7 +8,6 @@ end shows passed / FAILED / NOT VERIFIED per node and check, with measured value
 
 from __future__ import annotations
 
-import os
 import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -23,11 +22,9 @@ from halo_cluster.tools import project, sshconfig
 
 from .target import NOT_VERIFIED, Target
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def config_path() -> Path:
-    return Path(os.environ.get("CLUSTER_CONFIG") or ROOT / "cluster.yml")
+    return Path(project.config())
 
 
 def pytest_configure(config: pytest.Config) -> None:
