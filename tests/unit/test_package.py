@@ -1,5 +1,7 @@
-"""The package as `pip install .` (not editable) leaves it: every role's templates are package
-data, so an installed copy renders them and plans the same deploy as the checkout."""
+"""The package as a wheel leaves it, installed in a fresh venv: every template renders, its own
+deploy.py plans the same deploy as the checkout's, its commands run from a folder outside the
+checkout, and it installs nothing but `halo_cluster` (the editable install resolves the same
+names)."""
 
 from __future__ import annotations
 
@@ -9,81 +11,218 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tomllib
+import zipfile
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+import pytest
 from packaging.specifiers import SpecifierSet  # pytest's own dependency
 
+from halo_cluster.tools.project import checkout
 from tests.plan.nodes import plan_cluster, serve_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("pyproject.toml", "halo_cluster", "roles", "lab")
+# what the wheel is built from: everything setup.py maps or copies
+SOURCES = (
+    "pyproject.toml",
+    "setup.py",
+    "halo_cluster",
+    "roles",
+    "templates",
+    "tests/infra",
+    "deploy.py",
+    "inventory.py",
+)
+# import names as both installs must resolve them (True) or not (False)
+NAMES = {
+    "halo_cluster.roles": True,
+    "halo_cluster.roles.serve": True,
+    "halo_cluster.templates": True,
+    "halo_cluster.verification": True,
+    "roles": False,
+    "lab": False,
+    "tests": False,
+}
+RESOLVE = """
+import importlib.util, json, sys
+print(json.dumps({n: importlib.util.find_spec(n) is not None for n in sys.argv[1:]}))
+"""
 
-# run by the installed copy: the checkout is on the path after it only for deploy.py and the
-# plan harness
+# run by the wheel's interpreter: the checkout is on the path after the wheel only for the plan
+# harness (tests/plan), which plans the wheel's own deploy.py
 PLAN = """
 import json, sys
 from pathlib import Path
-import jinja2, roles
-from halo_cluster.node.render import environment
-from halo_cluster.roles import all_roles
-assert roles.__file__.startswith(sys.argv[1]), roles.__file__
-for role in all_roles():
-    folder = Path(role.__file__).parent / "templates"
-    loader = jinja2.PackageLoader(role.__name__, "templates") if folder.is_dir() else None
-    for name in loader.list_templates() if loader else ():
-        environment(loader).get_template(name)
+import jinja2
+import halo_cluster.roles, halo_cluster.templates
+from halo_cluster.node import render
+from halo_cluster.tools import project
+from tests.plan import harness
+site = sys.argv[1]
+assert halo_cluster.roles.__file__.startswith(site), halo_cluster.roles.__file__
+folders = {p.name: p for t in halo_cluster.templates.__path__ for p in Path(t).iterdir()}
+assert all(str(p).startswith(site) for p in folders.values()), folders
+roles = {render.folder(role.__name__) for role in halo_cluster.roles.all_roles()}
+assert set(folders) <= roles, f"templates of no role: {set(folders) - roles}"
+for name in folders:
+    loader = jinja2.PackageLoader(render.PACKAGE, name)
+    for template in loader.list_templates():
+        render.environment(loader).get_template(template)
+harness.ROOT = project.files().entry
+assert str(harness.ROOT).startswith(site), harness.ROOT
 from tests.plan.nodes import plan_cluster, serve_cluster
 cluster = serve_cluster(serve=", listen: all, api_key_file: key", tmp_path=Path.cwd())
 result = plan_cluster(cluster)
 print(json.dumps({node: result.uploads(node) for node in ("halo1", "halo2")}))
 """
+# two nodes on loopback addresses where nothing listens on the SSH port: the commands load the
+# config, run pyinfra and the verification, and every node is unreachable
+UNREACHABLE = """interconnect: roce
+subnet: 192.168.100.0/30
+cluster_user: vllm
+ssh: {user: root, port: 9, key: ssh/id_ed25519, known_hosts: ssh/known_hosts}
+nodes:
+  - name: node1
+    ssh: {host: 127.0.0.1}
+    data: {interface: enp1s0f0np0}
+  - name: node2
+    ssh: {host: 127.0.0.2}
+    data: {interface: enp1s0f0np0}
+"""
 
 
-def build_and_install(tmp_path: Path) -> Path:
-    """A wheel built from a copy of the sources (no network, no build artefacts in the checkout),
-    installed into a folder of its own."""
-    source = tmp_path / "source"
+@dataclass(frozen=True)
+class Installed:
+    wheel: Path
+    python: Path
+    site: Path
+
+    def run(self, *args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+        clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CLUSTER_CONFIG")}
+        return subprocess.run(
+            list(args),
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            env=dict(clean, **env),
+            stdin=subprocess.DEVNULL,
+            timeout=300,
+        )
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """A wheel built from a copy of the sources (no network, no build artefacts in the
+    checkout), installed without its dependencies into a venv of its own; the dependencies
+    (pyinfra, jinja2, ...) are this environment's, on the venv's path after the wheel."""
+    folder = tmp_path_factory.mktemp("package")
+    source = folder / "source"
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
-    source.mkdir()
     for name in SOURCES:
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, source / name, ignore=ignore)
         else:
             shutil.copy(ROOT / name, source / name)
     pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
-    wheels, site = tmp_path / "wheels", tmp_path / "site"
+    wheels, venv = folder / "wheels", folder / "venv"
     subprocess.run(
         [*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", wheels, source],
         check=True,
         timeout=120,
     )
     wheel = next(wheels.glob("halo_cluster-*.whl"))
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=60)
+    python = venv / "bin" / "python"
     subprocess.run(
-        [*pip, "install", "--no-deps", "--no-index", "--target", site, wheel],
+        [*pip, "--python", python, "install", "--no-deps", "--no-index", wheel],
         check=True,
         timeout=120,
     )
-    return site
+    site = Path(sysconfig.get_path("purelib", vars={"base": venv, "platbase": venv}))
+    (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    return Installed(wheel, python, site)
 
 
-def test_an_installed_package_renders_every_template_and_plans_the_same(tmp_path: Path) -> None:
-    site = build_and_install(tmp_path)
-    (tmp_path / "key").write_text("sk-package-test\n")
-    env = dict(os.environ, PYTHONPATH=f"{site}{os.pathsep}{ROOT}")
-    installed = subprocess.run(
-        [sys.executable, "-c", PLAN, str(site)],
+def resolved(python: Path, cwd: Path) -> dict[str, bool]:
+    """Which of NAMES `python` imports, from a folder outside the checkout (-I: no
+    PYTHONPATH, not the current folder)."""
+    found = subprocess.run(
+        [str(python), "-I", "-c", RESOLVE, *NAMES],
         capture_output=True,
         text=True,
-        cwd=tmp_path,
-        env=env,
-        timeout=120,
+        cwd=cwd,
+        check=True,
+        timeout=60,
     )
-    assert installed.returncode == 0, installed.stderr[-3000:]
+    return json.loads(found.stdout)
+
+
+def test_the_wheel_installs_halo_cluster_alone(installed: Installed) -> None:
+    top = {name.split("/")[0] for name in zipfile.ZipFile(installed.wheel).namelist()}
+    assert top == {"halo_cluster", f"{installed.wheel.name.split('-py')[0]}.dist-info"}
+
+
+def test_the_wheel_and_the_editable_install_resolve_the_same_names(
+    installed: Installed, tmp_path: Path
+) -> None:
+    assert resolved(installed.python, tmp_path) == NAMES
+    if checkout() is None:
+        pytest.skip(f"halo_cluster is not an editable install of {ROOT}: make venv makes one")
+    assert resolved(Path(sys.executable), tmp_path) == NAMES
+
+
+def test_an_installed_package_renders_every_template_and_plans_the_same(
+    installed: Installed, tmp_path: Path
+) -> None:
+    (tmp_path / "key").write_text("sk-package-test\n")
+    pythonpath = f"{installed.site}{os.pathsep}{ROOT}"
+    plan = installed.run(
+        str(installed.python), "-c", PLAN, str(installed.site), cwd=tmp_path, PYTHONPATH=pythonpath
+    )
+    assert plan.returncode == 0, plan.stderr[-3000:]
     here = plan_cluster(serve_cluster(serve=", listen: all, api_key_file: key", tmp_path=tmp_path))
     expected = {node: here.uploads(node) for node in ("halo1", "halo2")}
-    assert json.loads(installed.stdout.splitlines()[-1]) == expected
+    assert json.loads(plan.stdout.splitlines()[-1]) == expected
+
+
+@pytest.fixture
+def elsewhere(tmp_path: Path) -> Path:
+    """A folder outside the checkout with a cluster.yml whose nodes cannot be reached."""
+    assert not tmp_path.is_relative_to(ROOT)
+    (tmp_path / "ssh").mkdir()
+    (tmp_path / "ssh" / "known_hosts").write_text("")
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", tmp_path / "ssh" / "id_ed25519"],
+        check=True,
+        timeout=60,
+    )
+    (tmp_path / "cluster.yml").write_text(UNREACHABLE)
+    return tmp_path
+
+
+def test_the_installed_commands_run_outside_the_checkout(
+    installed: Installed, elsewhere: Path
+) -> None:
+    command = str(installed.python.parent / "halo-cluster")
+    drift = installed.run(command, "drift", "--config", "cluster.yml", cwd=elsewhere)
+    assert drift.returncode == 1, drift.stdout + drift.stderr
+    lines = drift.stdout.splitlines()
+    assert [line.split(": ")[:2] for line in lines[:2]] == [
+        ["node1", "unreachable"],
+        ["node2", "unreachable"],
+    ], drift.stdout + drift.stderr
+    assert "Could not connect" in lines[0]
+    report = json.loads((elsewhere / "reports" / "drift.json").read_text())
+    assert report["config"] == "cluster.yml" and report["exit_code"] == 1
+    deploy = installed.run(command, "deploy", "--config", "cluster.yml", "--dry", cwd=elsewhere)
+    assert deploy.returncode == 1 and "Could not connect" in deploy.stdout + deploy.stderr
+    verify = installed.run(command, "verify", "--config", "missing.yml", cwd=elsewhere)
+    assert verify.returncode == 2, verify.stdout + verify.stderr
+    assert f"{elsewhere / 'missing.yml'}: cannot read" in verify.stdout + verify.stderr
 
 
 def test_every_requirement_has_its_exact_version_in_the_constraints() -> None:
