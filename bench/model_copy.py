@@ -1,7 +1,7 @@
 """The model copy of `serve.download: once` on the built-in lab: a script that prints numbers, not
 a test.
 
-    .venv/bin/python bench/model_copy.py [--mib 1024] [--repeat 3]
+    .venv/bin/python -m bench.model_copy [--mib 1024] [--repeat 3]    (at the checkout's top)
 
 On a converged 2-node lab (`make demo` or a deploy first: the head's key admitted by the worker),
 lays a model of --mib MiB of incompressible bytes out in the head's Hugging Face cache (one

@@ -1,6 +1,6 @@
 """Cluster services on the built-in lab: a script that prints numbers, not a test.
 
-    .venv/bin/python bench/serve.py [--repeat 3]
+    .venv/bin/python -m bench.serve [--repeat 3]    (at the checkout's top: lab/ is not installed)
 
 On a converged 2-node lab (real Ray, the lab's stand-in vllm): the deploy that enables `serve:`
 until /health answers 200 (the deploy itself waits for it), a reboot of both nodes until /health

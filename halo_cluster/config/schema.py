@@ -4,7 +4,7 @@ The keys the deploy itself and several roles use (nodes, SSH, the cluster user, 
 image) are the cluster section, `CORE`, here. A key only one role uses is declared in that role's
 section, `roles/NAME/schema.py`: `roles.schema()` assembles `CORE` and every section into one
 `Schema`, and an entry point that loads a config (inventory.py, the `halo-cluster` tools, the
-tests) hands it to `use()` first, since nothing in halo_cluster imports roles.
+tests) hands it to `use()` first, since the config layer imports no role.
 
 A section may also derive typed values from its keys (a `Derivation`, handed in with the
 fields): the config layer runs it without knowing the keys it reads.
