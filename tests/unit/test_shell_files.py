@@ -16,10 +16,12 @@ import jinja2
 import pytest
 from jinja2 import nodes
 
+import halo_cluster.templates
 from halo_cluster import roles
 from halo_cluster.config.serving import NODE_PORTS, PORTS
 from halo_cluster.node.environment import roce_nccl
 from halo_cluster.node.render import FILTERS, environment, templates
+from halo_cluster.node.render import folder as folder_of
 
 SHELLS = ("/bin/sh", "/bin/bash")
 # what a config or a node might hold, were the rules not there: each must arrive as it is
@@ -49,8 +51,9 @@ ENV_NAMES = (
 def all_templates() -> list[tuple[str, str, str]]:
     """(role, template, source) of every role's templates."""
     found = []
+    top = Path(next(iter(halo_cluster.templates.__path__)))
     for role in roles.all_roles():
-        folder = Path(role.__file__).parent / "templates"
+        folder = top / folder_of(role.__name__)
         for path in sorted(folder.glob("*.j2")) if folder.is_dir() else ():
             found.append((role.__name__, path.name, path.read_text()))
     return found
