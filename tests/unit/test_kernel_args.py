@@ -67,6 +67,38 @@ def test_an_argument_given_twice_by_name_is_refused(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("key", "arg", "use"),
+    [
+        ("extra_args", "ttm.pages-limit=1024", "kernel.gtt_gib"),
+        ("extra_args", "pcie-aspm=force", "kernel.pcie_aspm_off"),
+        ("extra_args", "amd-iommu=on", "kernel.iommu"),
+        ("remove_args", "ttm.pages-limit", "kernel.gtt_gib"),
+    ],
+)
+def test_an_owned_argument_spelt_with_dashes_is_refused(
+    tmp_path: Path, key: str, arg: str, use: str
+) -> None:
+    """The kernel matches a name with '-' and '_' alike (parameq): `pcie-aspm=force` is
+    `pcie_aspm=force`."""
+    found = problems(tmp_path, VALID_ROCE + f"kernel: {{{key}: ['{arg}']}}\n")
+    assert found == [
+        f"{tmp_path / 'cluster.yml'}: kernel.{key}[0]: {arg!r} is an argument the tool sets: "
+        f"use {use}"
+    ]
+
+
+def test_one_name_spelt_two_ways_is_given_twice(tmp_path: Path) -> None:
+    text = "kernel: {extra_args: ['foo_bar=1', 'foo-bar=2'], remove_args: [foo-bar]}\n"
+    found = problems(tmp_path, VALID_ROCE + text)
+    assert found == [
+        f"{tmp_path / 'cluster.yml'}: kernel.extra_args[1]: 'foo_bar' is already given as "
+        "kernel.extra_args[0]",
+        f"{tmp_path / 'cluster.yml'}: kernel.remove_args[0]: 'foo-bar' is also an argument to add "
+        "('foo_bar=1', by name)",
+    ]
+
+
 def test_remove_args_compares_by_name(tmp_path: Path) -> None:
     found = problems(tmp_path, VALID_ROCE + "kernel: {extra_args: ['foo=1'], remove_args: [foo]}\n")
     assert found == [
