@@ -3,6 +3,7 @@ name in `kernel.extra_args` and `kernel.remove_args` with the key to use, and sh
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,50 @@ def test_a_stale_owned_table_is_rewritten_in_place() -> None:
     stale = page.replace("| `pci` |", "| `pci-old` |")
     assert docs.written_derived(stale, "owned kernel arguments", block) == page
     assert docs.written_derived("# Role\n", "owned kernel arguments", block) == "# Role\n\n" + block
+
+
+# what a user might write, shell-hostile or not; each the rule takes must reach grub as written
+GRUB_CANDIDATES = (
+    "x=$(touch${IFS}ran)",
+    "x=`touch${IFS}ran`",
+    "x=${HOME}",
+    "x=$HOME",
+    "x=a;>ran",
+    "x=a|>ran",
+    "x=a&>ran",
+    "x=a\x00b",
+    "x=a\x1bb",
+    "console=ttyS0,115200n8",
+    "amd_pstate=active",
+    "x=<y>",
+)
+
+
+def test_an_argument_a_shell_would_expand_is_refused(tmp_path: Path) -> None:
+    """/etc/default/grub is sourced by grub2-mkconfig's shell, the arguments inside double quotes:
+    '$' and '`' would run there."""
+    found = problems(tmp_path, VALID_ROCE + "kernel: {extra_args: ['x=$(reboot)', 'y=`id`']}\n")
+    assert [line.split(": ", 2)[1:] for line in found] == [
+        [f"kernel.extra_args[{i}]", f"{arg!r} is not a single kernel argument (no spaces, quotes, "
+         "backslashes, '$' or '`')"]
+        for i, arg in enumerate(["x=$(reboot)", "y=`id`"])
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("shell", ["/bin/sh", "/bin/bash"])
+def test_every_accepted_argument_reaches_grub_as_written(shell: str, tmp_path: Path) -> None:
+    from halo_cluster.config import rules
+
+    taken = [arg for arg in GRUB_CANDIDATES if rules.kernel_argument(arg) is None]
+    assert "console=ttyS0,115200n8" in taken and "x=a;>ran" in taken
+    grub = tmp_path / "grub"
+    grub.write_text(cmdline.edit_grub_defaults('GRUB_CMDLINE_LINUX="rhgb quiet"\n', taken, []))
+    sourced = subprocess.run(
+        [shell, "-c", '. ./grub && printf "%s" "$GRUB_CMDLINE_LINUX"'],
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=10,
+    )
+    assert sourced.returncode == 0, sourced.stderr
+    assert sourced.stdout.decode() == " ".join(["rhgb", "quiet", *taken])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grub"]  # nothing ran
