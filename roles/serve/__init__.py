@@ -255,7 +255,7 @@ def _wanted_files(node: NodeContext, head: bool) -> dict[str, tuple[str, str]]:
             **ray_ctx,
             "gpus": _gpus(),
             "grace": PLACEMENT_GRACE_SECONDS,
-            "argv": [shlex.quote(a) for a in argv()],
+            "argv": argv(),  # vllm-start.sh.j2 quotes each word (`sh`)
         }
         wanted["vllm_unit"] = (render("halo-vllm.container.j2", **vllm_ctx), "644")
         wanted["vllm_start"] = (render("vllm-start.sh.j2", **vllm_ctx), "755")
