@@ -4,6 +4,7 @@ and a name the kernel takes but a shell would run reaches the files a shell read
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -101,3 +102,16 @@ def test_vllm_serve_gets_each_argument_once_quoted(monkeypatch: pytest.MonkeyPat
         assert done.returncode == 0, done.stderr
         got = done.stdout.decode().split("\0")[:-1]
         assert got[0] == "Qwen/Qwen3-14B" and got[-2:] == ["--x=a b'c", "$(touch m)"], got
+
+
+def test_a_backslash_in_the_name_is_escaped_in_the_keyfile() -> None:
+    """A GLib key file reads `\\s` as a space (and refuses an unknown escape): a name the kernel
+    takes with a backslash in it is written with the backslash doubled, so NetworkManager reads
+    the name itself."""
+    name = "e\\sx\\q"
+    node = fresh_node(interfaces=[LOOPBACK, MGMT, dict(E810, name=name)])
+    result = plan(
+        cluster(data=f"{{interface: {json.dumps(name)}}}"), {"halo1": node, "halo2": node}
+    )
+    assert result.refused == {}
+    assert "\ninterface-name=e\\\\sx\\\\q\n" in result.uploads("halo1")[KEYFILE]
