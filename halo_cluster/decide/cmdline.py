@@ -19,12 +19,6 @@ def key_of(arg: str) -> str:
     return arg.split("=", 1)[0]
 
 
-def param_name(arg: str) -> str:
-    """The argument's name as the kernel matches it (parameq, parameqn): '-' and '_' are one,
-    so `ttm.pages-limit=1` sets `ttm.pages_limit` and `pcie-aspm=force` sets `pcie_aspm`."""
-    return key_of(arg).replace("-", "_")
-
-
 def split_args(line: str) -> list[str]:
     return _TOKEN.findall(line)
 

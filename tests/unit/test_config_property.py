@@ -251,8 +251,7 @@ def accepted(text: str):
 def test_kernel_arguments_never_contradict_the_tools(section: dict) -> None:
     """Accepted: each argument name once, none the tool owns given again, nothing removed that
     is added, by name as the kernel reads them."""
-    from halo_cluster.decide.cmdline import param_name
-    from roles.kernel.schema import owned
+    from roles.kernel.schema import owned, param_name
 
     doc = {"cluster_user": "vllm", "nodes": [{"name": "a", "ssh": {"host": "10.0.0.11"}}]}
     cluster = accepted(yaml.safe_dump({**doc, "kernel": section}, allow_unicode=True))
