@@ -267,9 +267,17 @@ def interface_name(value: object) -> str | None:
 
 
 def kernel_argument(value: object) -> str | None:
+    """One token of the kernel command line. /etc/default/grub, where it is written inside
+    GRUB_CMDLINE_LINUX="...", is a shell script grub2-mkconfig sources as root: a '$' or '`'
+    there would run, so neither is taken (nor anything unprintable)."""
     text = str(value)
-    if not text or text.startswith("=") or re.search(r"[\s\"'\\]", text):
-        return f"{quote(text)} is not a single kernel argument (no spaces, quotes or backslashes)"
+    if not text or text.startswith("=") or re.search(r"[\s\"'\\$`]", text):
+        return (
+            f"{quote(text)} is not a single kernel argument (no spaces, quotes, backslashes, "
+            "'$' or '`')"
+        )
+    if not text.isprintable():
+        return f"{quote(text)} is not a single kernel argument (printable characters only)"
     return None
 
 

@@ -77,6 +77,12 @@ def gtt_kernel_args(gtt_gib: int) -> tuple[str, str]:
 Arguments = tuple[tuple[str, ...], tuple[str, ...]]  # (to add, to remove)
 
 
+def param_name(arg: str) -> str:
+    """The argument's name as the kernel matches it (parameq, parameqn): '-' and '_' are one,
+    so `ttm.pages-limit=1` sets `ttm.pages_limit` and `pcie-aspm=force` sets `pcie_aspm`."""
+    return cmdline.key_of(arg).replace("-", "_")
+
+
 def _toggle(arg: str) -> Callable[[Any], Arguments]:
     return lambda on: ((arg,), ()) if on else ((), (arg,))
 
@@ -113,7 +119,7 @@ def owned() -> dict[str, str]:
     for key, arguments in ARGUMENTS.items():
         for value in samples(key):
             for arg in (arg for group in arguments(value) for arg in group):
-                found.setdefault(cmdline.key_of(arg), key)
+                found.setdefault(param_name(arg), key)
     return found
 
 
@@ -126,8 +132,8 @@ def owned_table() -> str:
         for value in samples(key):
             add, remove = ARGUMENTS[key](value)
             shown = str(value).lower() if isinstance(value, bool) else value
-            does += [f"{shown}: adds `{a}`" for a in add if cmdline.key_of(a) == name]
-            does += [f"{shown}: removes `{a}`" for a in remove if cmdline.key_of(a) == name]
+            does += [f"{shown}: adds `{a}`" for a in add if param_name(a) == name]
+            does += [f"{shown}: removes `{a}`" for a in remove if param_name(a) == name]
         rows.append(f"| `{name}` | `{key}` | {'; '.join(does)} |")
     return "\n".join(rows)
 
@@ -151,7 +157,7 @@ def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Kernel:
 
 
 def _owner_problem(arg: str) -> str | None:
-    key = owned().get(cmdline.key_of(arg))
+    key = owned().get(param_name(arg))
     return f"{arg!r} is an argument the tool sets: use {key}" if key else None
 
 
@@ -161,7 +167,7 @@ def _extra(args: list[str], problems: Problems) -> list[str]:
     first: dict[str, int] = {}
     kept = []
     for i, arg in enumerate(args):
-        name = cmdline.key_of(arg)
+        name = param_name(arg)
         at = f"kernel.extra_args[{i}]"
         if problem := _owner_problem(arg):
             problems.error(at, problem)
@@ -176,13 +182,13 @@ def _extra(args: list[str], problems: Problems) -> list[str]:
 def _removed(args: list[str], wanted: list[str], problems: Problems) -> list[str]:
     """`kernel.remove_args` compared by argument name, as the kernel reads them: never an owned
     argument, never the name of one to add."""
-    adding = {cmdline.key_of(arg): arg for arg in wanted}
+    adding = {param_name(arg): arg for arg in wanted}
     kept = []
     for i, arg in enumerate(args):
         at = f"kernel.remove_args[{i}]"
         if problem := _owner_problem(arg):
             problems.error(at, problem)
-        elif (name := cmdline.key_of(arg)) in adding:
+        elif (name := param_name(arg)) in adding:
             also = f" ({adding[name]!r}, by name)" if adding[name] != arg else ""
             problems.error(at, f"{arg!r} is also an argument to add{also}")
         else:

@@ -20,6 +20,13 @@ CONNECTIONS = "/etc/NetworkManager/system-connections"
 THUNDERBOLT_MODULES = "/etc/modules-load.d/thunderbolt-net.conf"
 
 
+def keyfile_string(value: str) -> str:
+    """A string as a GLib key file holds it: NetworkManager reads `\\s`, `\\n`, `\\t`, `\\r` and
+    `\\\\` in a value as escapes (and refuses any other), so a backslash is written doubled; the
+    rules keep white space and line breaks out of the values written here."""
+    return value.replace("\\", "\\\\")
+
+
 def keyfile(data) -> str:
     return f"{CONNECTIONS}/{data.halo_network_connection}.nmconnection"
 
@@ -43,13 +50,14 @@ def apply(node: NodeContext) -> None:
             text=render("thunderbolt-net.conf.j2", interface=host.data.halo_data_interface),
         )
 
+    bound = None if host.data.halo_data_mac else node.data_interface
     wanted = render(
         "halo-data.nmconnection.j2",
         node=host.data.halo_node,
         interconnect=host.data.halo_interconnect,
         connection=host.data.halo_network_connection,
         uuid=host.data.halo_network_uuids[host.data.halo_node],
-        interface=None if host.data.halo_data_mac else node.data_interface,
+        interface=bound and keyfile_string(bound),
         mac=host.data.halo_data_mac,
         mtu=host.data.halo_mtu,
         address=host.data.halo_data_address,

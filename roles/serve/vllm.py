@@ -3,8 +3,6 @@ scripts, the API key), rendered from Ray's context and the flag table (flags.py)
 
 from __future__ import annotations
 
-import shlex
-
 from pyinfra import host
 
 from halo_cluster.roles.serve import flags
@@ -20,7 +18,7 @@ def files(ray_context: dict) -> dict[str, str]:
         **ray_context,
         "gpus": host.data.halo_serve_gpus,
         "grace": PLACEMENT_GRACE_SECONDS,
-        "argv": [shlex.quote(a) for a in flags.argv(host.data)],
+        "argv": flags.argv(host.data),  # vllm-start.sh.j2 quotes each word (`sh`)
     }
     return {
         "vllm_unit": render("halo-vllm.container.j2", **values),

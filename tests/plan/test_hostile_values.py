@@ -4,6 +4,7 @@ and a name the kernel takes but a shell would run reaches the files a shell read
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -11,7 +12,17 @@ import pytest
 
 from halo_cluster.config.loader import ConfigError
 from tests.plan.harness import plan
-from tests.plan.nodes import E810, KEYFILE, LOOPBACK, MGMT, cluster, fresh_node
+from tests.plan.nodes import (
+    CONFIG,
+    E810,
+    KEYFILE,
+    LOOPBACK,
+    MGMT,
+    cluster,
+    fresh_node,
+    plan_cluster,
+    serve_cluster,
+)
 
 ENV_FILE = "/etc/halo-cluster/cluster.env"
 # a name dev_valid_name takes (9 bytes, no '/', ':' or space): unquoted, a shell creates m and n
@@ -75,3 +86,32 @@ def test_the_keyfile_takes_the_name_as_it_is() -> None:
     """NetworkManager's keyfile is no shell: the name is the value of its line, unquoted."""
     keyfile = hostile_plan().uploads("halo1")[KEYFILE]
     assert f"\ninterface-name={HOSTILE_NAME}\n" in keyfile
+
+
+def test_vllm_serve_gets_each_argument_once_quoted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The role hands vllm-start.sh.j2 its arguments as they are and the template quotes each
+    (`sh`): quoted twice, a word needing quotes would reach vLLM with the quotes in it."""
+    from halo_cluster.roles.serve import flags
+
+    real = flags.argv
+    monkeypatch.setattr(flags, "argv", lambda data: [*real(data), "--x=a b'c", "$(touch m)"])
+    vllm = plan_cluster(serve_cluster()).uploads("halo1")[f"{CONFIG}/vllm-start.sh"]
+    line = vllm[vllm.index("exec vllm serve") :].replace("exec vllm serve", "printf '%s\\0'")
+    for shell in ("/bin/sh", "/bin/bash"):
+        done = subprocess.run([shell, "-c", line], capture_output=True, timeout=10)
+        assert done.returncode == 0, done.stderr
+        got = done.stdout.decode().split("\0")[:-1]
+        assert got[0] == "Qwen/Qwen3-14B" and got[-2:] == ["--x=a b'c", "$(touch m)"], got
+
+
+def test_a_backslash_in_the_name_is_escaped_in_the_keyfile() -> None:
+    """A GLib key file reads `\\s` as a space (and refuses an unknown escape): a name the kernel
+    takes with a backslash in it is written with the backslash doubled, so NetworkManager reads
+    the name itself."""
+    name = "e\\sx\\q"
+    node = fresh_node(interfaces=[LOOPBACK, MGMT, dict(E810, name=name)])
+    result = plan(
+        cluster(data=f"{{interface: {json.dumps(name)}}}"), {"halo1": node, "halo2": node}
+    )
+    assert result.refused == {}
+    assert "\ninterface-name=e\\\\sx\\\\q\n" in result.uploads("halo1")[KEYFILE]

@@ -187,8 +187,8 @@ def test_every_schema_type_has_a_strategy() -> None:
         assert value_for(field.type, field.path) is not None
 
 
-# kernel arguments a user might write: the tool's own by name (with and without a value), the same
-# name twice, ordinary ones, and anything
+# kernel arguments a user might write: the tool's own by name (with and without a value, with '-'
+# for '_'), the same name twice, ordinary ones, and anything
 ARGUMENT = st.one_of(
     st.sampled_from(
         [
@@ -206,6 +206,10 @@ ARGUMENT = st.one_of(
             "amdgpu.gttsize=4",
             "amdgpu.gttsize",
             "ttm.pages_limit=1024",
+            "ttm.pages-limit=1024",
+            "pcie-aspm=force",
+            "foo-bar",
+            "foo_bar=1",
             "=x",
             "a b",
         ]
@@ -247,18 +251,17 @@ def accepted(text: str):
 def test_kernel_arguments_never_contradict_the_tools(section: dict) -> None:
     """Accepted: each argument name once, none the tool owns given again, nothing removed that
     is added, by name as the kernel reads them."""
-    from halo_cluster.decide.cmdline import key_of
-    from halo_cluster.roles.kernel.schema import owned
+    from halo_cluster.roles.kernel.schema import owned, param_name
 
     doc = {"cluster_user": "vllm", "nodes": [{"name": "a", "ssh": {"host": "10.0.0.11"}}]}
     cluster = accepted(yaml.safe_dump({**doc, "kernel": section}, allow_unicode=True))
     if cluster is None:
         return
-    names = [key_of(arg) for arg in cluster.kernel.args]
+    names = [param_name(arg) for arg in cluster.kernel.args]
     assert len(names) == len(set(names)), cluster.kernel.args
     for arg in (*section.get("extra_args", []), *section.get("remove_args", [])):
-        assert key_of(arg) not in owned(), arg
-    assert not {key_of(arg) for arg in section.get("remove_args", [])} & set(names)
+        assert param_name(arg) not in owned(), arg
+    assert not {param_name(arg) for arg in section.get("remove_args", [])} & set(names)
 
 
 @SETTINGS
