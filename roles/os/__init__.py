@@ -199,10 +199,15 @@ def apply(node: NodeContext) -> None:
     if not missing:
         return
     listed = ", ".join(f"{name} {evr}" for name, evr in missing.items())
+    command = "dnf versionlock add " + " ".join(f"{name}-{evr}" for name, evr in missing.items())
+    # two calls: pyinfra names an operation by its line, and a node restoring one lock must not
+    # share its name with a node locking its versions the first time
     if len(missing) < len(wanted):  # the deploy locked them all at once: someone removed these
         logger.warning(f"{host.print_prefix}version locks removed by hand: {listed}: restored")
-        title = f"Restore version locks removed by hand from {path}: {listed}"
+        server.shell(
+            name=f"Restore version locks removed by hand from {path}: {listed}", commands=[command]
+        )
     else:
-        title = f"Lock the kernel and firmware versions in {path}: {listed}"
-    specs = " ".join(f"{name}-{evr}" for name, evr in missing.items())
-    server.shell(name=title, commands=[f"dnf versionlock add {specs}"])
+        server.shell(
+            name=f"Lock the kernel and firmware versions in {path}: {listed}", commands=[command]
+        )

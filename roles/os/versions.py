@@ -27,7 +27,8 @@ OPERATORS: dict[str, Callable[[int, int], bool]] = {
     ">=": operator.ge,
 }
 _EVR = re.compile(r"(?:\d+:)?[A-Za-z0-9._+~^]+-[A-Za-z0-9._+~^]+")
-_VERSION = re.compile(r"(?:\d+:)?[A-Za-z0-9._+~^]+")  # a bound may leave out the release
+# a bound may leave out the release
+_VERSION = re.compile(r"(?:\d+:)?[A-Za-z0-9._+~^]+(?:-[A-Za-z0-9._+~^]+)?")
 _ALNUM = re.compile(r"[A-Za-z0-9]")
 
 
