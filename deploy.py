@@ -3,8 +3,9 @@
 Everything the deploy and the roles read from a node is read first, in one command per node
 (`halo_cluster/node/reads.py`); a read that failed refuses the node with its fix. Safety checks
 next: a node that fails them is refused with one line and nothing on it changes.
-Then the preflight report (is this the hardware the guide assumes?), then every role in `roles/`,
-in its declared order.
+Then the preflight report (is this the hardware the guide assumes? are its kernel and firmware
+versions known good?): a check that refuses (a known-bad kernel or firmware) refuses the node
+before anything on it changes. Then every role in `roles/`, in its declared order.
 """
 
 from pyinfra import host, logger
@@ -64,7 +65,7 @@ else:
         packages=roles.all_packages(),
         configured=host.data.halo_data_interface,
     )
-    for check in preflight.run(
+    checks = preflight.run(
         node.hardware,
         host.data.halo_interconnect,
         verdict.interface,
@@ -72,7 +73,12 @@ else:
         host.data.halo_kernel_gtt_bytes,  # the kernel role's and the serve role's derivations
         host.data.halo_serve_object_store_reserved_mib,
         cached(host, NodeMemory)["memtotal_kib"],
-    ):
+    ) + roles.preflight_checks(host)
+    for check in checks:
         LOG[check.status](f"{host.print_prefix}preflight {check.line()}")
-    roles.apply_all(node)
-    record(host, "planned")  # every role prepared: drift tells a full plan from a crashed one
+    refusals = [check.detail for check in checks if check.refuses]
+    if refusals:
+        refuse(host, "; ".join(refusals))
+    else:
+        roles.apply_all(node)
+        record(host, "planned")  # every role prepared: drift tells a full plan from a crashed one

@@ -51,6 +51,7 @@ class BuildWithEntryPoints(build_py):
 setup(
     packages=packages(),
     package_dir=FOLDERS,
-    package_data={"halo_cluster.templates": ["**/*.j2"]},
+    # a role's data beside its code (the os role's known-versions list), and the templates
+    package_data={"halo_cluster.roles": ["*/*.yml"], "halo_cluster.templates": ["**/*.j2"]},
     cmdclass={"build_py": BuildWithEntryPoints},
 )

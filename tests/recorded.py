@@ -216,3 +216,40 @@ def memory_output(
     if weights is not None:
         lines += [f"dir {folder}", *[f"weights {size}" for size in weights]]
     return lines
+
+
+def versions_output(running: str, nevras: list[str], dnf5: bool = True) -> list[str]:
+    """What the InstalledVersions fact prints for this `uname -r` and these installed NEVRA
+    lines (as `rpm -qa` prints them): rpm -q lists only the kernel's and firmware's packages."""
+    from halo_cluster.node.versions import FIRMWARE_PACKAGES, KERNEL_PACKAGES
+
+    lines = [f"running {running}", *(["dnf5"] if dnf5 else [])]
+    for nevra in nevras:
+        nevr, _, arch = nevra.rpartition(".")
+        name, version, release = nevr.rsplit("-", 2)
+        if name in (*KERNEL_PACKAGES, *FIRMWARE_PACKAGES):
+            lines.append(f"rpm {name} {version}-{release} {arch}")
+    return lines
+
+
+def recorded_fedora43_versions() -> tuple[str, list[str]]:
+    """(uname -r, installed NEVRAs) of the recorded Fedora 43 host
+    (uname-and-rpm-kernel-fedora43.txt: `uname -a`, then its kernel packages)."""
+    lines = fixture("uname-and-rpm-kernel-fedora43.txt").splitlines()
+    return lines[0].split()[2], [line for line in lines[1:] if line.strip()]
+
+
+def strix_halo_versions() -> tuple[str, list[str]]:
+    """(uname -r, installed NEVRAs) of a Fedora 43 Strix Halo: the kernel the recorded E810 host
+    runs (ethtool -i: in-kernel ice reports the kernel release), as the recorded Fedora 43 host's
+    kernel packages (one kernel: its five packages), and the firmware set recorded on a Fedora 43
+    Strix Halo (ROCm#5824: every firmware package at 20260110-1.fc43)."""
+    ethtool = fixture("ethtool-i-e810-fedora43-strix-halo.txt")
+    running = next(line.split()[1] for line in ethtool.splitlines() if line.startswith("version"))
+    version, arch = running.rsplit(".", 1)
+    _, recorded = recorded_fedora43_versions()
+    names = dict.fromkeys(
+        nevra.rsplit(".", 1)[0].rsplit("-", 2)[0] for nevra in recorded if "-6.17.8-" in nevra
+    )
+    kernels = [f"{name}-{version}.{arch}" for name in names if name.startswith("kernel")]
+    return running, kernels + fixture("rpm-qa-firmware-fedora43-strix-halo-rocm5824.txt").split()

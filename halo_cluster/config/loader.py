@@ -7,7 +7,6 @@ one run; each is a single line `FILE: KEY.PATH: what is wrong`, and nothing is c
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import stat
@@ -110,7 +109,7 @@ def _check_files(cluster: Cluster, base_dir: Path) -> list[str]:
 
 def _file_problem(path: str, optional: bool = False) -> str | None:
     try:
-        mode = os.stat(path).st_mode
+        mode = Path(path).stat().st_mode
     except FileNotFoundError:
         return None if optional else "is missing"
     except OSError:
@@ -119,7 +118,11 @@ def _file_problem(path: str, optional: bool = False) -> str | None:
         return "is a directory, not a file"
     if not stat.S_ISREG(mode):
         return "is not a regular file"
-    return None if os.access(path, os.R_OK) else "cannot be read"
+    try:
+        with open(path, "rb"):
+            return None
+    except OSError:
+        return "cannot be read"
 
 
 def check_secret(key: str, path: str, problems: Problems) -> None:
@@ -130,7 +133,7 @@ def check_secret(key: str, path: str, problems: Problems) -> None:
         problem = _secret_text_problem(path)
     if problem:
         problems.error(key, f"{path} {problem}")
-    elif os.stat(path).st_mode & 0o044:
+    elif Path(path).stat().st_mode & 0o044:
         problems.warn(key, f"{path} is readable by other users: chmod 600 {shlex.quote(path)}")
 
 

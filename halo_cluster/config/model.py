@@ -168,11 +168,13 @@ def derive(doc: dict, problems: Problems, base_dir: Path) -> Cluster:
 
 
 def _settings(doc: dict) -> dict[str, Any]:
-    """Every plain key (the nodes, SSH and the mappings aside) as written or defaulted."""
+    """Every plain key (the nodes, SSH, the mappings and the items of a list aside: a list of
+    mappings is one value, its items' keys are not keys of the document) as written or
+    defaulted."""
     return {
         f.path: _get(doc, f.path)
         for f in current().fields
-        if f.type != "mapping" and not f.path.startswith(("nodes", "ssh"))
+        if f.type != "mapping" and not f.path.startswith(("nodes", "ssh")) and "[]" not in f.path
     }
 
 

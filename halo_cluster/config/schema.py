@@ -308,6 +308,7 @@ def section_type(name: str, section: tuple[Field, ...]) -> type:
 
 def variables(section: tuple[Field, ...], reads: tuple[str, ...] = ()) -> tuple[str, ...]:
     """What a role may read: its section's keys as host data, then the host data it names in
-    `reads` (another section's keys, or values hostdata.py derives)."""
-    own = tuple(host_name(f.path) for f in section if f.type != "mapping")
+    `reads` (another section's keys, or values hostdata.py derives); the keys of a list's items
+    (`SECTION.LIST[].KEY`) are part of the list's value, not host data of their own."""
+    own = tuple(host_name(f.path) for f in section if f.type != "mapping" and "[]" not in f.path)
     return tuple(dict.fromkeys(own + reads))

@@ -2,7 +2,9 @@
 the node's MemTotal (the NodeMemory fact).
 
 Each check is OK, WARN, FAIL or NOT VERIFIED. Where the hardware cannot be seen (a container such
-as a lab node) a check reads NOT VERIFIED, never OK. Preflight reports; it does not stop the deploy.
+as a lab node) a check reads NOT VERIFIED, never OK. Preflight reports; it does not stop the deploy,
+except for a check that `refuses` (a role's, such as the os role's known-bad kernel or firmware):
+deploy.py refuses that node before anything on it changes.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class Check:
     name: str
     status: str
     detail: str
+    refuses: bool = False  # the node must not be deployed (deploy.py refuses it with `detail`)
 
     def line(self) -> str:
         return f"{self.name}: {self.status} ({self.detail})"

@@ -1,7 +1,8 @@
 """The serving cluster at a glance: `halo-cluster status [--json]` (or `make status`).
 
 One SSH command per node, all nodes at once: each service unit (state, restarts, since when, the
-last error line of a failed one), and from the head the Ray nodes (address, alive, GPUs) and
+last error line of a failed one), the kernel and firmware the node runs and has installed (the
+deploy's InstalledVersions read), and from the head the Ray nodes (address, alive, GPUs) and
 vLLM's health, model and URL. Exit 0 when everything is up, 2 when something is down, 1 when a
 node cannot be reached (or the config is bad).
 """
@@ -24,6 +25,7 @@ from halo_cluster.config.serving import SERVICE_CONFIG
 from halo_cluster.decide import budget
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.memory import memory_command, memory_process
+from halo_cluster.node.versions import firmware, summary, versions_command, versions_process
 from halo_cluster.tools import sshconfig
 from halo_cluster.tools.project import config, load
 
@@ -67,6 +69,7 @@ class NodeStatus:
     units: list[Unit] = field(default_factory=list)
     vllm: dict = field(default_factory=dict)  # head only: health, models, url
     memory: dict = field(default_factory=dict)  # the memory budget (decide/budget.py)
+    versions: dict = field(default_factory=dict)  # kernel and firmware (node/versions.py)
 
 
 def gather_script(cluster: Cluster, node: Node) -> str:
@@ -83,6 +86,8 @@ def gather_script(cluster: Cluster, node: Node) -> str:
         f'if [ "$({failed} 2>/dev/null)" = failed ]; then echo "$u $({last})"; fi; done',
         "echo @@memory",  # the deploy's NodeMemory and ModelWeights reads: MemTotal, GTT, weights
         f"( {memory_command(user, cluster.serve.model)} )",
+        "echo @@versions",
+        f"( {versions_command()} )",
     ]
     if node.role == "head":
         serve = cluster.serve
@@ -170,6 +175,7 @@ def read_node(cluster: Cluster, node: Node, config: Path) -> tuple[NodeStatus, l
     found = sections(result.stdout)
     status.units = parse_units(found.get("units", []), filled(found, "errors"))
     status.memory = asdict(node_budget(cluster, node, filled(found, "memory")))
+    status.versions = dict(versions_process(filled(found, "versions")))
     if node.role == "worker":
         status.units = [u for u in status.units if u.name != "halo-vllm"]
         return status, []
@@ -206,6 +212,18 @@ def memory_table(statuses: list[NodeStatus]) -> str:
     ]  # fmt: skip
     lines = [f"memory budget (docs/roles/serve.md):\n{budget.table(budgets)}"] if budgets else []
     lines += [f"{b.node}: {text}" for b in budgets for text in (*b.problems, *b.notes)]
+    return "\n".join(lines)
+
+
+def versions_table(statuses: list[NodeStatus]) -> str:
+    """Each reachable node's running kernel, installed kernel-core EVRs and firmware, and one
+    line when the nodes differ (`make verify` fails then)."""
+    read = [s for s in statuses if s.versions]
+    lines = ["kernel and firmware (docs/roles/os.md):"] if read else []
+    lines += [f"  {s.name}: {summary(s.versions)}" for s in read]
+    running = {(s.versions["running"], firmware(s.versions)) for s in read}
+    if len(running) > 1:
+        lines.append("  the nodes run different kernels or firmware: make them equal")
     return "\n".join(lines)
 
 
@@ -292,6 +310,7 @@ def main(argv: list[str]) -> int:
     else:
         print(table(cluster, statuses))
         print(memory_table(statuses))
+        print(versions_table(statuses))
         print(f"status: {VERDICTS[code]}")
     return code
 

@@ -22,6 +22,7 @@ from halo_cluster.node.facts import (
     SshSessionInterfaces,
     as_user,
 )
+from halo_cluster.node.versions import VersionsInfo, versions_command, versions_process
 from halo_cluster.tools.status import ray_nodes_command
 
 NOT_VERIFIED = "NOT VERIFIED"
@@ -51,6 +52,11 @@ class Target:
         """The container technology when this node is one (the lab), else None."""
         virt = self.run("systemd-detect-virt --container").stdout.strip()
         return None if virt in ("", "none") else virt
+
+    @cached_property
+    def versions(self) -> VersionsInfo:
+        """The kernel and firmware, read as the deploy's InstalledVersions reads them."""
+        return versions_process(self.out(versions_command()).splitlines())
 
     @cached_property
     def interface(self) -> str:
@@ -135,7 +141,7 @@ class Target:
         """The values worth reading before the checks, each at once with the others (one SSH
         connection per node carries them all)."""
         values = ["interface", "container", "image_id", "toolbox_image", "inside_toolbox"]
-        values += ["firewall", "ssh_interfaces"]
+        values += ["firewall", "ssh_interfaces", "versions"]
         if self.cluster.serve.enabled and self.node.role == "head":
             values += ["ray_nodes", "ray_without_token"]
         return values

@@ -1,6 +1,9 @@
-"""Across nodes: full-size frames both ways, one MTU everywhere, head-to-worker SSH."""
+"""Across nodes: full-size frames both ways, one MTU everywhere, one kernel and firmware
+everywhere, head-to-worker SSH."""
 
 from __future__ import annotations
+
+from halo_cluster.node.versions import FIRMWARE, firmware, summary
 
 from .target import Target
 
@@ -24,6 +27,21 @@ def test_full_size_frames(pair: tuple[Target, Target], measured) -> None:
 def test_same_mtu_everywhere(targets: dict[str, Target]) -> None:
     mtus = {t.name: int(t.out(f"cat /sys/class/net/{t.interface}/mtu")) for t in targets.values()}
     assert len(set(mtus.values())) == 1, f"MTUs differ: {mtus}: re-run the deploy"
+
+
+def test_same_kernel_and_firmware_everywhere(targets: dict[str, Target], measured) -> None:
+    """The nodes share one RCCL/irdma/amdgpu code path: one running kernel, one firmware."""
+    found = {t.name: t.versions for t in targets.values()}
+    for name, info in found.items():
+        measured(f"{name}: {summary(info)}")
+    kernels = {name: info["running"] for name, info in found.items()}
+    firmwares = {name: firmware(info) for name, info in found.items()}
+    assert len(set(kernels.values())) == 1, (
+        f"the nodes run different kernels: {kernels}: boot every node into the same one"
+    )
+    assert len(set(firmwares.values())) == 1, (
+        f"the nodes have different {FIRMWARE}: {firmwares}: install the same version everywhere"
+    )
 
 
 def test_head_reaches_worker_over_ssh(head: Target, worker: Target) -> None:

@@ -25,12 +25,20 @@ from halo_cluster.node.facts import (
     TextFiles,
 )
 from halo_cluster.node.memory import ModelWeights, NodeMemory
+from halo_cluster.node.versions import InstalledVersions
 from halo_cluster.roles import all_packages
 from halo_cluster.roles.network.facts import NmActiveConnections
 from halo_cluster.roles.serve.facts import HttpStatus, ModelFiles, RdmaLinks, UserManager, UserUnits
 from halo_cluster.roles.serve.model import ensure_ray_token
 from tests.plan.harness import Node, Plan, given, plan
-from tests.recorded import firewalld_output, fixture, interfaces_output, text_files_output
+from tests.recorded import (
+    firewalld_output,
+    fixture,
+    interfaces_output,
+    strix_halo_versions,
+    text_files_output,
+    versions_output,
+)
 
 use(roles.schema())  # the plan harness loads configs as inventory.py does
 
@@ -156,6 +164,8 @@ def fresh_node(**over) -> Node:
         SshSessionInterfaces: over.pop("sessions", ["10.0.0.11 eno1"]),
         NmActiveConnections: over.pop("active", ["eno1:eno1"]),
         RpmPackages: rpm_lines(over.pop("rpms", RPMS)),
+        # the os role's: a Strix Halo on a known-good kernel and firmware (tests/recorded.py)
+        InstalledVersions: over.pop("versions", None) or versions_output(*strix_halo_versions()),
         DataPortHardware: data_port,
         Hardware: hardware,  # of the interface the config names, and of each one the node has
         **{

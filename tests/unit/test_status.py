@@ -122,3 +122,33 @@ def test_the_memory_budget_of_each_node_from_its_one_command() -> None:
     assert "b: org/model: weights 130.4 GiB on this node (260.8 GiB / TP 2 x PP 1)" in text
     row = text.splitlines()[2].split()
     assert row[0] == "b" and row[-1] == "FAIL"
+
+
+def test_each_nodes_kernel_and_firmware_from_its_one_command() -> None:
+    """The versions section is the deploy's InstalledVersions read; the table says when the
+    nodes differ (the recorded Fedora 43 host beside a Strix Halo on 6.18.5)."""
+    from tests.recorded import recorded_fedora43_versions, strix_halo_versions, versions_output
+
+    script = status.gather_script(CLUSTER, CLUSTER.nodes[1])
+    assert "echo @@versions" in script and "rpm -q --qf" in script and "uname -r" in script
+    nodes = []
+    for name, (running, nevras) in (
+        ("a", strix_halo_versions()),
+        ("b", recorded_fedora43_versions()),
+    ):
+        output = "@@units\n@@versions\n" + "\n".join(versions_output(running, nevras)) + "\n"
+        node = status.NodeStatus(name, "worker", "192.168.100.2")
+        node.versions = dict(
+            status.versions_process(status.filled(status.sections(output), "versions"))
+        )
+        nodes.append(node)
+    text = status.versions_table(nodes)
+    assert text.splitlines() == [
+        "kernel and firmware (docs/roles/os.md):",
+        "  a: kernel 6.18.5-200.fc43.x86_64 (kernel-core installed: 6.18.5-200.fc43), "
+        "amd-gpu-firmware 20260110-1.fc43",
+        "  b: kernel 6.17.8-300.fc43.x86_64 (kernel-core installed: 6.17.1-300.fc43, "
+        "6.17.8-300.fc43), amd-gpu-firmware none",
+        "  the nodes run different kernels or firmware: make them equal",
+    ]
+    assert status.versions_table(nodes[:1]).count("\n") == 1

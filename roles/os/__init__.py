@@ -1,0 +1,213 @@
+"""Kernel and firmware: which versions a node runs, judged against the known-versions list
+before anything changes (a known-bad one refuses the node, with the symptom and the dnf fix), the
+same versions on every node, and with `os.lock: true` dnf version locks on the running versions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyinfra import host, logger, state
+from pyinfra.api import deploy
+from pyinfra.operations import server
+
+from halo_cluster.decide.preflight import FAIL, NOT_VERIFIED, OK, WARN, Check
+from halo_cluster.node.context import NodeContext
+from halo_cluster.node.nodefiles import cached, node_files
+from halo_cluster.node.versions import (
+    FIRMWARE,
+    FIRMWARE_PACKAGES,
+    KERNEL,
+    KERNEL_PACKAGES,
+    InstalledVersions,
+    VersionsInfo,
+    firmware,
+    installed,
+    running_package,
+)
+from halo_cluster.roles.os import versions
+from halo_cluster.roles.os.versions import BAD, GOOD, Entry
+
+ORDER = 15
+PACKAGES = ()  # dnf5's versionlock is built in (Fedora 43)
+
+
+def paths(data) -> tuple[str, ...]:
+    return (versions.DNF5_LOCKS, versions.DNF4_LOCKS)
+
+
+def reads(data) -> tuple[tuple[type, dict], ...]:
+    return ((InstalledVersions, {}),)
+
+
+def known(data: Any) -> tuple[Entry, ...]:
+    """The list the node is judged by: cluster.yml's entries, then the repository's."""
+    return tuple(versions.entry(item, item["mine"]) for item in data.halo_os_known_versions)
+
+
+def preflight(node_host: Any) -> list[Check]:
+    """The node's kernel and firmware against the list, before anything changes: a known-bad
+    running or installed version is a FAIL that refuses the node; a version the list does not
+    know is NOT VERIFIED; versions that differ from another node's are a WARN."""
+    info = cached(node_host, InstalledVersions)
+    entries = known(node_host.data)
+    return [
+        running_kernel(info, entries),
+        *installed_kernels(info, entries),
+        amdgpu_firmware(info, entries),
+        same_versions(node_host, info),
+    ]
+
+
+def _known(entry: Entry) -> str:
+    return f"known {entry.verdict}: {entry.source}"
+
+
+def _bad(what: str, entry: Entry, fix: str) -> str:
+    return f"known-bad {what}: {entry.symptom} (source: {entry.source}); fix: {fix}"
+
+
+def running_kernel(info: VersionsInfo, entries: tuple[Entry, ...]) -> Check:
+    package = running_package(info)
+    if package is None:
+        kernels = ", ".join(installed(info, KERNEL)) or "none"
+        return Check(
+            "kernel",
+            NOT_VERIFIED,
+            f"running {info['running'] or '?'}, no installed {KERNEL}'s (rpm -q {KERNEL}: "
+            f"{kernels}): its version cannot be judged",
+        )
+    evr = package["evr"]
+    entry = versions.judge(entries, KERNEL, evr)
+    if entry is None:
+        return Check("kernel", NOT_VERIFIED, f"running {evr}: not in the known-versions list")
+    if entry.verdict == GOOD:
+        return Check("kernel", OK, f"running {evr}, {_known(entry)}")
+    good = versions.newest_good(entries, KERNEL)
+    fix = (
+        f"`dnf install kernel-{good}`, reboot into it, then `dnf remove {KERNEL}-{evr}`"
+        if good
+        else "install a kernel the list does not call bad, and reboot into it"
+    )
+    return Check("kernel", FAIL, _bad(f"{KERNEL} {evr} (running)", entry, fix), refuses=True)
+
+
+def installed_kernels(info: VersionsInfo, entries: tuple[Entry, ...]) -> list[Check]:
+    """A known-bad kernel installed beside the running one is one boot menu entry (or one
+    `dnf remove` of the running kernel) from running."""
+    running = running_package(info)
+    checks = []
+    for evr in installed(info, KERNEL):
+        entry = versions.judge(entries, KERNEL, evr)
+        if (running and evr == running["evr"]) or entry is None or entry.verdict != BAD:
+            continue
+        fix = f"`dnf remove {KERNEL}-{evr}`"
+        checks.append(
+            Check("kernel", FAIL, _bad(f"{KERNEL} {evr} (installed)", entry, fix), refuses=True)
+        )
+    return checks
+
+
+def amdgpu_firmware(info: VersionsInfo, entries: tuple[Entry, ...]) -> Check:
+    found = installed(info, FIRMWARE)
+    if not found:
+        return Check("amdgpu firmware", NOT_VERIFIED, f"{FIRMWARE} is not installed (rpm -q)")
+    evr = found[0]
+    others = {n: e for n in FIRMWARE_PACKAGES[1:] for e in installed(info, n) if e != evr}
+    entry = versions.judge(entries, FIRMWARE, evr)
+    if entry is not None and entry.verdict == BAD:
+        fix = firmware_fix(info, entries, evr)
+        return Check("amdgpu firmware", FAIL, _bad(f"{FIRMWARE} {evr}", entry, fix), refuses=True)
+    if others:
+        apart = ", ".join(f"{n} {e}" for n, e in others.items())
+        return Check(
+            "amdgpu firmware",
+            WARN,
+            f"{FIRMWARE} {evr} but {apart}: Fedora ties them to one version; "
+            f"`dnf distro-sync {' '.join(FIRMWARE_PACKAGES)}`",
+        )
+    if entry is None:
+        return Check("amdgpu firmware", NOT_VERIFIED, f"{evr}: not in the known-versions list")
+    return Check("amdgpu firmware", OK, f"{FIRMWARE} {evr}, {_known(entry)}")
+
+
+def firmware_fix(info: VersionsInfo, entries: tuple[Entry, ...], evr: str) -> str:
+    """The dnf command to the newest good firmware, every installed package of the set at
+    once (they require linux-firmware-whence of their own version), and the initramfs rebuilt:
+    the amdgpu blobs load from it."""
+    good = versions.newest_good(entries, FIRMWARE)
+    if good is None:
+        return f"install a {FIRMWARE} version the list does not call bad"
+    verb = "upgrade" if versions.compare_evr(good, evr) > 0 else "downgrade"
+    names = [n for n in FIRMWARE_PACKAGES if installed(info, n)]
+    specs = " ".join(f"{name}-{good}" for name in names)
+    return f"`dnf {verb} {specs} && dracut -f --kver $(uname -r)`, then reboot"
+
+
+def same_versions(node_host: Any, info: VersionsInfo) -> Check:
+    """Every node of one cluster runs one RCCL/irdma/amdgpu code path: the kernel and the
+    firmware the others run, as each one's read found them."""
+    mine = (info["running"], firmware(info))
+    differ = []
+    for other in state.inventory:
+        if other is node_host or other not in state.active_hosts:
+            continue
+        theirs = cached(other, InstalledVersions)
+        if (theirs["running"], firmware(theirs)) != mine:
+            name = other.data.get("halo_node")
+            differ.append(f"{name} runs {theirs['running'] or '?'} with {firmware(theirs)}")
+    text = f"kernel {mine[0] or '?'}, {FIRMWARE} {mine[1]}"
+    if differ:
+        return Check(
+            "same versions",
+            WARN,
+            f"{text}; {'; '.join(differ)}: the nodes share one kernel and firmware code path "
+            "(RCCL, irdma, amdgpu): make them equal",
+        )
+    return Check("same versions", OK, f"{text} on every node read")
+
+
+def wanted_locks(info: VersionsInfo) -> dict[str, str]:
+    """{name: EVR} to lock: the running kernel's installed packages and the firmware set."""
+    wanted: dict[str, str] = {}
+    running = running_package(info)
+    if running:
+        wanted |= {
+            n: running["evr"] for n in KERNEL_PACKAGES if running["evr"] in installed(info, n)
+        }
+    for name in FIRMWARE_PACKAGES:
+        if found := installed(info, name):
+            wanted[name] = found[0]
+    return wanted
+
+
+@deploy("Kernel and firmware versions")
+def apply(node: NodeContext) -> None:
+    if not host.data.halo_os_lock:
+        return
+    info = cached(host, InstalledVersions)
+    if running_package(info) is None:
+        logger.warning(
+            f"{host.print_prefix}os.lock: the running kernel {info['running']} is no installed "
+            f"{KERNEL}'s: only the firmware is locked"
+        )
+    path = versions.DNF5_LOCKS if info["dnf5"] else versions.DNF4_LOCKS
+    read_locks = versions.dnf5_locks if info["dnf5"] else versions.dnf4_locks
+    locks = read_locks(node_files(host).text(path))
+    wanted = wanted_locks(info)
+    missing = versions.missing_locks(wanted, locks)
+    if not missing:
+        return
+    listed = ", ".join(f"{name} {evr}" for name, evr in missing.items())
+    command = "dnf versionlock add " + " ".join(f"{name}-{evr}" for name, evr in missing.items())
+    # two calls: pyinfra names an operation by its line, and a node restoring one lock must not
+    # share its name with a node locking its versions the first time
+    if len(missing) < len(wanted):  # the deploy locked them all at once: someone removed these
+        logger.warning(f"{host.print_prefix}version locks removed by hand: {listed}: restored")
+        server.shell(
+            name=f"Restore version locks removed by hand from {path}: {listed}", commands=[command]
+        )
+    else:
+        server.shell(
+            name=f"Lock the kernel and firmware versions in {path}: {listed}", commands=[command]
+        )

@@ -1,0 +1,111 @@
+"""The os role's keys: version locks (`os.lock`) and your own known-versions entries
+(`os.known_versions`), and the list they give with the repository's."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from halo_cluster.config.model import Cluster, Problems
+from halo_cluster.config.schema import REQUIRED, Field, variables
+from halo_cluster.roles.os import versions
+
+ENTRY = "os.known_versions[]"
+
+
+def date_problem(value: object) -> str | None:
+    if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        return None
+    return f"{value!r} is not a date YYYY-MM-DD (quote it: YAML reads a bare date as a date)"
+
+
+SECTION: tuple[Field, ...] = (
+    Field("os", "mapping", {}, "Kernel and firmware versions (see the `os.*` keys)."),
+    Field(
+        "os.lock",
+        "boolean",
+        False,
+        "Lock the kernel and firmware packages at the versions the node runs, once it passes "
+        "the known-versions check (`dnf versionlock add`), so that a routine `dnf upgrade` "
+        "cannot move them.",
+    ),
+    Field(
+        "os.known_versions",
+        "list of mappings",
+        [],
+        "Your own entries of the known-versions list, in its format (docs/kernel-upgrades.md); "
+        "they come before the repository's, so an entry of yours decides the versions it covers.",
+    ),
+    Field(
+        f"{ENTRY}.package",
+        "string",
+        REQUIRED,
+        "`kernel-core` (the kernel) or `amd-gpu-firmware` (the amdgpu firmware).",
+        versions.PACKAGES,
+    ),
+    Field(
+        f"{ENTRY}.versions",
+        "list of strings",
+        REQUIRED,
+        "Each an EVR as rpm prints it without the arch (`6.18.9-200.fc43`), or `OP VERSION` "
+        "with OP one of `<` `<=` `>` `>=` (`< 6.18.4`).",
+        rule=versions.version_problem,
+    ),
+    Field(f"{ENTRY}.verdict", "string", REQUIRED, "Good or bad.", (versions.GOOD, versions.BAD)),
+    Field(
+        f"{ENTRY}.symptom",
+        "string",
+        "",
+        "What goes wrong (required for a bad entry: its refusal shows it).",
+    ),
+    Field(f"{ENTRY}.source", "string", REQUIRED, "Where it is reported (a link, an issue)."),
+    Field(
+        f"{ENTRY}.date",
+        "string",
+        REQUIRED,
+        'When the verdict was reached, `"YYYY-MM-DD"` (quoted).',
+        rule=date_problem,
+    ),
+)
+# host data it reads beyond its section: the other nodes' names (the versions each node runs are
+# compared with theirs)
+READS = ("halo_node",)
+VARIABLES = variables(SECTION, READS)
+
+
+@dataclass(frozen=True)
+class Os:
+    """The known-versions list the preflight judges by: your entries, then the repository's
+    (host data `halo_os_known_versions`, each entry a mapping)."""
+
+    known_versions: tuple[dict[str, Any], ...]
+
+
+def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Os:
+    mine = [versions.entry(item, mine=True) for item in cluster.settings["os.known_versions"]]
+    repository = versions.repository_list()
+    for i, entry in enumerate(mine):
+        if entry.verdict == versions.BAD and not entry.symptom:
+            problems.error(f"os.known_versions[{i}].symptom", "a bad entry needs its symptom")
+        reversed_ = _reverses(entry, repository)
+        if reversed_:
+            theirs = versions.GOOD if entry.verdict == versions.BAD else versions.BAD
+            problems.warn(
+                f"os.known_versions[{i}]",
+                f"calls {reversed_} {entry.verdict}, the repository's list {theirs}: yours decides",
+            )
+    return Os(tuple(asdict(e) for e in (*mine, *repository)))
+
+
+def _reverses(entry: versions.Entry, repository: tuple[versions.Entry, ...]) -> str | None:
+    """A version the repository's list judges otherwise than this entry of yours, if any."""
+    for theirs in repository:
+        if theirs.package != entry.package or theirs.verdict == entry.verdict:
+            continue
+        exact = [v for v in (*entry.versions, *theirs.versions) if " " not in v]
+        for version in exact:
+            if entry.covers(entry.package, version) and theirs.covers(entry.package, version):
+                return version
+    return None

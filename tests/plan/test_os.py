@@ -1,0 +1,202 @@
+"""The os role on recorded nodes: a known-bad kernel or firmware refuses the node before anything
+changes, with the symptom and the exact dnf fix; an unknown version is reported, not refused;
+nodes that differ are warned about; `os.lock: true` locks the running versions once."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from halo_cluster.node.versions import InstalledVersions
+from tests.plan.harness import plan
+from tests.plan.nodes import cluster, fresh_node, refusal
+from tests.recorded import (
+    fixture,
+    recorded_fedora43_versions,
+    strix_halo_versions,
+    versions_output,
+)
+
+DNF5_LOCKS = "/etc/dnf/versionlock.toml"
+DNF4_LOCKS = "/etc/dnf/plugins/versionlock.list"
+RUNNING, PACKAGES = strix_halo_versions()
+LOCKED = {
+    "kernel": "6.18.5-200.fc43",
+    "kernel-core": "6.18.5-200.fc43",
+    "kernel-modules": "6.18.5-200.fc43",
+    "kernel-modules-core": "6.18.5-200.fc43",
+    "kernel-modules-extra": "6.18.5-200.fc43",
+    "amd-gpu-firmware": "20260110-1.fc43",
+    "linux-firmware": "20260110-1.fc43",
+    "linux-firmware-whence": "20260110-1.fc43",
+}
+
+
+def with_firmware(version: str) -> list[str]:
+    """The Strix Halo's versions with its recorded firmware set at another version."""
+    return versions_output(RUNNING, [p.replace("20260110-1.fc43", version) for p in PACKAGES])
+
+
+@pytest.fixture
+def log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    """The deploy's log lines, the preflight's INFO lines too."""
+    caplog.set_level(logging.INFO, logger="pyinfra")
+    return caplog
+
+
+def plan_with(halo1: list[str], extra: str = "", **files) -> object:
+    return plan(
+        cluster(extra),
+        {"halo1": fresh_node(versions=halo1, **files), "halo2": fresh_node()},
+    )
+
+
+def test_the_recorded_fedora43_kernels_are_refused_with_the_fix() -> None:
+    """The recorded Fedora 43 host runs 6.17.8 with 6.17.1 installed: both below 6.18.4."""
+    result = plan_with(versions_output(*recorded_fedora43_versions()))
+    reason = refusal(result)
+    assert "known-bad kernel-core 6.17.8-300.fc43 (running): kernels older than 6.18.4" in reason
+    assert "fix: `dnf install kernel-6.18.9-200.fc43`, reboot into it, then " in reason
+    assert "`dnf remove kernel-core-6.17.8-300.fc43`" in reason
+    assert "known-bad kernel-core 6.17.1-300.fc43 (installed)" in reason
+    assert "fix: `dnf remove kernel-core-6.17.1-300.fc43`" in reason
+    assert "source: kyuz0/amd-strix-halo-toolboxes README" in reason
+    assert result.names("halo2"), "the other node runs on"
+
+
+def test_the_known_bad_firmware_is_refused_with_the_dnf_command() -> None:
+    result = plan_with(with_firmware("20251125-1.fc43"))
+    reason = refusal(result)
+    assert "known-bad amd-gpu-firmware 20251125-1.fc43: MES firmware 0x83 on gfx1151" in reason
+    assert (
+        "fix: `dnf upgrade amd-gpu-firmware-20260110-1.fc43 linux-firmware-20260110-1.fc43 "
+        "linux-firmware-whence-20260110-1.fc43 && dracut -f --kver $(uname -r)`, then reboot"
+    ) in reason
+    assert "kyuz0/amd-strix-halo-toolboxes#37" in reason
+
+
+def test_a_good_kernel_and_firmware_pass_and_nothing_is_locked_by_default(
+    log: pytest.LogCaptureFixture,
+) -> None:
+    result = plan_with(versions_output(RUNNING, PACKAGES))
+    assert result.refused == {}
+    assert "preflight kernel: OK (running 6.18.5-200.fc43, known good" in log.text
+    assert "preflight amdgpu firmware: OK (amd-gpu-firmware 20260110-1.fc43" in log.text
+    assert not any("versionlock" in c for c in result.commands("halo1"))
+
+
+def test_a_version_the_list_does_not_know_is_reported_not_refused(
+    log: pytest.LogCaptureFixture,
+) -> None:
+    result = plan_with(with_firmware("20260916-1.fc43"))
+    assert result.refused == {}
+    assert (
+        "preflight amdgpu firmware: NOT VERIFIED (20260916-1.fc43: not in the known-versions list)"
+        in log.text
+    )
+
+
+def test_nodes_that_differ_are_warned_about(log: pytest.LogCaptureFixture) -> None:
+    result = plan_with(with_firmware("20251111-1.fc43"))
+    assert result.refused == {}
+    assert (
+        "preflight same versions: WARN (kernel 6.18.5-200.fc43.x86_64, amd-gpu-firmware "
+        "20251111-1.fc43; halo2 runs 6.18.5-200.fc43.x86_64 with 20260110-1.fc43"
+    ) in log.text
+
+
+def test_your_entry_decides_a_version(log: pytest.LogCaptureFixture) -> None:
+    mine = (
+        "os:\n  known_versions:\n    - {package: amd-gpu-firmware, versions: [20251125-1.fc43], "
+        "verdict: good, source: our soak test, date: '2026-11-30'}\n"
+    )
+    result = plan_with(with_firmware("20251125-1.fc43"), mine)
+    assert result.refused == {}
+    assert "preflight amdgpu firmware: OK (amd-gpu-firmware 20251125-1.fc43, known good" in (
+        log.text
+    )
+
+
+def test_a_node_on_a_kernel_no_package_installed_is_not_judged(
+    log: pytest.LogCaptureFixture,
+) -> None:
+    """A lab node: it runs its host's kernel (here the recorded Ubuntu one), and has neither
+    kernel-core nor amd-gpu-firmware installed."""
+    dmesg = fixture("dmesg-amdgpu-strix-halo-ubuntu2510-gttsize-deprecated.txt")
+    host_kernel = next(w for w in dmesg.split() if w.endswith("-generic"))
+    result = plan_with(versions_output(host_kernel, [], dnf5=False))
+    assert result.refused == {}
+    assert f"preflight kernel: NOT VERIFIED (running {host_kernel}, no installed kernel-core's" in (
+        log.text
+    )
+    assert "preflight amdgpu firmware: NOT VERIFIED (amd-gpu-firmware is not installed" in (
+        log.text
+    )
+
+
+def lock_commands(result) -> list[str]:
+    return [c for c in result.commands("halo1") if "versionlock" in c]
+
+
+def test_os_lock_locks_the_running_versions_with_full_specs() -> None:
+    result = plan_with(versions_output(RUNNING, PACKAGES), "os: {lock: true}\n")
+    assert lock_commands(result) == [
+        "dnf versionlock add " + " ".join(f"{n}-{e}" for n, e in LOCKED.items())
+    ]
+    assert any(
+        f"Kernel and firmware versions | Lock the kernel and firmware versions in {DNF5_LOCKS}"
+        in name
+        for name in result.names("halo1")
+    )
+
+
+def dnf5_file(locks: dict[str, str]) -> str:
+    """versionlock.toml as dnf5 writes it (the recorded files' format)."""
+    recorded = fixture("dnf5-versionlock-epoch-ci-dnf-stack.toml")
+    header, entry = recorded.split("[[packages]]\n")
+    return header + "".join(
+        "[[packages]]\n" + entry.replace("wget", name).replace("0:1.19.5-5.fc29", evr)
+        for name, evr in locks.items()
+    )
+
+
+def test_a_locked_node_plans_nothing_and_a_lock_removed_by_hand_is_restored(
+    log: pytest.LogCaptureFixture,
+) -> None:
+    locked = {DNF5_LOCKS: dnf5_file(LOCKED)}
+    result = plan_with(versions_output(RUNNING, PACKAGES), "os: {lock: true}\n", files=locked)
+    assert lock_commands(result) == []
+    removed = dict(LOCKED)
+    del removed["kernel-core"]
+    files = {DNF5_LOCKS: dnf5_file(removed)}
+    result = plan_with(versions_output(RUNNING, PACKAGES), "os: {lock: true}\n", files=files)
+    assert lock_commands(result) == ["dnf versionlock add kernel-core-6.18.5-200.fc43"]
+    assert (
+        "Kernel and firmware versions | Restore version locks removed by hand from "
+        f"{DNF5_LOCKS}: kernel-core 6.18.5-200.fc43"
+    ) in result.names("halo1")
+    assert "version locks removed by hand: kernel-core 6.18.5-200.fc43: restored" in log.text
+
+
+def test_dnf4_keeps_its_locks_in_the_plugins_list() -> None:
+    """The lab's dnf 4: its versionlock plugin's list, in the recorded line form."""
+    recorded = fixture("dnf4-versionlock-list-ci-dnf-stack.txt").splitlines()[0]
+    lines = [
+        recorded.replace("wget", name).replace("1.19.5-5.fc29", evr) for name, evr in LOCKED.items()
+    ]
+    result = plan_with(
+        versions_output(RUNNING, PACKAGES, dnf5=False),
+        "os: {lock: true}\n",
+        files={DNF4_LOCKS: "\n".join(lines) + "\n"},
+    )
+    assert lock_commands(result) == []
+    result = plan_with(versions_output(RUNNING, PACKAGES, dnf5=False), "os: {lock: true}\n")
+    assert any(DNF4_LOCKS in name for name in result.names("halo1"))
+
+
+def test_the_versions_are_read_in_the_nodes_one_command() -> None:
+    result = plan_with(versions_output(RUNNING, PACKAGES))
+    assert not any("uname -r" in c for c in result.read["halo1"][1:]), result.read["halo1"]
+    assert any("uname -r" in c for c in result.read["halo1"][:1])
+    assert InstalledVersions().command().startswith('echo "running $(uname -r)"')
