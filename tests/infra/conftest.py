@@ -57,16 +57,17 @@ def targets(cluster: Cluster) -> dict[str, Target]:
         )
         for node in cluster.nodes
     }
-    # every node at once: one SSH connection each (ControlMaster), the slow reads in parallel;
-    # a node that cannot be read fails its own checks below, with their messages
-    size = cluster.mtu - 28  # IPv4 and ICMP headers
-    with ThreadPoolExecutor(max_workers=len(found) * 10) as pool:
+
+    # every node at once, each in one SSH command (then one more for the commands that name
+    # what the first found: the data interface, the user's home); a node that cannot be read
+    # fails its own checks below, with their messages
+    def read(target: Target) -> None:
+        target.read(target.first_reads([p.node for p in found.values() if p is not target]))
+        target.read(target.second_reads())
+
+    with ThreadPoolExecutor(max_workers=len(found)) as pool:
         for target in found.values():
-            for value in target.slow_values():
-                pool.submit(getattr, target, value)
-            for peer in found.values():
-                if peer is not target:
-                    pool.submit(target.frames_to, peer.node.address, size)
+            pool.submit(read, target)
     return found
 
 

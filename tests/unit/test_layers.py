@@ -70,8 +70,6 @@ SHARED = (
 # Shared knowledge with one user that is no role, so no role's folder could hold it.
 ONE_USER = {
     # the snapshot (nodefiles.py), which every role reads
-    "TextFile",
-    "TextFiles",
     "OsRelease",
     # the deploy's own: the safety check, and the data port it reads before any role runs
     "Hardware",
