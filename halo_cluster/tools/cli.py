@@ -22,8 +22,9 @@ from halo_cluster.tools import drift, project, status, where
 
 ERROR = 1
 NO_CHECKOUT = 4  # pytest's usage error: there is nothing to run
-# pytest over the checks, run in the checkout; hypothesis's plugin (the dev extra) would add
-# most of a second to every start-up, and no check uses it
+# pytest over the checks, run in the checkout, without what only costs start-up time:
+# hypothesis's plugin (the dev extra; no check uses it) and assertion rewriting (every check
+# says what failed in its own message, which the summary shows either way)
 VERIFY = [
     "-m",
     "pytest",
@@ -33,6 +34,7 @@ VERIFY = [
     "no:cacheprovider",
     "-p",
     "no:hypothesispytest",
+    "--assert=plain",
 ]
 
 
