@@ -225,8 +225,9 @@ class Target:
 
     @cached_property
     def installed(self) -> set[str]:
-        """Which of the roles' packages are installed."""
-        return set(self.run(self.packages_command).stdout.split())
+        """Which of the roles' packages are installed (rpm prints each one's name on a line, and
+        `package NAME is not installed` for the others)."""
+        return set(self.run(self.packages_command).stdout.splitlines())
 
     @property
     def groups_command(self) -> str:
