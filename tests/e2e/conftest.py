@@ -28,8 +28,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def lab_needed(item: pytest.Item) -> int:
-    """Which lab a test needs, in the order they run: each state is reached once and kept for
-    every test that needs it (a test that changes it restores it), never rebuilt in between.
+    """Which lab a test needs, in the order they run: each state is reached once, then kept
+    for the tests that need it (one that changes it restores it), instead of a test of another
+    kind throwing it away in between (the serving lab took 15-45 s to come back each time).
 
     0 its own (fresh nodes, other shapes, no lab); 1 the 2-node lab converged (`converged`);
     2 that lab serving, only read (`served`, shared, or marked `serving`); 3 the serving lab,
