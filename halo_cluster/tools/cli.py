@@ -24,6 +24,19 @@ from halo_cluster.tools import drift, project, status, where
 
 ERROR = 1
 NO_CHECKOUT = 4  # pytest's usage error: there is nothing to run
+# pytest for the checks, without what only costs start-up time:
+# hypothesis's plugin (the dev extra; no check uses it) and assertion rewriting (every check
+# says what failed in its own message, which the summary shows either way)
+VERIFY = [
+    "-m",
+    "pytest",
+    "-q",
+    "-p",
+    "no:cacheprovider",
+    "-p",
+    "no:hypothesispytest",
+    "--assert=plain",
+]
 
 
 def _files(command: str) -> project.Files | None:
@@ -63,8 +76,7 @@ def run_verify(args: list[str]) -> int:
         )
         return NO_CHECKOUT
     junit = project.ROOT / "reports" / "verify.xml"
-    argv = [sys.executable, "-m", "pytest", str(found.verification), "-q", "-p", "no:cacheprovider"]
-    run = [*argv, f"--junitxml={junit}", *args]
+    run = [sys.executable, *VERIFY, str(found.verification), f"--junitxml={junit}", *args]
     return subprocess.run(run, cwd=project.ROOT, env=_env()).returncode
 
 

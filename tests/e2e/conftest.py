@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from halo_cluster.tools import cli as cli_tool
 from lab import cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,15 +24,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for item in items:
             if "e2e" in item.nodeid:
                 item.add_marker(pytest.mark.skip(reason=reason))
-    # a test marked `last` leaves a lab of another shape: the 2-node tests after it would each
-    # have to build and converge theirs again; one marked `serving` starts the serving cluster,
-    # which the 2-node tests that reset the lab would throw away
-    items.sort(
-        key=lambda item: (
-            item.get_closest_marker("last") is not None,
-            item.get_closest_marker("serving") is not None,
-        )
-    )
+    items.sort(key=lab_needed)
+
+
+def lab_needed(item: pytest.Item) -> int:
+    """Which lab a test needs, in the order they run: each state is reached once, then kept
+    for the tests that need it (one that changes it restores it), instead of a test of another
+    kind throwing it away in between (the serving lab took 15-45 s to come back each time).
+
+    0 its own (fresh nodes, other shapes, no lab); 1 the 2-node lab converged (`converged`);
+    2 that lab serving, only read (`served`, shared, or marked `serving`); 3 the serving lab,
+    changed and restored (`serving`); 4 a lab of another shape after all of them (`last`).
+    """
+    names = item.fixturenames
+    if item.get_closest_marker("last"):
+        return 4
+    if "serving" in names:
+        return 3
+    if "served" in names or item.get_closest_marker("serving"):
+        return 2
+    return 1 if "converged" in names else 0
 
 
 class Lab:
@@ -113,12 +125,8 @@ def verify() -> subprocess.CompletedProcess:
     return subprocess.run(
         [
             sys.executable,
-            "-m",
-            "pytest",
+            *cli_tool.VERIFY,
             "tests/infra",
-            "-q",
-            "-p",
-            "no:cacheprovider",
             "--junitxml",
             str(ROOT / "reports" / "verify-lab.xml"),
         ],
@@ -161,10 +169,43 @@ def lab_down_at_exit() -> Iterator[None]:
 
 
 @pytest.fixture
-def serving() -> Lab:
+def converged() -> Lab:
+    """The 2-node lab converged with `reboot: if-needed`, not serving."""
+    return Lab(2, "roce").ensure_converged()
+
+
+def serving_lab() -> Lab:
     """The 2-node lab converged with lab/serve.yml and answering /health."""
     from tests.e2e.serving_lab import SERVE, wait_serving  # it builds on Lab: imported here
 
     lab = Lab(2, "roce").ensure_converged(SERVE)
     wait_serving(lab)
     return lab
+
+
+@pytest.fixture
+def serving() -> Lab:
+    """The serving lab, for a test that changes it (and restores it)."""
+    return serving_lab()
+
+
+_SERVED: list[Lab] = []  # the serving lab while only tests that read it run
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if "served" not in item.fixturenames:
+        _SERVED.clear()
+
+
+@pytest.fixture
+def served() -> Lab:
+    """The serving lab for a test that only reads it: converged by the first of these tests,
+    which run one after another (`lab_needed`), and shared by the next ones (a test of another
+    kind in between makes the next one converge it again)."""
+    from tests.e2e.serving_lab import wait_serving  # it builds on Lab: imported here
+
+    if _SERVED:
+        wait_serving(_SERVED[0])
+    else:
+        _SERVED.append(serving_lab())
+    return _SERVED[0]

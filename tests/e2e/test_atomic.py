@@ -19,8 +19,8 @@ TEMP = "/etc/halo-cluster/.cluster.env.halo-new"
 
 
 @pytest.fixture
-def lab() -> Lab:
-    return Lab(2, "roce").ensure_converged()
+def lab(converged: Lab) -> Lab:
+    return converged
 
 
 def inodes(lab: Lab, node: str) -> dict[str, str]:

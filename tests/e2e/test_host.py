@@ -13,8 +13,8 @@ TOOLBOX = "vllm-therock-gfx1151"
 
 
 @pytest.fixture
-def lab() -> Lab:
-    return Lab(2, "roce").ensure_converged()
+def lab(converged: Lab) -> Lab:
+    return converged
 
 
 def test_preflight_reports_hardware_as_not_verified(lab: Lab) -> None:

@@ -21,8 +21,8 @@ MODEL = "facebook/opt-125m"
 IMAGE = "docker.io/kyuz0/vllm-therock-gfx1151:latest"
 
 
-def test_serves_the_model_on_the_head_data_address(serving: Lab) -> None:
-    lab = serving
+def test_serves_the_model_on_the_head_data_address(served: Lab) -> None:
+    lab = served
     assert health(lab) == "200"
     models = json.loads(lab.ssh("node1", f"curl -s http://{HEAD}:8000/v1/models"))
     assert [m["id"] for m in models["data"]] == [MODEL]
@@ -62,10 +62,10 @@ def assert_ray_closed_from_here(lab: Lab) -> None:
         assert [p for p in ports if connects(address, p)] == [], f"{name}: Ray reachable"
 
 
-def test_management_side_reaches_neither_ray_nor_vllm(serving: Lab) -> None:
-    assert_ray_closed_from_here(serving)
+def test_management_side_reaches_neither_ray_nor_vllm(served: Lab) -> None:
+    assert_ray_closed_from_here(served)
     assert not connects(management_address("node1"), 8000)
-    zones = serving.ssh("node1", "firewall-cmd --get-active-zones")
+    zones = served.ssh("node1", "firewall-cmd --get-active-zones")
     assert "trusted\n  interfaces: enp1s0f0np0" in zones, zones
 
 
@@ -87,8 +87,8 @@ def test_listen_all_opens_vllm_only_and_listen_data_closes_it(serving: Lab) -> N
     lab.ssh("node1", "test ! -e /etc/firewalld/services/halo-vllm.xml")
 
 
-def test_ray_refuses_a_client_without_the_token(serving: Lab) -> None:
-    lab = serving
+def test_ray_refuses_a_client_without_the_token(served: Lab) -> None:
+    lab = served
     for name in lab.nodes:
         mode = lab.ssh(name, "stat -c '%a %U' ~vllm/.config/halo-cluster/ray-token").strip()
         assert mode == "600 vllm", f"{name}: ray-token is {mode}"
@@ -98,8 +98,8 @@ def test_ray_refuses_a_client_without_the_token(serving: Lab) -> None:
     assert "node_" in user(lab, "node1", "podman exec halo-ray ray status")
 
 
-def test_ray_runs_on_both_nodes_as_the_cluster_user_at_the_data_addresses(serving: Lab) -> None:
-    lab = serving
+def test_ray_runs_on_both_nodes_as_the_cluster_user_at_the_data_addresses(served: Lab) -> None:
+    lab = served
     status = user(lab, "node1", "podman exec halo-ray ray status")
     assert status.split("Pending:")[0].count(" node_") == 2, status
     assert "/2.0 GPU" in status
@@ -126,20 +126,20 @@ def test_ray_runs_on_both_nodes_as_the_cluster_user_at_the_data_addresses(servin
     assert env["RAY_ADDRESS"] == f"{HEAD}:6379"
 
 
-def test_rerun_changes_nothing(serving: Lab) -> None:
+def test_rerun_changes_nothing(served: Lab) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "halo_cluster.tools.drift", "--json-out", "/dev/null"],
         cwd=ROOT,
         env={
             **cli.os.environ,
-            "CLUSTER_CONFIG": str(serving.config("reboot: if-needed\n" + SERVE)),
+            "CLUSTER_CONFIG": str(served.config("reboot: if-needed\n" + SERVE)),
         },
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr[-2000:]
-    again = serving.deploy("--json", config=serving.config("reboot: if-needed\n" + SERVE))
+    again = served.deploy("--json", config=served.config("reboot: if-needed\n" + SERVE))
     assert changed_hosts(json.loads(again.stdout)) == {}
     assert f"serving {MODEL} at http://{HEAD}:8000" in again.stderr
 
@@ -163,12 +163,12 @@ def test_heals_itself_from_each_fault_with_no_deploy(serving: Lab) -> None:
         print(f"{fault}: serving again after {seconds:.0f} s")
 
 
-def test_vllm_meets_its_contracts_with_ray_and_the_image(serving: Lab) -> None:
+def test_vllm_meets_its_contracts_with_ray_and_the_image(served: Lab) -> None:
     """What the stand-in recorded as vLLM 0.33 would see it: the same-node rendezvous through the
     shared VLLM_RPC_BASE_PATH, the model resolved by the real huggingface_hub on every rank's
     node, the image's profile.d in vLLM's and in Ray's workers' environment, no usage stats."""
     record = json.loads(
-        user(serving, "node1", "podman exec halo-vllm cat /tmp/halo-standin-vllm.json")
+        user(served, "node1", "podman exec halo-vllm cat /tmp/halo-standin-vllm.json")
     )
     meeting = record["rendezvous"]
     assert meeting["driver_socket"].startswith("/run/halo-cluster/vllm-rpc/")
@@ -181,20 +181,20 @@ def test_vllm_meets_its_contracts_with_ray_and_the_image(serving: Lab) -> None:
     assert record["env"]["TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL"] == "1"
     assert record["env"]["VLLM_NO_USAGE_STATS"] == "1"
     # the raylet of the worker, where no vLLM runs, has the image's login environment itself
-    environ = serving.ssh(
+    environ = served.ssh(
         "node2", "tr '\\0' '\\n' < /proc/$(pgrep -f '[r]aylet/raylet' | head -n1)/environ"
     )
     assert "HALO_LAB_IMAGE_PROFILE=read" in environ.splitlines()
     # the real `hf download`, as the deploy runs it, resolves the model from the node's cache
     snapshot = user(
-        serving,
+        served,
         "node2",
         'sh -c \'podman run --rm --env-file="$HOME/.config/halo-cluster/serve.env" '
         '-v "$HOME/.cache/huggingface:/root/.cache/huggingface" '
         f"{IMAGE} hf download --quiet {MODEL}'",
     )
     assert snapshot.strip().endswith(f"/snapshots/{hub.COMMIT}"), snapshot
-    assert "usage_stats" not in journal(serving, "halo-vllm")
+    assert "usage_stats" not in journal(served, "halo-vllm")
 
 
 LEAK = (
@@ -233,24 +233,6 @@ def test_changed_max_model_len_restarts_vllm_only(serving: Lab) -> None:
     assert {n: user(lab, n, "podman inspect -f '{{.Id}}' halo-ray") for n in lab.nodes} == ray_ids
     recorded = user(lab, "node1", "podman exec halo-vllm cat /tmp/halo-standin-vllm.json")
     assert "--max-model-len=1024" in json.loads(recorded)["argv"]
-
-
-def test_disabled_leaves_no_unit_and_no_container(serving: Lab) -> None:
-    lab = serving
-    result = lab.deploy(config=lab.config("reboot: if-needed\nserve: {enabled: false}\n"))
-    assert result.returncode == 0, result.stderr[-3000:]
-    for name in lab.nodes:
-        left = lab.ssh(
-            name,
-            "ls ~vllm/.config/containers/systemd ~vllm/.config/halo-cluster 2>/dev/null || true",
-        )
-        ours = [f for f in left.split() if f.startswith("halo-") or f.endswith((".sh", ".env"))]
-        assert ours == [] and "ray-token" not in left.split()
-        assert "halo-" not in user(lab, name, "podman ps -a --format '{{.Names}}'")
-        assert user(lab, name, "systemctl --user is-active halo-ray", check=False).strip() in (
-            "inactive",
-            "unknown",
-        )
 
 
 @pytest.mark.last

@@ -1,6 +1,7 @@
 """The serving lab after changes a real cluster meets: groups that must reach the running
-services, a renamed cluster user, a model folder on the nodes, and a broken contract between
-vLLM's and Ray's containers, which must fail in the lab as it would with a real vLLM."""
+services, a renamed cluster user, a model folder on the nodes, a broken contract between
+vLLM's and Ray's containers, which must fail in the lab as it would with a real vLLM, and last
+`serve.enabled: false` (the one change the serving tests leave: the last of them)."""
 
 from __future__ import annotations
 
@@ -100,3 +101,21 @@ def test_a_vllm_that_does_not_share_the_rendezvous_folder_fails_in_the_lab(servi
     result = lab.deploy(config=lab.config("reboot: if-needed\n" + SERVE))
     assert result.returncode == 0, failure(result)
     wait_serving(lab)
+
+
+def test_disabled_leaves_no_unit_and_no_container(serving: Lab) -> None:
+    lab = serving
+    result = lab.deploy(config=lab.config("reboot: if-needed\nserve: {enabled: false}\n"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name in lab.nodes:
+        left = lab.ssh(
+            name,
+            "ls ~vllm/.config/containers/systemd ~vllm/.config/halo-cluster 2>/dev/null || true",
+        )
+        ours = [f for f in left.split() if f.startswith("halo-") or f.endswith((".sh", ".env"))]
+        assert ours == [] and "ray-token" not in left.split()
+        assert "halo-" not in user(lab, name, "podman ps -a --format '{{.Names}}'")
+        assert user(lab, name, "systemctl --user is-active halo-ray", check=False).strip() in (
+            "inactive",
+            "unknown",
+        )

@@ -35,8 +35,8 @@ def drift(config=None) -> tuple[int, dict, str]:
 
 
 @pytest.fixture
-def lab() -> Lab:
-    return Lab(2, "roce").ensure_converged()
+def lab(converged: Lab) -> Lab:
+    return converged
 
 
 def test_drift_exit_codes(lab: Lab, tmp_path) -> None:

@@ -10,8 +10,8 @@ from tests.e2e.conftest import ROOT, Lab, summary, verify
 
 
 @pytest.fixture
-def lab() -> Lab:
-    return Lab(2, "roce").ensure_converged()
+def lab(converged: Lab) -> Lab:
+    return converged
 
 
 def test_converged_lab_passes_with_hardware_not_verified(lab: Lab) -> None:

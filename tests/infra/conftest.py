@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import pytest
@@ -33,15 +33,14 @@ def pytest_configure(config: pytest.Config) -> None:
         config.halo_cluster = project.load(config_path())  # the whole schema, as the tools load it  # type: ignore[attr-defined]
     except ConfigError as error:
         pytest.exit("\n".join(error.problems), returncode=2)
+    # the nodes are read while pytest collects the checks
+    config.halo_targets = read_nodes(config.halo_cluster)  # type: ignore[attr-defined]
 
 
-@pytest.fixture(scope="session")
-def cluster(pytestconfig: pytest.Config) -> Cluster:
-    return pytestconfig.halo_cluster  # type: ignore[attr-defined]
-
-
-@pytest.fixture(scope="session")
-def targets(cluster: Cluster) -> dict[str, Target]:
+def read_nodes(cluster: Cluster) -> tuple[dict[str, Target], list[Future]]:
+    """A Target per node, and the reads under way: every node at once, each in one SSH command
+    (then one more for the commands that name what the first found: the data interface, the
+    user's home). A node that cannot be read fails its own checks, with their messages."""
     config = sshconfig.write(cluster, Path(tempfile.mkdtemp(prefix="halo-verify-")))
     found = {
         node.name: Target(
@@ -55,16 +54,26 @@ def targets(cluster: Cluster) -> dict[str, Target]:
         )
         for node in cluster.nodes
     }
-    # every node at once: one SSH connection each (ControlMaster), the slow reads in parallel;
-    # a node that cannot be read fails its own checks below, with their messages
-    size = cluster.mtu - 28  # IPv4 and ICMP headers
-    with ThreadPoolExecutor(max_workers=len(found) * 10) as pool:
-        for target in found.values():
-            for value in target.slow_values():
-                pool.submit(getattr, target, value)
-            for peer in found.values():
-                if peer is not target:
-                    pool.submit(target.frames_to, peer.node.address, size)
+
+    def read(target: Target) -> None:
+        target.read(target.first_reads([p.node for p in found.values() if p is not target]))
+        target.read(target.second_reads())
+
+    pool = ThreadPoolExecutor(max_workers=len(found))
+    reads = [pool.submit(read, target) for target in found.values()]
+    pool.shutdown(wait=False)
+    return found, reads
+
+
+@pytest.fixture(scope="session")
+def cluster(pytestconfig: pytest.Config) -> Cluster:
+    return pytestconfig.halo_cluster  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def targets(pytestconfig: pytest.Config) -> dict[str, Target]:
+    found, reads = pytestconfig.halo_targets  # type: ignore[attr-defined]
+    wait(reads)
     return found
 
 

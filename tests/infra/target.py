@@ -1,31 +1,100 @@
 """One node as the end-state checks see it (`Target`), shared by tests/infra's conftest and
-checks and by the e2e tests: a testinfra host over SSH, and the values the checks read."""
+checks and by the e2e tests: a testinfra host over SSH, and the values the checks read.
+
+Every command the checks run is declared here (`first_reads`, then `second_reads` for those
+that name what the first found: the data interface, the cluster user's home) and read in one
+SSH command per node and read (`read`: the commands at once on the node, each one's exit
+status, stdout and stderr kept apart), as the deploy reads a node (halo_cluster/node/reads.py).
+A check then finds its command's result in `run`; a command nobody declared runs on its own:
+correct, one round trip more.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import socket
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import pytest
 import testinfra
+from testinfra.backend.base import CommandResult
 
 from halo_cluster.config.model import Cluster, Node
 from halo_cluster.decide.safety import resolve_interface
+from halo_cluster.node import toolbox
 from halo_cluster.node.facts import (
     CONTAINER_IMAGE,
     IMAGE_ID,
     Firewalld,
     NetworkInterfaces,
     SshSessionInterfaces,
+    TextFile,
+    TextFiles,
     as_user,
 )
 from halo_cluster.node.versions import VersionsInfo, versions_command, versions_process
+from halo_cluster.roles import all_packages
 from halo_cluster.tools.status import ray_nodes_command
 
 NOT_VERIFIED = "NOT VERIFIED"
+KEYFILE = "/etc/NetworkManager/system-connections/halo-data.nmconnection"
+ENTRIES = "/boot/loader/entries/"
+MEMLOCK_LIMITS = "/etc/security/limits.d/90-halo-memlock.conf"
+MEMLOCK_DROPINS = tuple(
+    f"/etc/systemd/{scope}.conf.d/90-halo-memlock-default.conf" for scope in ("system", "user")
+)
+# every file the checks read, in one TextFiles read (the deploy's own fact)
+FILES = (
+    "/etc/default/grub",
+    f"{ENTRIES}*.conf",
+    "/etc/kernel/cmdline",
+    "/proc/cmdline",
+    "/etc/halo-cluster/cluster.env",
+    MEMLOCK_LIMITS,
+    *MEMLOCK_DROPINS,
+)
+ACTIVE_PROFILES = "nmcli -t -f NAME,DEVICE connection show --active"
+DEVICE_GROUPS = ("render", "video", "rdma")
+_PART = re.compile(rb"@@halo-verify (\d+) (\d+) (\d+) (\d+)\n")
+
+
+def batch_script(commands: Iterable[str]) -> str:
+    """The shell script that runs `commands` at once, each in its own subshell, and prints for
+    each `@@halo-verify INDEX STATUS STDOUT-BYTES STDERR-BYTES`, then its stdout and stderr."""
+    commands = list(commands)
+    lines = ["d=$(mktemp -d) || exit 1"]
+    for i, command in enumerate(commands):
+        # the closing parenthesis on its own line: a command ending in a comment stays closed
+        lines += [f"( {command}", f') >"$d/{i}" 2>"$d/{i}e" </dev/null & p{i}=$!']
+    for i in range(len(commands)):
+        lines += [
+            f"wait $p{i}; s=$?",
+            f'printf \'@@halo-verify {i} %d %d %d\\n\' $s $(wc -c <"$d/{i}") $(wc -c <"$d/{i}e")',
+            f'cat "$d/{i}" "$d/{i}e"',
+        ]
+    lines.append('rm -rf "$d"')
+    return "\n".join(lines)
+
+
+def split_batch(output: bytes) -> list[tuple[int, bytes, bytes]]:
+    """[(status, stdout, stderr)] of each command of a `batch_script`, from what it printed; the
+    complete ones only (a script cut short keeps those before the cut)."""
+    results: list[tuple[int, bytes, bytes]] = []
+    at = 0
+    while part := _PART.match(output, at):
+        index, status, out, err = (int(g) for g in part.groups())
+        start = part.end()
+        if index != len(results) or len(output) < start + out + err:
+            break
+        results.append(
+            (status, output[start : start + out], output[start + out : start + out + err])
+        )
+        at = start + out + err
+    return results
 
 
 @dataclass
@@ -35,17 +104,80 @@ class Target:
     cluster: Cluster
     node: Node
     host: testinfra.host.Host
-    _frames: dict = field(default_factory=dict)
+    _read: dict[str, CommandResult] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return self.node.name
 
-    def run(self, command: str) -> testinfra.backend.base.CommandResult:
-        return self.host.run(command)
+    def run(self, command: str) -> CommandResult:
+        """`command`'s result: from the node's one read when declared there, else run now."""
+        found = self._read.get(command)
+        return found if found is not None else self.host.run(command)
 
     def out(self, command: str) -> str:
-        return self.host.check_output(command)
+        """The stdout of a command that must succeed (testinfra's `check_output`)."""
+        result = self.run(command)
+        assert result.rc == 0, f"Unexpected exit code {result.rc} for {result}"
+        return result.stdout.rstrip("\r\n")
+
+    def read(self, commands: Iterable[str]) -> None:
+        """Run `commands` in one SSH command, at once on the node, and keep each one's result."""
+        wanted = [c for c in dict.fromkeys(commands) if c not in self._read]
+        if not wanted:
+            return
+        output = self.host.run(batch_script(wanted)).stdout_bytes
+        for command, (status, out, err) in zip(wanted, split_batch(output), strict=False):
+            self._read[command] = self.host.backend.result(status, command.encode(), out, err)
+
+    def first_reads(self, peers: Iterable[Node]) -> list[str]:
+        """Every command the checks run that the config alone names (`peers`: the other
+        nodes, for the frame probes)."""
+        user = self.cluster.cluster_user
+        reads = [
+            "systemd-detect-virt --container",
+            NetworkInterfaces().command(),
+            Firewalld().command(),
+            SshSessionInterfaces().command(self.node.ssh_port),
+            "test -e /dev/infiniband",
+            self.image_id_command,
+            self.toolbox_image_command,
+            self.inside_toolbox_command,
+            TextFiles().command(FILES),
+            self.packages_command,
+            ACTIVE_PROFILES,
+            f"stat -c '%a %U' {KEYFILE}",
+            f"id -nG {shlex.quote(user)}",
+            self.groups_command,
+            self.toolbox_record_command,
+            versions_command(),
+        ]
+        for peer in peers:
+            reads += self.frames_commands(peer.address)
+        if self.node.role == "head":
+            reads += [self.ssh_to_worker_command(w.address) for w in self.cluster.workers]
+            if self.cluster.serve.enabled:
+                reads += [
+                    self.ray_nodes_command,
+                    self.ray_without_token_command,
+                    home_command(user),
+                ]
+                reads += [self.curl_command(*request) for request in self.serving_requests()]
+        return reads
+
+    def second_reads(self) -> list[str]:
+        """The commands that name what the first read found."""
+        interface, user = self.interface, self.cluster.cluster_user
+        reads = [f"cat /sys/class/net/{interface}/mtu", f"ip addr show {interface}"]
+        if self.node.role == "head" and self.cluster.serve.enabled:
+            reads.append(self.serve_env_command)
+        if not self.container:
+            reads += [
+                f"su - {user} -c 'ulimit -l'",
+                f"ls /sys/class/net/{interface}/device/infiniband",
+                "rdma link show",
+            ]
+        return reads
 
     @cached_property
     def container(self) -> str | None:
@@ -79,77 +211,187 @@ class Target:
         sessions = fact.process(self.out(fact.command(self.node.ssh_port)).splitlines())
         return [s["interface"] for s in sessions if s["interface"]]
 
+    @cached_property
+    def files(self) -> dict[str, TextFile]:
+        """Every file of FILES that exists."""
+        fact = TextFiles()
+        return fact.process(self.out(fact.command(FILES)).splitlines())
+
+    def text(self, path: str) -> str:
+        found = self.files.get(path)
+        assert found, f"{self.name}: {path} is missing: re-run the deploy"
+        return found.text
+
+    @property
+    def boot_entries(self) -> list[str]:
+        return sorted(p for p in self.files if p.startswith(ENTRIES) and p.endswith(".conf"))
+
+    @property
+    def packages_command(self) -> str:
+        return "rpm -q --queryformat '%{NAME}\\n' " + " ".join(all_packages())
+
+    @cached_property
+    def installed(self) -> set[str]:
+        """Which of the roles' packages are installed (rpm prints each one's name on a line, and
+        `package NAME is not installed` for the others)."""
+        return set(self.run(self.packages_command).stdout.splitlines())
+
+    @property
+    def groups_command(self) -> str:
+        return f"getent group {' '.join(DEVICE_GROUPS)} | cut -d: -f1"
+
+    @cached_property
+    def existing_groups(self) -> set[str]:
+        """Which of the device groups exist on this node."""
+        return set(self.run(self.groups_command).stdout.split())
+
+    def addresses(self, interface: str) -> list[str]:
+        """The IPv4 and IPv6 addresses on `interface`, without their prefix length."""
+        lines = self.out(f"ip addr show {interface}").splitlines()
+        words = [line.split() for line in lines]
+        return [w[1].split("/")[0] for w in words if w and w[0] in ("inet", "inet6")]
+
     def user_podman(self, command: str) -> str:
         return self.run(as_user(self.cluster.cluster_user, command)).stdout.strip()
 
     @cached_property
     def has_infiniband(self) -> bool:
-        return self.host.file("/dev/infiniband").exists
+        return self.run("test -e /dev/infiniband").rc == 0
+
+    @property
+    def image_id_command(self) -> str:
+        return as_user(self.cluster.cluster_user, IMAGE_ID + shlex.quote(self.cluster.image))
 
     @cached_property
     def image_id(self) -> str:
-        return self.user_podman(IMAGE_ID + shlex.quote(self.cluster.image))
+        return self.run(self.image_id_command).stdout.strip()
+
+    @property
+    def toolbox_image_command(self) -> str:
+        name = shlex.quote(self.cluster.toolbox)
+        return as_user(self.cluster.cluster_user, CONTAINER_IMAGE + name)
 
     @cached_property
     def toolbox_image(self) -> str:
         """Id of the image the toolbox was made from ("" when there is no toolbox)."""
-        return self.user_podman(CONTAINER_IMAGE + shlex.quote(self.cluster.toolbox))
+        return self.run(self.toolbox_image_command).stdout.strip()
+
+    @property
+    def inside_toolbox_command(self) -> str:
+        # /dev/infiniband asked for on every node: the first read need not know if it exists
+        probe = "ls -d /dev/dri /dev/kfd /dev/infiniband 2>/dev/null; echo memlock=$(ulimit -l)"
+        name = shlex.quote(self.cluster.toolbox)
+        command = f"toolbox run -c {name} sh -c {shlex.quote(probe)}"
+        return as_user(self.cluster.cluster_user, command)
 
     @cached_property
     def inside_toolbox(self) -> str:
         """The GPU/RDMA device nodes present inside the toolbox, then `memlock=<ulimit -l>`."""
-        devices = "/dev/dri /dev/kfd" + (" /dev/infiniband" if self.has_infiniband else "")
-        probe = f"ls -d {devices} 2>/dev/null; echo memlock=$(ulimit -l)"
-        name = shlex.quote(self.cluster.toolbox)
-        return self.user_podman(f"toolbox run -c {name} sh -c {shlex.quote(probe)}")
+        return self.run(self.inside_toolbox_command).stdout.strip()
 
-    def frames_to(self, address: str, size: int) -> tuple:
-        """(full-size ping, one-byte-over ping) to `address`, read once per run."""
-        key = (address, size)
-        if key not in self._frames:
-            self._frames[key] = (
-                self.run(f"ping -c 2 -i 0.1 -W 2 -M do -s {size} {address}"),
-                # refused locally before it leaves: no reply to wait for
-                self.run(f"ping -c 1 -W 0.2 -M do -s {size + 1} {address}"),
-            )
-        return self._frames[key]
+    @property
+    def toolbox_record_command(self) -> str:
+        """What the deploy recorded of the toolbox it made (image and options)."""
+        return f"cat ~{self.cluster.cluster_user}/{toolbox.state_file(self.cluster.toolbox)}"
+
+    def frames_commands(self, address: str) -> tuple[str, str]:
+        """(full-size ping, one-byte-over ping) to `address`."""
+        size = self.cluster.mtu - 28  # IPv4 and ICMP headers
+        return (
+            f"ping -c 2 -i 0.1 -W 2 -M do -s {size} {address}",
+            # refused locally before it leaves: no reply to wait for
+            f"ping -c 1 -W 0.2 -M do -s {size + 1} {address}",
+        )
+
+    def frames_to(self, address: str) -> tuple[CommandResult, CommandResult]:
+        full, over = self.frames_commands(address)
+        return self.run(full), self.run(over)
+
+    def ssh_to_worker_command(self, address: str) -> str:
+        # UpdateHostKeys=no: checking leaves the user's known_hosts as the deploy wrote it
+        # (OpenSSH would otherwise append the worker's other host keys)
+        return (
+            f"runuser -u {self.cluster.cluster_user} -- ssh -o BatchMode=yes "
+            f"-o StrictHostKeyChecking=yes -o UpdateHostKeys=no -o ConnectTimeout=5 {address} true"
+        )
+
+    @property
+    def ray_nodes_command(self) -> str:
+        ray = shlex.quote(ray_nodes_command())
+        return as_user(self.cluster.cluster_user, f"podman exec halo-ray sh -c {ray}")
 
     @cached_property
     def ray_nodes(self) -> list[list]:
         """[address, alive, GPUs] of every node Ray knows, read in the head's Ray container."""
-        ray = shlex.quote(ray_nodes_command())
-        found = self.user_podman(f"podman exec halo-ray sh -c {ray}")
+        found = self.run(self.ray_nodes_command).stdout.strip()
         try:
             return json.loads(found.splitlines()[-1]) if found else []
         except ValueError:
             return []
 
-    @cached_property
-    def ray_without_token(self) -> tuple[str, str]:
-        """(Ray's version, what `ray status` answers a client without the token), read in the
-        head's Ray container."""
+    @property
+    def ray_without_token_command(self) -> str:
         anonymous = "env -u RAY_AUTH_MODE -u RAY_AUTH_TOKEN_PATH -u RAY_AUTH_TOKEN HOME=/none"
         probe = shlex.quote(
             f"ray --version | sed -n 's/.*version //p'; {anonymous} timeout 60 ray status 2>&1"
         )
-        command = f"podman exec halo-ray sh -c {probe}"
-        found = self.run(as_user(self.cluster.cluster_user, command)).stdout
-        first, _, rest = found.partition("\n")
+        return as_user(self.cluster.cluster_user, f"podman exec halo-ray sh -c {probe}")
+
+    @cached_property
+    def ray_without_token(self) -> tuple[str, str]:
+        """(Ray's version, what `ray status` answers a client without the token), read in the
+        head's Ray container."""
+        first, _, rest = self.run(self.ray_without_token_command).stdout.partition("\n")
         return first.strip(), rest
 
-    def slow_values(self) -> list[str]:
-        """The values worth reading before the checks, each at once with the others (one SSH
-        connection per node carries them all)."""
-        values = ["interface", "container", "image_id", "toolbox_image", "inside_toolbox"]
-        values += ["firewall", "ssh_interfaces", "versions"]
-        if self.cluster.serve.enabled and self.node.role == "head":
-            values += ["ray_nodes", "ray_without_token"]
-        return values
+    @property
+    def url(self) -> str:
+        return self.cluster.serve.head_url  # the serve role's derivation, as status reads it
+
+    @cached_property
+    def api_key(self) -> str:
+        path = self.cluster.serve.api_key_file
+        return open(path).read().strip() if path else ""
+
+    def serving_requests(self) -> list[tuple[str, str, str]]:
+        """(path, API key, body) of every request the serving checks make to vLLM."""
+        key = self.api_key
+        requests = [("/health", "", ""), ("/v1/models", key, ""), ("/v1/models", "", "")]
+        return [*requests, ("/v1/completions", key, self.completion_body)]
+
+    @property
+    def completion_body(self) -> str:
+        model = self.cluster.serve.served_model_name
+        return json.dumps({"model": model, "prompt": "2+2=", "max_tokens": 4})
+
+    def curl_command(self, path: str, key: str = "", body: str = "") -> str:
+        auth = f"-H {shlex.quote('Authorization: Bearer ' + key)} " if key else ""
+        data = f"-H 'Content-Type: application/json' -d {shlex.quote(body)} " if body else ""
+        return f"curl -s -m 20 -w '\\n%{{http_code}}' {auth}{data}{self.url}{path}"
+
+    def curl(self, path: str, key: str = "", body: str = "") -> tuple[int, str]:
+        """(HTTP status, body) of a request to vLLM from the head (0: no answer)."""
+        out = self.run(self.curl_command(path, key, body)).stdout
+        text, _, code = out.rpartition("\n")
+        return int(code) if code.strip().isdigit() else 0, text
+
+    @cached_property
+    def home(self) -> str:
+        """The cluster user's home."""
+        return self.out(home_command(self.cluster.cluster_user)).strip()
+
+    @property
+    def serve_env_command(self) -> str:
+        return f"cat {shlex.quote(self.home)}/.config/halo-cluster/serve.env"
 
     def not_verified(self, what: str) -> None:
         """Skip as NOT VERIFIED when the hardware cannot exist here; return on real hosts."""
         if self.container:
             pytest.skip(f"{NOT_VERIFIED}: {what}: {self.container} container, no such hardware")
+
+
+def home_command(user: str) -> str:
+    return f"getent passwd {shlex.quote(user)} | cut -d: -f6"
 
 
 def connects(address: str, port: int) -> bool:

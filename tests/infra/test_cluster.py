@@ -10,9 +10,8 @@ from .target import Target
 
 def test_full_size_frames(pair: tuple[Target, Target], measured) -> None:
     source, target = pair
-    mtu, address = source.cluster.mtu, target.node.address
-    size = mtu - 28  # IPv4 and ICMP headers
-    ok, too_big = source.frames_to(address, size)
+    mtu = source.cluster.mtu
+    ok, too_big = source.frames_to(target.node.address)
     assert ok.rc == 0, (
         f"{source.name} -> {target.name}: a {mtu}-byte frame with don't-fragment did not pass "
         f"({ok.stdout.strip().splitlines()[-1:]}): check both MTUs and the cable"
@@ -46,12 +45,7 @@ def test_same_kernel_and_firmware_everywhere(targets: dict[str, Target], measure
 
 def test_head_reaches_worker_over_ssh(head: Target, worker: Target) -> None:
     user = head.cluster.cluster_user
-    # UpdateHostKeys=no: checking leaves the user's known_hosts as the deploy wrote it (OpenSSH
-    # would otherwise append the worker's other host keys)
-    result = head.run(
-        f"runuser -u {user} -- ssh -o BatchMode=yes -o StrictHostKeyChecking=yes "
-        f"-o UpdateHostKeys=no -o ConnectTimeout=5 {worker.node.address} true"
-    )
+    result = head.run(head.ssh_to_worker_command(worker.node.address))
     assert result.rc == 0, (
         f"{head.name} -> {worker.name} ({worker.node.address}) as {user}: "
         f"{result.stderr.strip()}: re-run the deploy (key and known_hosts)"

@@ -2,35 +2,37 @@
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 
 from halo_cluster.decide import cmdline
 from halo_cluster.node import toolbox
 from halo_cluster.roles import all_packages
 
-from .target import Target
+from .target import (
+    ACTIVE_PROFILES,
+    KEYFILE,
+    MEMLOCK_DROPINS,
+    MEMLOCK_LIMITS,
+    Target,
+)
 
 # every package the deploy installs: what each role declares
 PACKAGES = all_packages()
-KEYFILE = "/etc/NetworkManager/system-connections/halo-data.nmconnection"
 
 
 def test_packages_installed(node: Target) -> None:
-    missing = [p for p in PACKAGES if not node.host.package(p).is_installed]
+    missing = [p for p in PACKAGES if p not in node.installed]
     assert not missing, f"{node.name}: not installed: {', '.join(missing)}: re-run the deploy"
 
 
 def configured_places(node: Target) -> dict[str, str]:
     """Each place that decides the kernel command line -> the arguments it holds."""
-    places = {
-        "/etc/default/grub": cmdline.grub_cmdline(
-            node.host.file("/etc/default/grub").content_string
-        )
-        or ""
-    }
-    for path in node.out("ls /boot/loader/entries/*.conf").split():
-        places[path] = cmdline.bls_options(node.host.file(path).content_string) or ""
-    places["/etc/kernel/cmdline"] = node.host.file("/etc/kernel/cmdline").content_string
+    places = {"/etc/default/grub": cmdline.grub_cmdline(node.text("/etc/default/grub")) or ""}
+    for path in node.boot_entries:
+        places[path] = cmdline.bls_options(node.text(path)) or ""
+    places["/etc/kernel/cmdline"] = node.text("/etc/kernel/cmdline")
     return places
 
 
@@ -50,7 +52,7 @@ def test_kernel_arguments_configured(node: Target) -> None:
 
 
 def test_kernel_arguments_active(node: Target, measured) -> None:
-    running = node.host.file("/proc/cmdline").content_string
+    running = node.text("/proc/cmdline")
     missing = cmdline.missing_args(
         running, list(node.cluster.kernel_args), list(node.cluster.kernel_args_remove)
     )
@@ -69,7 +71,7 @@ def test_foreign_kernel_arguments_kept(node: Target) -> None:
     managed = {
         cmdline.key_of(a) for a in node.cluster.kernel_args + node.cluster.kernel_args_remove
     }
-    running = cmdline.split_args(node.host.file("/proc/cmdline").content_string)
+    running = cmdline.split_args(node.text("/proc/cmdline"))
     foreign = [
         a
         for a in running
@@ -84,14 +86,14 @@ def test_foreign_kernel_arguments_kept(node: Target) -> None:
 
 def test_data_link_profile(node: Target, measured) -> None:
     interface, mtu = node.interface, node.cluster.mtu
-    active = node.out("nmcli -t -f NAME,DEVICE connection show --active").splitlines()
+    active = node.out(ACTIVE_PROFILES).splitlines()
     assert f"halo-data:{interface}" in active, (
         f"{node.name}: profile halo-data not active on {interface} (active: {', '.join(active)}): "
         "re-run the deploy, or `nmcli connection up halo-data`"
     )
-    keyfile = node.host.file(KEYFILE)
-    assert (keyfile.mode, keyfile.user) == (0o600, "root"), (
-        f"{node.name}: {KEYFILE} is {oct(keyfile.mode)} {keyfile.user}, expected 0600 root: "
+    mode, owner = node.out(f"stat -c '%a %U' {KEYFILE}").split()
+    assert (int(mode, 8), owner) == (0o600, "root"), (
+        f"{node.name}: {KEYFILE} is {oct(int(mode, 8))} {owner}, expected 0600 root: "
         "NetworkManager ignores it; re-run the deploy"
     )
     found_mtu = int(node.out(f"cat /sys/class/net/{interface}/mtu"))
@@ -100,7 +102,7 @@ def test_data_link_profile(node: Target, measured) -> None:
         "peer is also right, check the DAC link"
     )
     address = f"{node.node.address}/{node.cluster.subnet.prefixlen}"
-    addresses = node.host.interface(interface).addresses
+    addresses = node.addresses(interface)
     assert node.node.address in addresses, (
         f"{node.name}: {address} not on {interface} (found {addresses}): re-run the deploy"
     )
@@ -109,9 +111,9 @@ def test_data_link_profile(node: Target, measured) -> None:
 
 def test_cluster_user_groups(node: Target) -> None:
     user = node.cluster.cluster_user
-    groups = set(node.host.user(user).groups)
+    groups = set(node.out(f"id -nG {shlex.quote(user)}").split())
     wanted = {"render", "video"} | ({"rdma"} if node.cluster.interconnect == "roce" else set())
-    existing = {g for g in wanted if node.host.group(g).exists}
+    existing = wanted & node.existing_groups
     assert existing <= groups, (
         f"{node.name}: {user} is not in {', '.join(existing - groups)}: re-run the deploy"
     )
@@ -121,12 +123,14 @@ def test_memlock_configured(node: Target) -> None:
     if node.cluster.interconnect != "roce":
         pytest.skip("thunderbolt: no RDMA, memlock is left as it is (by design)")
     user = node.cluster.cluster_user
-    limits = node.host.file("/etc/security/limits.d/90-halo-memlock.conf").content_string
-    assert f"{user} hard memlock unlimited" in limits, f"{node.name}: memlock limit missing"
-    for scope in ("system", "user"):
-        dropin = node.host.file(f"/etc/systemd/{scope}.conf.d/90-halo-memlock-default.conf")
-        assert "DefaultLimitMEMLOCK=infinity" in dropin.content_string, (
-            f"{node.name}: {dropin.path} missing: re-run the deploy"
+    limits = node.files.get(MEMLOCK_LIMITS)
+    assert limits and f"{user} hard memlock unlimited" in limits.text, (
+        f"{node.name}: memlock limit missing"
+    )
+    for path in MEMLOCK_DROPINS:
+        dropin = node.files.get(path)
+        assert dropin and "DefaultLimitMEMLOCK=infinity" in dropin.text, (
+            f"{node.name}: {path} missing: re-run the deploy"
         )
 
 
@@ -158,7 +162,7 @@ def test_toolbox_present_with_expected_options(node: Target) -> None:
         f"image is {image_id[:12]}: re-run the deploy to recreate it"
     )
     has_ib = node.has_infiniband
-    record = node.out(f"cat ~{node.cluster.cluster_user}/{toolbox.state_file(name)}").strip()
+    record = node.out(node.toolbox_record_command).strip()
     assert record == toolbox.record(image_id, toolbox.options(has_ib)), (
         f"{node.name}: toolbox {name} was made with other options ({record}): re-run the deploy"
     )
@@ -176,7 +180,7 @@ def test_inside_the_toolbox(node: Target, measured) -> None:
 
 
 def test_launcher_defaults(node: Target) -> None:
-    env = node.host.file("/etc/halo-cluster/cluster.env").content_string
+    env = node.text("/etc/halo-cluster/cluster.env")
     cluster = node.cluster
     for line in (
         f"VLLM_HEAD_IP={cluster.head.address}",

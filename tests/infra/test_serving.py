@@ -4,7 +4,6 @@ completion, and which transport RCCL really used between the nodes."""
 from __future__ import annotations
 
 import json
-import shlex
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -20,25 +19,6 @@ from .target import NOT_VERIFIED, Target, connects
 STANDIN = "stand-in"
 
 
-def url(head: Target) -> str:
-    serve = head.cluster.serve
-    listen = head.node.address if serve.listen == "data" else "127.0.0.1"
-    return f"http://{listen}:{serve.port}"
-
-
-def api_key(head: Target) -> str:
-    path = head.cluster.serve.api_key_file
-    return open(path).read().strip() if path else ""
-
-
-def curl(head: Target, path: str, key: str = "", body: str = "") -> tuple[int, str]:
-    auth = f"-H {shlex.quote('Authorization: Bearer ' + key)} " if key else ""
-    data = f"-H 'Content-Type: application/json' -d {shlex.quote(body)} " if body else ""
-    out = head.run(f"curl -s -m 20 -w '\\n%{{http_code}}' {auth}{data}{url(head)}{path}").stdout
-    text, _, code = out.rpartition("\n")
-    return int(code) if code.strip().isdigit() else 0, text
-
-
 def test_ray_has_every_node_with_one_gpu(head: Target, measured) -> None:
     nodes = head.ray_nodes
     alive = {address: gpus for address, is_alive, gpus in nodes if is_alive}
@@ -51,23 +31,23 @@ def test_ray_has_every_node_with_one_gpu(head: Target, measured) -> None:
 
 
 def test_vllm_health(head: Target, measured) -> None:
-    code, _ = curl(head, "/health")
+    code, _ = head.curl("/health")
     assert code == 200, (
-        f"{url(head)}/health answered {code or 'nothing'}: "
+        f"{head.url}/health answered {code or 'nothing'}: "
         "`journalctl --user -u halo-vllm` on the head (still loading, or failed)"
     )
-    measured(f"{url(head)}/health 200")
+    measured(f"{head.url}/health 200")
 
 
 def test_vllm_serves_the_model(head: Target, measured) -> None:
-    key = api_key(head)
-    code, text = curl(head, "/v1/models", key)
+    key = head.api_key
+    code, text = head.curl("/v1/models", key)
     assert code == 200, f"/v1/models answered {code}: {text[:200]}"
     names = [m["id"] for m in json.loads(text)["data"]]
     wanted = head.cluster.serve.served_model_name
     assert wanted in names, f"/v1/models names {names}, expected {wanted}: re-run the deploy"
     if key:
-        refused, _ = curl(head, "/v1/models")
+        refused, _ = head.curl("/v1/models")
         assert refused == 401, f"/v1/models without the API key answered {refused}, expected 401"
         measured(f"{wanted}; 401 without the key")
     else:
@@ -75,10 +55,7 @@ def test_vllm_serves_the_model(head: Target, measured) -> None:
 
 
 def test_completion_returns_text(head: Target, measured) -> None:
-    body = json.dumps(
-        {"model": head.cluster.serve.served_model_name, "prompt": "2+2=", "max_tokens": 4}
-    )
-    code, text = curl(head, "/v1/completions", api_key(head), body)
+    code, text = head.curl("/v1/completions", head.api_key, head.completion_body)
     assert code == 200, f"/v1/completions answered {code}: {text[:200]}"
     answer = json.loads(text)["choices"][0]["text"]
     assert answer, "the completion returned no text"
@@ -116,9 +93,7 @@ def test_rccl_transport(head: Target, targets: dict[str, Target], measured) -> N
 def sockets_configured(head: Target) -> str:
     """`serve.transport: sockets` is a choice, not a failure: passed when the head's serve.env
     pins RCCL to sockets as the deploy writes it."""
-    user = head.cluster.cluster_user
-    home = head.out(f"getent passwd {shlex.quote(user)} | cut -d: -f6").strip()
-    env = head.run(f"cat {shlex.quote(home)}/.config/halo-cluster/serve.env").stdout
+    env = head.run(head.serve_env_command).stdout
     pinned = [line for line in env.splitlines() if line.startswith(("NCCL_NET=", "NCCL_IB_DIS"))]
     assert {"NCCL_NET=Socket", "NCCL_IB_DISABLE=1"} <= set(pinned), (
         f"serve.transport: sockets, but the head's serve.env sets {pinned or 'neither'} "
@@ -138,13 +113,12 @@ def run_allreduce(cluster, targets: dict[str, Target]) -> str:
 
     def rank(index: int, node) -> str:
         target = targets[node.name]
-        home = target.out(f"getent passwd {shlex.quote(user)} | cut -d: -f6").strip()
         command = allreduce.command(
             cluster.image,
             index,
             len(cluster.nodes),
             cluster.head.address,
-            f"{home}/.config/halo-cluster/serve.env",
+            f"{target.home}/.config/halo-cluster/serve.env",
             target.has_infiniband,
         )
         return target.run(as_user(user, command)).stdout
