@@ -20,7 +20,10 @@ import sys
 from collections.abc import Callable
 
 from halo_cluster.config.loader import ConfigError
-from halo_cluster.tools import drift, project, status, where
+
+# drift, status and where import pyinfra (a quarter of a second): each only when it runs, so that
+# verify, whose checks run in pytest's own process, starts without it
+from halo_cluster.tools import project
 
 ERROR = 1
 NO_CHECKOUT = 4  # pytest's usage error: there is nothing to run
@@ -59,6 +62,8 @@ def _env() -> dict[str, str]:
 
 def run_drift(args: list[str]) -> int:
     """The dry run (pyinfra over deploy.py): 0 converged, 2 drift, 1 error."""
+    from halo_cluster.tools import drift
+
     found = _files("drift")
     return drift.main(args, found.entry) if found else drift.ERROR
 
@@ -91,6 +96,8 @@ def run_deploy(args: list[str]) -> int:
 
 def run_where(args: list[str]) -> int:
     """Where the serving cluster is: its URL, a curl line, the status command."""
+    from halo_cluster.tools import where
+
     argparse.ArgumentParser(prog="halo-cluster where", description=where.__doc__).parse_args(args)
     config = project.config()
     try:
@@ -102,11 +109,18 @@ def run_where(args: list[str]) -> int:
     return 0
 
 
+def run_status(args: list[str]) -> int:
+    """The serving cluster in one table: 0 up, 2 down, 1 unreachable or a bad config."""
+    from halo_cluster.tools import status
+
+    return status.main(args)
+
+
 COMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
     "deploy": (run_deploy, "converge every node to cluster.yml (pyinfra inventory.py deploy.py)"),
     "drift": (run_drift, "what a deploy would change on each node, changing nothing"),
     "verify": (run_verify, "check the end state of every node (pytest over tests/infra)"),
-    "status": (status.main, "the serving cluster in one table: Ray, each service, vLLM"),
+    "status": (run_status, "the serving cluster in one table: Ray, each service, vLLM"),
     "where": (run_where, "where vLLM answers: its URL, a curl line, the status command"),
 }
 DESCRIPTION = """Provision AMD Strix Halo machines into a vLLM cluster described by cluster.yml.

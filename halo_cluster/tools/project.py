@@ -12,7 +12,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from halo_cluster import roles
 from halo_cluster.config.loader import load_cluster
 from halo_cluster.config.model import Cluster
 from halo_cluster.config.schema import use
@@ -70,5 +69,7 @@ def config() -> str:
 def load(path: str | Path) -> Cluster:
     """The config at `path`, checked against the whole schema: the cluster section and every
     role's. The tools sit above the roles (docs/architecture.md), so they assemble it."""
+    from halo_cluster import roles  # here: the roles import pyinfra, which verify never needs
+
     use(roles.schema())
     return load_cluster(path)
