@@ -122,8 +122,9 @@ def _flag_name(argument: str) -> tuple[str, bool] | None:
 
 
 def _names(flag: Flag) -> tuple[str, ...]:
-    """The long names argparse takes for `flag`: its own, and `no-NAME` for a boolean one."""
-    return (flag.name, f"no-{flag.name}") if flag.form == SWITCH else (flag.name,)
+    """The long names argparse takes for `flag`: its own, and `no-NAME` for a boolean one or a
+    family, whose members include booleans (`--no-data-parallel-hybrid-lb`)."""
+    return (flag.name, f"no-{flag.name}") if flag.form == SWITCH or flag.family else (flag.name,)
 
 
 def owned_flag(argument: str) -> str | None:
@@ -160,11 +161,11 @@ def extra_argument(value: object) -> str | None:
 
 
 def _spellings(flag: Flag) -> str:
-    names = [f"`--{name}`" for name in _names(flag)]
+    names = [f"`--{name}`" for name in _names(flag) if not flag.family or name == flag.name]
     if flag.form == POSITIONAL:
         names.insert(0, "the model (positional)")
     if flag.family:
-        names.append(f"every `--{flag.name}-*`")
+        names.append(f"every `--{flag.name}-*` and `--no-{flag.name}-*`")
     names += [
         f"`-{alias}`" + (f", every `-{alias}*`" if flag.family else "") for alias in flag.aliases
     ]

@@ -56,6 +56,7 @@ OWNED = {
     "-pp": "serve.pipeline_parallel_size",
     "--data-parallel-size=2": "serve.tensor_parallel_size",
     "--data_parallel_size_local=1": "serve.tensor_parallel_size",
+    "--no-data-parallel-hybrid-lb": "serve.tensor_parallel_size",  # a boolean of the family
     "-dp": "serve.tensor_parallel_size",
     "-dpl": "serve.tensor_parallel_size",
     "--distributed-executor-backend=mp": "nothing: the cluster runs vLLM on Ray",
@@ -134,6 +135,8 @@ def test_every_spelling_of_every_owned_flag_is_refused() -> None:
         spellings = [f"--{flag.name}", f"--{flag.name}=1", *(f"-{a}" for a in flag.aliases)]
         if flag.form == flags.SWITCH:
             spellings.append(f"--no-{flag.name}")
+        if flag.family:
+            spellings += [f"--{flag.name}-x", f"--no-{flag.name}-x=1"]
         assert {flags.owned_flag(s) for s in spellings} == {flag.instead}, flag.name
     assert flags.owned_flag("--no-enable-chunked-prefill") is None
 
