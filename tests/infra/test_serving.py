@@ -21,9 +21,8 @@ STANDIN = "stand-in"
 
 
 def url(head: Target) -> str:
-    serve = head.cluster.serve
-    listen = head.node.address if serve.listen == "data" else "127.0.0.1"
-    return f"http://{listen}:{serve.port}"
+    """vLLM's URL as the head reaches it: the serve role's derivation, as the deploy waits on."""
+    return head.cluster.serve.head_url
 
 
 def api_key(head: Target) -> str:
