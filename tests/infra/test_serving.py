@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from halo_cluster.config.serving import PORTS, ray_ports
+from halo_cluster.config.serving import PORTS, SERVICE_CONFIG, ray_ports
 from halo_cluster.decide import nccl
 from halo_cluster.node import firewalld
 from halo_cluster.node.facts import as_user
@@ -117,7 +117,7 @@ def sockets_configured(head: Target) -> str:
     pins RCCL to sockets as the deploy writes it."""
     user = head.cluster.cluster_user
     home = head.out(f"getent passwd {shlex.quote(user)} | cut -d: -f6").strip()
-    env = head.run(f"cat {shlex.quote(home)}/.config/halo-cluster/serve.env").stdout
+    env = head.run(f"cat {shlex.quote(f'{home}/{SERVICE_CONFIG}/serve.env')}").stdout
     pinned = [line for line in env.splitlines() if line.startswith(("NCCL_NET=", "NCCL_IB_DIS"))]
     assert {"NCCL_NET=Socket", "NCCL_IB_DISABLE=1"} <= set(pinned), (
         f"serve.transport: sockets, but the head's serve.env sets {pinned or 'neither'} "
@@ -143,7 +143,7 @@ def run_allreduce(cluster, targets: dict[str, Target]) -> str:
             index,
             len(cluster.nodes),
             cluster.head.address,
-            f"{home}/.config/halo-cluster/serve.env",
+            f"{home}/{SERVICE_CONFIG}/serve.env",
             target.has_infiniband,
         )
         return target.run(as_user(user, command)).stdout
