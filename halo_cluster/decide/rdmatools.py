@@ -8,15 +8,26 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from typing import TypedDict
 
 MEBIBYTE = 1024 * 1024
 
 
-def parse_rdma_link(text: str) -> list[dict[str, str]]:
+class RdmaLink(TypedDict):
+    """One `rdma link` port; a field the line does not give is ""."""
+
+    device: str
+    port: str
+    state: str
+    physical_state: str
+    netdev: str
+
+
+def parse_rdma_link(text: str) -> list[RdmaLink]:
     """`rdma link` lines, current (`rocep1s0f0/1`) and legacy (`irdma0/1`) names, and native IB
     lines with subnet_prefix/lid fields: [{"device", "port", "state", "physical_state",
     "netdev"}]."""
-    links = []
+    links: list[RdmaLink] = []
     for line in text.splitlines():
         fields = line.split()
         if len(fields) < 2 or fields[0] != "link":
@@ -24,13 +35,13 @@ def parse_rdma_link(text: str) -> list[dict[str, str]]:
         device, _, port = fields[1].partition("/")
         pairs = dict(zip(fields[2::2], fields[3::2], strict=False))
         links.append(
-            {
-                "device": device,
-                "port": port,
-                "state": pairs.get("state", ""),
-                "physical_state": pairs.get("physical_state", ""),
-                "netdev": pairs.get("netdev", ""),
-            }
+            RdmaLink(
+                device=device,
+                port=port,
+                state=pairs.get("state", ""),
+                physical_state=pairs.get("physical_state", ""),
+                netdev=pairs.get("netdev", ""),
+            )
         )
     return links
 

@@ -129,8 +129,9 @@ commands:
 {commands}
 
 The config is --config PATH (before or after COMMAND), else $CLUSTER_CONFIG, else cluster.yml in
-the checkout. ARGS go to the command: drift's and status's options, pytest's for verify, pyinfra's
-for deploy. Each command's exit codes, for scripts and CI: docs/ci.md."""
+the checkout (else the current folder). ARGS go to the command: drift's and status's options,
+pytest's for verify, pyinfra's for deploy; after `--`, as they are. Each command's exit codes, for
+scripts and CI: docs/ci.md."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -151,11 +152,14 @@ def _parser() -> argparse.ArgumentParser:
 def _config_after_command(args: list[str]) -> tuple[list[str], list[str]]:
     """Every `--config PATH` (or `--config=PATH`) given after COMMAND, and the other ARGS in
     their order (by hand: argparse may reorder what it does not know, pyinfra's and pytest's
-    options)."""
+    options). A `--` ends halo-cluster's options: what follows goes to the command as it is,
+    without the `--` (pyinfra would read `-- --dry` as an inventory named `--dry`)."""
     configs, rest = [], []
     items = iter(args)
     for arg in items:
-        if arg == "--config":
+        if arg == "--":
+            rest.extend(items)
+        elif arg == "--config":
             value = next(items, None)
             configs.append(_parser().error("--config needs a PATH") if value is None else value)
         elif arg.startswith("--config="):

@@ -10,7 +10,7 @@ from typing import NotRequired, TypedDict
 
 from pyinfra.api import FactBase
 
-from halo_cluster.decide.rdmatools import parse_rdma_link
+from halo_cluster.decide.rdmatools import RdmaLink, parse_rdma_link
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.memory import model_dir
 
@@ -164,7 +164,7 @@ class HttpStatus(FactBase[int]):
         return int(text) if text.isdigit() else 0
 
 
-class RdmaLinks(FactBase[list[dict[str, str]]]):
+class RdmaLinks(FactBase[list[RdmaLink]]):
     """`rdma link`: every RDMA port's device, state and netdev (`rdmatools.parse_rdma_link`);
     [] when there is none, or no `rdma` tool (iproute) to ask."""
 
@@ -175,7 +175,7 @@ class RdmaLinks(FactBase[list[dict[str, str]]]):
     )
 
     @staticmethod
-    def default() -> list[dict[str, str]]:
+    def default() -> list[RdmaLink]:
         return []
 
     def requires_command(self) -> str:
@@ -184,5 +184,5 @@ class RdmaLinks(FactBase[list[dict[str, str]]]):
     def command(self) -> str:
         return "rdma link show"
 
-    def process(self, output: list[str]) -> list[dict[str, str]]:
+    def process(self, output: list[str]) -> list[RdmaLink]:
         return parse_rdma_link("\n".join(output))

@@ -49,7 +49,6 @@ FILES = (
 )
 BY_NAME = {f.name: f for f in FILES}
 VLLM_FILES = tuple(f.name for f in FILES if f.head_only)
-SECRETS = tuple(f.name for f in FILES if f.secret)
 
 
 def paths() -> dict[str, str]:

@@ -122,8 +122,10 @@ def _flag_name(argument: str) -> tuple[str, bool] | None:
 
 
 def _names(flag: Flag) -> tuple[str, ...]:
-    """The long names argparse takes for `flag`: its own, and `no-NAME` for a boolean one."""
-    return (flag.name, f"no-{flag.name}") if flag.form == SWITCH else (flag.name,)
+    """The long names refused for `flag`: its own, and `no-NAME`, which argparse takes for a
+    boolean one (and a family's boolean members, `--no-data-parallel-hybrid-lb`); refused for
+    every owned flag, as before the table, so that a future boolean form cannot slip through."""
+    return (flag.name, f"no-{flag.name}")
 
 
 def owned_flag(argument: str) -> str | None:
@@ -160,11 +162,11 @@ def extra_argument(value: object) -> str | None:
 
 
 def _spellings(flag: Flag) -> str:
-    names = [f"`--{name}`" for name in _names(flag)]
+    names = [f"`--{name}`" for name in _names(flag) if not flag.family or name == flag.name]
     if flag.form == POSITIONAL:
         names.insert(0, "the model (positional)")
     if flag.family:
-        names.append(f"every `--{flag.name}-*`")
+        names.append(f"every `--{flag.name}-*` and `--no-{flag.name}-*`")
     names += [
         f"`-{alias}`" + (f", every `-{alias}*`" if flag.family else "") for alias in flag.aliases
     ]

@@ -14,7 +14,7 @@ from halo_cluster.node.environment import environment_values
 from halo_cluster.node.render import templates
 from halo_cluster.roles.serve import weights
 
-render = templates("roles.serve")  # templates/serve/
+render = templates(__package__)  # templates/serve/: the role's package names it
 # per-node values vLLM must not copy from the head to the workers' Ray processes
 NON_CARRY_OVER = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "VLLM_ROCE_HCA")
 # a worker's Ray gives up on a lost head after this (Ray's default: 60 s), and systemd restarts it

@@ -7,6 +7,8 @@ first and refuses with the port and the fix instead.
 
 from __future__ import annotations
 
+from halo_cluster.decide.rdmatools import RdmaLink
+
 ACTIVE = "ACTIVE"
 FIX = "check the cable and `rdma link` on the node, or set serve.transport: sockets"
 
@@ -14,7 +16,7 @@ FIX = "check the cable and `rdma link` on the node, or set serve.transport: sock
 def rdma_port_problem(
     interface: str | None,
     device: str | None,
-    links: list[dict[str, str]],
+    links: list[RdmaLink],
     drivers_loading: bool = False,
 ) -> str | None:
     """Why vLLM must not start with `serve.transport: rdma`, or None when the data port's RDMA

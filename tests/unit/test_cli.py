@@ -124,6 +124,16 @@ def test_config_before_or_after_the_command(monkeypatch: pytest.MonkeyPatch) -> 
     assert seen == [["--json-out", "x"], []]
 
 
+def test_a_double_dash_ends_halo_clusters_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`deploy --config X -- --dry` is pyinfra's --dry, not an inventory named `--dry`."""
+    seen = []
+    monkeypatch.setitem(cli.COMMANDS, "deploy", (lambda args: seen.append(args) or 0, ""))
+    assert cli.main(["deploy", "--config", "a.yml", "--", "--dry"]) == 0
+    assert cli.main(["deploy", "--dry", "--", "--config", "pyinfra.yml", "--"]) == 0
+    assert cli.os.environ["CLUSTER_CONFIG"] == "a.yml"
+    assert seen == [["--dry"], ["--dry", "--config", "pyinfra.yml", "--"]]
+
+
 def test_where_on_the_lab_runs_curl_on_the_head(
     lab_config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

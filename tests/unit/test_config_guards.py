@@ -13,6 +13,7 @@ import pytest
 
 from halo_cluster import roles
 from halo_cluster.config import serving
+from halo_cluster.config.hostdata import host_data
 from halo_cluster.config.loader import ConfigError, load_cluster
 from halo_cluster.decide import preflight
 from halo_cluster.decide.safety import cluster_user_problem
@@ -56,6 +57,7 @@ OWNED = {
     "-pp": "serve.pipeline_parallel_size",
     "--data-parallel-size=2": "serve.tensor_parallel_size",
     "--data_parallel_size_local=1": "serve.tensor_parallel_size",
+    "--no-data-parallel-hybrid-lb": "serve.tensor_parallel_size",  # a boolean of the family
     "-dp": "serve.tensor_parallel_size",
     "-dpl": "serve.tensor_parallel_size",
     "--distributed-executor-backend=mp": "nothing: the cluster runs vLLM on Ray",
@@ -106,20 +108,12 @@ def test_free_flags_pass(argument: str) -> None:
     assert flags.owned_flag(argument) is None
 
 
-def test_every_flag_argv_sets_is_owned() -> None:
-    data = SimpleNamespace(
-        halo_serve_bind_address="192.168.100.1",
-        halo_serve_model="Qwen/Qwen3-14B",
-        halo_serve_port=8000,
-        halo_serve_served_model_name="qwen",
-        halo_serve_tensor_parallel_size=2,
-        halo_serve_pipeline_parallel_size=1,
-        halo_serve_gpu_memory_utilization=0.9,
-        halo_serve_max_model_len=8192,
-        halo_serve_max_num_seqs=8,
-        halo_serve_enforce_eager=True,
-        halo_serve_extra_args=[],
-    )
+def test_every_flag_argv_sets_is_owned(tmp_path: Path) -> None:
+    """On host data as the inventory sets it from a cluster.yml, not built by hand: a new flag's
+    key needs no line here."""
+    keys = "served_model_name: qwen, max_model_len: 8192, max_num_seqs: 8"
+    cluster = load_cluster(write(tmp_path, serve_with(tmp_path, keys)))
+    data = SimpleNamespace(**host_data(cluster, cluster.head))
     args = flags.argv(data)  # from host data alone
     assert args[0] == data.halo_serve_model and flags.owned_flag("--model") == "serve.model"
     flags_set = [a for a in args[1:] if a.startswith("-")]
@@ -128,12 +122,13 @@ def test_every_flag_argv_sets_is_owned() -> None:
 
 
 def test_every_spelling_of_every_owned_flag_is_refused() -> None:
-    """Derived from the one table: `--flag`, `--flag=value`, a boolean's `--no-flag`, each alias;
-    a non-boolean's `--no-flag` is no flag of vLLM's (argparse refuses it itself)."""
+    """Derived from the one table: `--flag`, `--flag=value`, `--no-flag` (argparse's form of a
+    boolean, refused for every owned flag), each alias."""
     for flag in flags.FLAGS:
         spellings = [f"--{flag.name}", f"--{flag.name}=1", *(f"-{a}" for a in flag.aliases)]
-        if flag.form == flags.SWITCH:
-            spellings.append(f"--no-{flag.name}")
+        spellings.append(f"--no-{flag.name}")
+        if flag.family:
+            spellings += [f"--{flag.name}-x", f"--no-{flag.name}-x=1"]
         assert {flags.owned_flag(s) for s in spellings} == {flag.instead}, flag.name
     assert flags.owned_flag("--no-enable-chunked-prefill") is None
 

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import base64
+import importlib
+import importlib.util
 import json
+import typing
+from typing import Any
 
+from pyinfra.api import FactBase
+
+from halo_cluster import roles
+from halo_cluster.node import facts, memory, reads
 from halo_cluster.node.facts import NetworkInterfaces, OsRelease, SshSessionInterfaces, TextFiles
 from halo_cluster.roles.network.facts import NmActiveConnections
 from tests.recorded import fixture
@@ -68,3 +76,41 @@ def test_nm_active_connections_from_recorded_names() -> None:
     assert active["Kabelgebundene Verbindung 1"] == "eno1"
     assert active["thunderbolt0"] == "thunderbolt0"
     assert active["a:b"] == "eth9"
+
+
+def _facts() -> list[type[FactBase]]:
+    """Every custom fact: the node layer's and each role's (its facts module, where it has one)."""
+    modules = [facts, memory, reads]
+    modules += [
+        importlib.import_module(f"{r.__name__}.facts")
+        for r in roles.all_roles()
+        if importlib.util.find_spec(f"{r.__name__}.facts")
+    ]
+    return [
+        value
+        for module in modules
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and issubclass(value, FactBase)
+        and value.__module__ == module.__name__
+    ]
+
+
+def _records(kind: Any) -> list[Any]:
+    """The record types inside a fact's declared type: a list's items, a mapping's values."""
+    origin, arguments = typing.get_origin(kind), typing.get_args(kind)
+    if origin is list:
+        return [arguments[0], *_records(arguments[0])]
+    if origin is dict:
+        return _records(arguments[1])
+    return []
+
+
+def test_every_custom_fact_is_typed_and_its_records_are_named() -> None:
+    """FactBase[T] as pyinfra's own facts: a record (a list's item, a mapping's value) is a
+    TypedDict or dataclass, never a bare dict whose keys only its parser knows."""
+    found = _facts()
+    assert len(found) > 10, found
+    for fact in found:
+        (declared,) = [typing.get_args(b)[0] for b in fact.__orig_bases__]
+        assert all(typing.get_origin(r) is not dict for r in _records(declared)), fact

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import tomllib
 import zipfile
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ SOURCES = (
     "tests/infra",
     "deploy.py",
     "inventory.py",
+    "MANIFEST.in",
 )
 # import names as both installs must resolve them (True) or not (False)
 NAMES = {
@@ -94,6 +96,30 @@ nodes:
 """
 
 
+PIP = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+
+
+def copy_sources(source: Path) -> Path:
+    """What the wheel is built from, copied (no build artefacts in the checkout)."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    for name in SOURCES:
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, source / name, ignore=ignore)
+        else:
+            shutil.copy(ROOT / name, source / name)
+    return source
+
+
+def build_wheel(source: Path, wheels: Path) -> Path:
+    subprocess.run(
+        [*PIP, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", wheels, source],
+        check=True,
+        timeout=120,
+    )
+    return next(wheels.glob("halo_cluster-*.whl"))
+
+
 @dataclass(frozen=True)
 class Installed:
     wheel: Path
@@ -119,26 +145,12 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     checkout), installed without its dependencies into a venv of its own; the dependencies
     (pyinfra, jinja2, ...) are this environment's, on the venv's path after the wheel."""
     folder = tmp_path_factory.mktemp("package")
-    source = folder / "source"
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
-    for name in SOURCES:
-        (source / name).parent.mkdir(parents=True, exist_ok=True)
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, source / name, ignore=ignore)
-        else:
-            shutil.copy(ROOT / name, source / name)
-    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
     wheels, venv = folder / "wheels", folder / "venv"
-    subprocess.run(
-        [*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", wheels, source],
-        check=True,
-        timeout=120,
-    )
-    wheel = next(wheels.glob("halo_cluster-*.whl"))
+    wheel = build_wheel(copy_sources(folder / "source"), wheels)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=60)
     python = venv / "bin" / "python"
     subprocess.run(
-        [*pip, "--python", python, "install", "--no-deps", "--no-index", wheel],
+        [*PIP, "--python", python, "install", "--no-deps", "--no-index", wheel],
         check=True,
         timeout=120,
     )
@@ -164,6 +176,30 @@ def resolved(python: Path, cwd: Path) -> dict[str, bool]:
 def test_the_wheel_installs_halo_cluster_alone(installed: Installed) -> None:
     top = {name.split("/")[0] for name in zipfile.ZipFile(installed.wheel).namelist()}
     assert top == {"halo_cluster", f"{installed.wheel.name.split('-py')[0]}.dist-info"}
+
+
+def test_the_sdist_builds_the_same_wheel(installed: Installed, tmp_path: Path) -> None:
+    """What `python -m build` and an index install do: the wheel built from the sdist, which
+    must carry the files the wheel's build copies in (deploy.py, inventory.py)."""
+    source = copy_sources(tmp_path / "source")
+    build = (
+        "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
+    )
+    made = subprocess.run(
+        [sys.executable, "-c", build, tmp_path / "sdist"],
+        cwd=source,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    with tarfile.open(tmp_path / "sdist" / made.stdout.split()[-1]) as sdist:
+        sdist.extractall(tmp_path / "unpacked", filter="data")
+    (unpacked,) = (tmp_path / "unpacked").iterdir()
+    wheel = build_wheel(unpacked, tmp_path / "wheels")
+    assert sorted(zipfile.ZipFile(wheel).namelist()) == sorted(
+        zipfile.ZipFile(installed.wheel).namelist()
+    )
 
 
 def test_the_wheel_and_the_editable_install_resolve_the_same_names(
