@@ -7,7 +7,8 @@ time), with its stdout and exit status delimited. Every part is then
 processed as pyinfra would have (`process`, or `default()` for no output or a missing
 `requires_command`) and seeds the per-run cache, so the roles' `cached(host, Fact, ...)` read
 the node's state from this one command. A read nobody declared is left to `cached()`: it reads
-it with `host.get_fact`. A part that failed is the node's refusal (`unreadable`: the deploy refuses
+it with `host.get_fact`. A part that failed is read once more on its own; failed again, it is the
+node's refusal (`unreadable`: the deploy refuses
 the node with it before anything is planned), never a pyinfra error that ends the run for every
 node; a fact may say what to do when its command fails on a node (`unreadable_fix`).
 """
@@ -202,12 +203,23 @@ def _fetch(host: Any, reads: Iterable[Read], cache: dict) -> None:
     if not results:  # the one command itself failed: each read is left to `cached()`
         return
     failed = _FAILED.setdefault(ctx_state.get(), {}).setdefault(host.name, [])
-    for (fact, kwargs), (status, lines) in zip(wanted, results, strict=False):
+    for (fact, kwargs), command, (status, lines) in zip(wanted, parts, results, strict=False):
         value = _value(fact, status, lines)
+        if value is _MISSING:
+            value = _read_alone(host, fact, command)
         if value is _MISSING:
             failed.append((fact, kwargs))
         else:
             cache[_key(host, fact, kwargs)] = value
+
+
+def _read_alone(host: Any, fact: type, command: str) -> Any:
+    """A part that failed, read once more on its own: on a node that just booted, two rpm
+    queries at once (RpmPackages, InstalledVersions) can fail on the database's first open, and a
+    passing failure must not refuse the node."""
+    results = host.get_fact(NodeReads, parts=(command,), _ignore_errors=True) or [(1, [])]
+    status, lines = results[0]
+    return _value(fact, status, lines)
 
 
 def unreadable(host: Any) -> str | None:

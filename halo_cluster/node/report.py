@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import sys
 import weakref
 from typing import Any
@@ -67,7 +68,8 @@ def fail(host: Any, reason: str) -> None:
 def end_line(refused: list[dict]) -> str | None:
     """The run's last line from its `refused` events: every refused node (each one's reason is
     its own line above) and the exit code; None when no node was refused."""
-    nodes = list(dict.fromkeys(e["node"] for e in refused))
+    # by name, digits as numbers: nodes are refused at once, in no order a reader could use
+    nodes = sorted({e["node"] for e in refused}, key=_natural)
     if not nodes:
         return None
     return (
@@ -75,6 +77,10 @@ def end_line(refused: list[dict]) -> str | None:
         f"({', '.join(nodes)}), each for the reason on its own line above: "
         f"exit {REFUSED_EXIT} (docs/ci.md)"
     )
+
+
+def _natural(name: str) -> list[tuple[int, str]]:
+    return [(int(part), "") if part.isdigit() else (0, part) for part in re.split(r"(\d+)", name)]
 
 
 def _end_with_refusals(state: Any) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from halo_cluster.config.model import Cluster, Problems
+from halo_cluster.config.rules import quote
 from halo_cluster.config.schema import REQUIRED, Field, variables
 from halo_cluster.roles.os import versions
 
@@ -18,7 +19,7 @@ ENTRY = "os.known_versions[]"
 def date_problem(value: object) -> str | None:
     if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
         return None
-    return f"{value!r} is not a date YYYY-MM-DD (quote it: YAML reads a bare date as a date)"
+    return f"{quote(value)} is not a date YYYY-MM-DD (quote it: YAML reads a bare date as a date)"
 
 
 SECTION: tuple[Field, ...] = (

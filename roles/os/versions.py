@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from halo_cluster.config.rules import quote
+
 KNOWN_VERSIONS = Path(__file__).resolve().parent / "known-versions.yml"
 GOOD, BAD, UNKNOWN = "good", "bad", "unknown"
 PACKAGES = ("kernel-core", "amd-gpu-firmware")  # what an entry may name
@@ -111,10 +113,10 @@ def version_problem(spec: object) -> str | None:
     text = spec if isinstance(spec, str) else ""
     op, _, evr = text.partition(" ") if " " in text else ("", "", text)
     if op and op not in OPERATORS:
-        return f"{spec!r}: {op!r} is not one of < <= > >="
+        return f"{quote(spec)}: {quote(op)} is not one of < <= > >="
     if not (_VERSION if op else _EVR).fullmatch(evr):
         return (
-            f"{spec!r} is not VERSION-RELEASE as rpm prints it without the arch "
+            f"{quote(spec)} is not VERSION-RELEASE as rpm prints it without the arch "
             "(6.18.9-200.fc43), nor OP VERSION[-RELEASE] (< 6.18.4)"
         )
     return None

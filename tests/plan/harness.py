@@ -158,7 +158,8 @@ def _once(data: Any) -> list[reads.Read]:
 
 def fake_responses(name: str, node: Node, declared: list[reads.Read]) -> dict[re.Pattern, Answer]:
     """The @fake connector's responses of one node, each keyed by its exact command: the node's
-    one read of what the deploy declares, then every fact's own command."""
+    one read of what the deploy declares, each of its parts read alone, then every fact's own
+    command."""
     node = {**PYINFRA_READS, **node}
     responses: dict[re.Pattern, Answer] = {}
     parts, results = [], []
@@ -170,6 +171,8 @@ def fake_responses(name: str, node: Node, declared: list[reads.Read]) -> dict[re
         if command is not None:
             parts.append(command)
             results.append(_result(answer))
+            # a part that failed is read once more on its own (reads._read_alone)
+            responses[_exactly(reads.script([command]))] = reads.join_output([_result(answer)])
     if parts:
         responses[_exactly(reads.script(parts))] = reads.join_output(results)
     for fact, kwargs in [*declared, *_alone(node)]:

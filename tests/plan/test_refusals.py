@@ -5,8 +5,8 @@ line names them and the exit code; never pyinfra's "No hosts remaining!"."""
 
 from __future__ import annotations
 
-from halo_cluster.node import report
-from tests.plan.harness import one_read, plan
+from halo_cluster.node import reads, report
+from tests.plan.harness import fact_reads, plan
 from tests.plan.nodes import serve_cluster, user_node
 
 NO_RDMA_STACK = {"success": False, "stderr": "Failed to open NETLINK_RDMA socket"}
@@ -31,7 +31,12 @@ def test_every_node_without_its_rdma_stack_is_refused_with_the_fix() -> None:
     result = plan_without_rdma("halo1", "halo2")  # no PyinfraError: the run goes on to its end
     assert result.refused == {"halo1": FIX, "halo2": FIX}
     assert result.ops["halo1"] == [] and result.ops["halo2"] == []
-    one_read(result)  # the failed part is not read again on its own
+    for node in ("halo1", "halo2"):
+        # the node's one read, then the failed part once more on its own (a passing failure
+        # must not refuse a node): never a third time, never through pyinfra's own fact read
+        first, again = fact_reads(result, node)
+        assert reads.MARK in first and reads.MARK in again and "rdma link" in again
+        assert "ip -j addr" not in again
 
 
 def test_only_the_node_that_cannot_be_read_is_refused() -> None:
@@ -52,3 +57,5 @@ def test_the_run_ends_with_one_line_naming_the_refused_nodes() -> None:
         "above: exit 1 (docs/ci.md)"
     )
     assert report.end_line(refused[:1]).startswith("halo-cluster: refused 1 node (halo1),")
+    out_of_order = [{"node": n, "kind": "refused", "reason": FIX} for n in ("n10", "n2", "n1")]
+    assert "(n1, n2, n10)" in report.end_line(out_of_order)
