@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -216,3 +217,11 @@ def memory_output(
     if weights is not None:
         lines += [f"dir {folder}", *[f"weights {size}" for size in weights]]
     return lines
+
+
+def skopeo_digest(name: str = "skopeo-inspect-no-tags-python.json") -> str:
+    """What `skopeo inspect --format '{{.Digest}}'` prints for a recorded `skopeo inspect`: its
+    top-level `Digest` line (the recording elides parts, so it is not parsed as JSON)."""
+    found = re.search(r'^    "Digest": "(sha256:[0-9a-f]{64})",$', fixture(name), re.MULTILINE)
+    assert found, name
+    return found[1]

@@ -12,6 +12,7 @@ from pyinfra import host, logger
 from pyinfra.api import deploy
 
 from halo_cluster.decide.safety import e810_ports
+from halo_cluster.node import image as cluster_image
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.report import fail
@@ -59,6 +60,8 @@ def apply(node: NodeContext) -> None:
     lifecycle.remove_other_users_services(user, snapshot)
     if not host.data.halo_serve_enabled:
         lifecycle.remove(user, snapshot, list(where.values()), [VLLM, RAY], "the cluster services")
+        return
+    if cluster_image.pinned(host) is None:  # refused by the container role: no other build runs
         return
     head = host.data.halo_role == "head"
     port_refused = _rdma_port_refused(node)  # a refused node runs Ray, never vLLM
