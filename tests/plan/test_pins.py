@@ -1,0 +1,78 @@
+"""One digest for the whole cluster (issue 25), planned on recorded skopeo outputs: the head
+resolves cluster.yml's image once, every node pulls and runs that digest, the lock beside
+cluster.yml keeps it for every later run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from halo_cluster.config import lock as locks
+from halo_cluster.node.image import ResolvedImage
+from tests.plan.harness import fact_reads
+from tests.plan.nodes import HOME, PINNED, RESOLVED, plan_cluster, serve_cluster
+from tests.recorded import fixture
+
+UNITS = f"{HOME}/.config/containers/systemd"
+NAME = "docker.io/kyuz0/vllm-therock-gfx1151"
+OTHER = "sha256:" + "ab" * 32
+
+
+def pulls(result, node: str) -> list[str]:
+    return [c for c in result.commands(node) if "podman pull" in c]
+
+
+def records(result, node: str) -> list[str]:
+    return [n for n in result.names(node) if n.startswith("Image and toolbox | Record ")]
+
+
+def test_the_head_resolves_once_and_every_node_runs_that_digest(tmp_path: Path) -> None:
+    result = plan_cluster(serve_cluster(tmp_path=tmp_path))
+    resolve = f"skopeo inspect --no-tags --format '{{{{.Digest}}}}' docker://{NAME}:latest"
+    assert resolve in fact_reads(result, "halo1")[0]
+    assert "skopeo" not in " ".join(fact_reads(result, "halo2"))  # the head's answer, taken
+    for node in ("halo1", "halo2"):
+        assert len(pulls(result, node)) == 1 and f"--quiet {PINNED} " in pulls(result, node)[0]
+        uploads = result.uploads(node)
+        assert f"Image={PINNED}" in uploads[f"{UNITS}/halo-ray.container"].splitlines()
+    vllm = result.uploads("halo1")[f"{UNITS}/halo-vllm.container"]
+    assert f"Image={PINNED}" in vllm.splitlines()
+    toolbox = next(c for c in result.commands("halo2") if "toolbox create" in c)
+    assert f"--image {PINNED} " in toolbox
+    lock = tmp_path.resolve() / locks.LOCK_FILE
+    assert records(result, "halo1") == [f"Image and toolbox | Record {RESOLVED} in {lock}"]
+    assert records(result, "halo2") == []
+    assert not lock.exists()  # written when the operation runs, never while planning
+
+
+def test_a_locked_digest_is_not_resolved_again(tmp_path: Path) -> None:
+    reference = f"{NAME}:latest"
+    locks.write(tmp_path / locks.LOCK_FILE, locks.Lock("halo1", reference, OTHER))
+    result = plan_cluster(serve_cluster(tmp_path=tmp_path))
+    for node in ("halo1", "halo2"):
+        assert "skopeo" not in " ".join(fact_reads(result, node))
+        assert f"--quiet {NAME}@{OTHER} " in pulls(result, node)[0]  # not the tag's build now
+        assert records(result, node) == []
+
+
+def test_a_failed_resolve_pulls_and_starts_nothing(tmp_path: Path) -> None:
+    error = fixture("skopeo-manifest-unknown.txt").splitlines()
+    cluster = serve_cluster(tmp_path=tmp_path)
+    result = plan_cluster(cluster, resolved=error)
+    assert result.refused["halo1"] == (
+        f"image: {NAME}:latest could not be resolved to a digest here (skopeo inspect as vllm): "
+        f"{error[0]}"
+    )
+    assert result.refused["halo2"].startswith(f"image: {NAME}:latest could not be resolved")
+    assert "on the head" in result.refused["halo2"]
+    for node in ("halo1", "halo2"):
+        assert pulls(result, node) == []
+        assert not [p for p in result.uploads(node) if p.startswith(UNITS)]
+
+
+def test_resolve_reads_the_top_level_digest_only() -> None:
+    fact = ResolvedImage()
+    assert fact.process([RESOLVED]).digest == RESOLVED
+    assert fact.process(["", RESOLVED, ""]).digest == RESOLVED
+    failed = fact.process(fixture("skopeo-manifest-unknown.txt").splitlines())
+    assert failed.digest is None and failed.error.endswith("manifest unknown")
+    assert fact.default().digest is None and "skopeo is not installed" in fact.default().error
