@@ -225,3 +225,15 @@ def skopeo_digest(name: str = "skopeo-inspect-no-tags-python.json") -> str:
     found = re.search(r'^    "Digest": "(sha256:[0-9a-f]{64})",$', fixture(name), re.MULTILINE)
     assert found, name
     return found[1]
+
+
+def container_image_line(name: str = "podman-container-inspect-foobar-excerpt.json") -> str:
+    """What `podman container inspect --format '{{.Name}} {{.ImageName}} {{.Image}}'` prints for
+    a recorded inspect: its three values on one line."""
+    text = fixture(name)
+    values = [re.search(rf'^ +"{key}": "([^"]+)",$', text, re.MULTILINE) for key in KEYS]
+    assert all(values), name
+    return " ".join(v[1] for v in values if v)
+
+
+KEYS = ("Name", "ImageName", "Image")

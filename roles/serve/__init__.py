@@ -17,7 +17,13 @@ from halo_cluster.node.context import NodeContext
 from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.report import fail
 from halo_cluster.roles.serve import budget, lifecycle, ray, vllm, weights
-from halo_cluster.roles.serve.facts import HttpStatus, RdmaLinks, UserManager, UserUnits
+from halo_cluster.roles.serve.facts import (
+    ContainerImages,
+    HttpStatus,
+    RdmaLinks,
+    UserManager,
+    UserUnits,
+)
 from halo_cluster.roles.serve.files import RAY, UNITS, VLLM, VLLM_FILES
 from halo_cluster.roles.serve.files import paths as service_files
 from halo_cluster.roles.serve.transport import rdma_port_problem
@@ -42,6 +48,7 @@ def reads(data) -> tuple[tuple[type, dict], ...]:
         return ()
     user = data.halo_cluster_user
     found = ((UserManager, {"user": user}), (UserUnits, {"user": user, "units": (RAY, VLLM)}))
+    found += ((ContainerImages, {"user": user, "containers": (RAY, VLLM)}),)  # which digest runs
     found += (budget.read(data),)  # the model's weights: the memory budget (with NodeMemory)
     found += (weights.read(data),)  # the model's files: copied, fetched or checked
     if data.halo_role == "head" and data.halo_serve_wait:

@@ -28,7 +28,14 @@ from halo_cluster.node.image import ResolvedImage
 from halo_cluster.node.memory import ModelWeights, NodeMemory
 from halo_cluster.roles import all_packages
 from halo_cluster.roles.network.facts import NmActiveConnections
-from halo_cluster.roles.serve.facts import HttpStatus, ModelFiles, RdmaLinks, UserManager, UserUnits
+from halo_cluster.roles.serve.facts import (
+    ContainerImages,
+    HttpStatus,
+    ModelFiles,
+    RdmaLinks,
+    UserManager,
+    UserUnits,
+)
 from halo_cluster.roles.serve.model import ensure_ray_token
 from tests.plan.harness import Node, Plan, given, plan
 from tests.recorded import (
@@ -179,6 +186,8 @@ def fresh_node(**over) -> Node:
         UserUnits: over.pop("units", []),
         UserManager: over.pop("manager", []),
         HttpStatus: over.pop("health", []),
+        # which image our containers run (none on a fresh node)
+        ContainerImages: over.pop("images", []),
         # the head's resolve of the image, while no lock records a digest
         ResolvedImage: over.pop("resolved", [RESOLVED]),
         Firewalld: over.pop("firewall", None) or firewalld_output(),

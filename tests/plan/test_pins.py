@@ -8,9 +8,10 @@ from pathlib import Path
 
 from halo_cluster.config import lock as locks
 from halo_cluster.node.image import ResolvedImage
-from tests.plan.harness import fact_reads
-from tests.plan.nodes import HOME, PINNED, RESOLVED, plan_cluster, serve_cluster
-from tests.recorded import fixture
+from halo_cluster.roles.serve.facts import ContainerImages
+from tests.plan.harness import fact_reads, plan
+from tests.plan.nodes import HOME, PINNED, RESOLVED, converged, plan_cluster, serve_cluster
+from tests.recorded import container_image_line, fixture
 
 UNITS = f"{HOME}/.config/containers/systemd"
 NAME = "docker.io/kyuz0/vllm-therock-gfx1151"
@@ -76,3 +77,45 @@ def test_resolve_reads_the_top_level_digest_only() -> None:
     failed = fact.process(fixture("skopeo-manifest-unknown.txt").splitlines())
     assert failed.digest is None and failed.error.endswith("manifest unknown")
     assert fact.default().digest is None and "skopeo is not installed" in fact.default().error
+
+
+def running(container: str, reference: str) -> str:
+    """The ContainerImages line of a container made from `reference` (the recorded inspect's
+    form, the image id as recorded)."""
+    _, _, image_id = container_image_line().split()
+    return f"{container} {reference} {image_id}"
+
+
+def test_a_container_on_another_image_is_restarted_and_reported(tmp_path: Path) -> None:
+    """The recorded container runs a tag (`docker.io/library/alpine:latest`): not the cluster's
+    digest. Its service is restarted from its unit, on the cluster's digest, and the event
+    drift reports is recorded; vLLM restarts with Ray."""
+    cluster = serve_cluster(tmp_path=tmp_path)
+    recorded = container_image_line().split()[1]
+    worker = converged(cluster, "halo2")
+    worker[ContainerImages] = [running("halo-ray", recorded)]
+    head = converged(cluster, "halo1")
+    head[ContainerImages] = [running("halo-ray", PINNED), running("halo-vllm", PINNED)]
+    result = plan(cluster, {"halo1": head, "halo2": worker})
+    assert "Cluster services | Restart halo-ray" in result.names("halo2")
+    assert "Cluster services | Restart halo-ray" not in result.names("halo1")
+    assert "Cluster services | Restart halo-vllm" not in result.names("halo1")
+    assert result.mismatches == [
+        {
+            "node": "halo2",
+            "kind": "image-mismatch",
+            "container": "halo-ray",
+            "running": recorded,
+            "cluster": PINNED,
+        }
+    ]
+
+
+def test_ray_starts_only_on_the_cluster_image_with_one_line_otherwise(tmp_path: Path) -> None:
+    result = plan_cluster(serve_cluster(tmp_path=tmp_path))
+    start = [c for c in result.commands("halo2") if "podman image exists" in c]
+    assert len(start) == 1 and f"podman image exists {PINNED} ||" in start[0]
+    assert (
+        f"halo2: image {RESOLVED} (cluster) is not present (its pull failed): Ray not started; "
+        f"the head runs {RESOLVED}"
+    ) in start[0]
