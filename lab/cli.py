@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from halo_cluster.config.lock import LOCK_FILE
 from lab import image, network, node, rootfs, sh
 from lab.sh import LabError
 
@@ -242,7 +243,8 @@ def down(quiet: bool = False) -> None:
     if (LAB_DIR / "nodes").exists():
         for dirs in (LAB_DIR / "nodes").iterdir():
             node.remove(node.NodeDirs(dirs))
-    for path in (STATE, CONFIG, KNOWN_HOSTS):
+    # the lock is the cluster's: new nodes are a new cluster (the registry and its builds stay)
+    for path in (STATE, CONFIG, KNOWN_HOSTS, LAB_DIR / LOCK_FILE):
         path.unlink(missing_ok=True)
     if sh.ok("mountpoint", "-q", str(node.NSPAWN_RUNTIME)):
         sh.run("umount", str(node.NSPAWN_RUNTIME), check=False)

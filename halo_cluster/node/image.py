@@ -2,13 +2,14 @@
 the lock records one, the head's resolve of cluster.yml's `image` (skopeo, as the cluster user:
 their registries.conf mirrors and credentials), the same for every node.
 
-The container role pulls and records it, the serve role runs it: both read it here."""
+The container role pulls and records it, the serve role runs it and checks what each container
+runs (`ContainerImages`), `halo-cluster status` shows it: all read it here."""
 
 from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from pyinfra.api import FactBase
 from pyinfra.context import ctx_state
@@ -49,6 +50,41 @@ class ResolvedImage(FactBase[Resolved]):
         if len(lines) == 1 and DIGEST.fullmatch(lines[0]):
             return Resolved(lines[0], "")
         return Resolved(None, lines[-1] if lines else "skopeo printed nothing")
+
+
+IMAGES_FORMAT = "{{.Name}} {{.ImageName}} {{.Image}}"
+
+
+class ContainerImage(TypedDict):
+    reference: str  # ImageName: the reference the container was made from (`NAME@sha256:...`)
+    id: str  # Image: the local id of that image
+
+
+class ContainerImages(FactBase[dict[str, ContainerImage]]):
+    """The image each of the user's containers runs, by container name; a container that does
+    not exist (its service stopped: the quadlets remove it) is absent."""
+
+    @staticmethod
+    def default() -> dict[str, ContainerImage]:
+        return {}
+
+    def command(self, user: str, containers: tuple[str, ...]) -> str:
+        names = " ".join(shlex.quote(c) for c in containers)
+        inspect = f"podman container inspect --format {shlex.quote(IMAGES_FORMAT)} {names}"
+        return f"{as_user(user, inspect)} 2>/dev/null || true"
+
+    def process(self, output: list[str]) -> dict[str, ContainerImage]:
+        found = {}
+        for line in output:
+            parts = line.split()
+            if len(parts) == 3:
+                found[parts[0]] = ContainerImage(reference=parts[1], id=parts[2])
+        return found
+
+
+def parse_images(output: list[str]) -> dict[str, ContainerImage]:
+    """{container: its image} from the lines `IMAGES_FORMAT` prints."""
+    return ContainerImages().process(output)
 
 
 def read(data: Any) -> tuple[type, dict]:

@@ -14,11 +14,11 @@ from pyinfra.api import deploy
 from halo_cluster.decide.safety import e810_ports
 from halo_cluster.node import image as cluster_image
 from halo_cluster.node.context import NodeContext
+from halo_cluster.node.image import ContainerImages
 from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.report import fail
 from halo_cluster.roles.serve import budget, lifecycle, ray, vllm, weights
 from halo_cluster.roles.serve.facts import (
-    ContainerImages,
     HttpStatus,
     RdmaLinks,
     UserManager,

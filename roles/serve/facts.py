@@ -186,33 +186,3 @@ class RdmaLinks(FactBase[list[dict[str, str]]]):
 
     def process(self, output: list[str]) -> list[dict[str, str]]:
         return parse_rdma_link("\n".join(output))
-
-
-IMAGES_FORMAT = "{{.Name}} {{.ImageName}} {{.Image}}"
-
-
-class ContainerImage(TypedDict):
-    reference: str  # ImageName: the reference the container was made from (`NAME@sha256:...`)
-    id: str  # Image: the local id of that image
-
-
-class ContainerImages(FactBase[dict[str, ContainerImage]]):
-    """The image each of the user's containers runs, by container name; a container that does
-    not exist (its service stopped: the quadlets remove it) is absent."""
-
-    @staticmethod
-    def default() -> dict[str, ContainerImage]:
-        return {}
-
-    def command(self, user: str, containers: tuple[str, ...]) -> str:
-        names = " ".join(shlex.quote(c) for c in containers)
-        inspect = f"podman container inspect --format {shlex.quote(IMAGES_FORMAT)} {names}"
-        return f"{as_user(user, inspect)} 2>/dev/null || true"
-
-    def process(self, output: list[str]) -> dict[str, ContainerImage]:
-        found = {}
-        for line in output:
-            parts = line.split()
-            if len(parts) == 3:
-                found[parts[0]] = ContainerImage(reference=parts[1], id=parts[2])
-        return found

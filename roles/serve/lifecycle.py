@@ -15,10 +15,11 @@ from pyinfra.operations import server
 from halo_cluster.node import image as cluster_image
 from halo_cluster.node import report
 from halo_cluster.node.groups import device_groups
+from halo_cluster.node.image import ContainerImages
 from halo_cluster.node.nodefiles import cached
 from halo_cluster.node.operations import text_file
 from halo_cluster.node.report import events
-from halo_cluster.roles.serve.facts import ContainerImages, HttpStatus, UserManager, UserUnits
+from halo_cluster.roles.serve.facts import HttpStatus, UserManager, UserUnits
 from halo_cluster.roles.serve.files import BY_NAME, RAY, UNITS, VLLM, paths, restarted_by
 from halo_cluster.roles.serve.services import remove_user_services, user_systemctl, wait_for_health
 from halo_cluster.roles.serve.usermanager import needs_reexec, stale_because

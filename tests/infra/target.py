@@ -22,6 +22,7 @@ from halo_cluster.node.facts import (
     SshSessionInterfaces,
     as_user,
 )
+from halo_cluster.node.image import ContainerImage, ContainerImages
 from halo_cluster.tools.status import ray_nodes_command
 
 NOT_VERIFIED = "NOT VERIFIED"
@@ -82,7 +83,19 @@ class Target:
 
     @cached_property
     def image_id(self) -> str:
-        return self.user_podman(IMAGE_ID + shlex.quote(self.cluster.image))
+        """Id of the cluster's image here: the lock's `NAME@sha256:...` (the tag before one)."""
+        return self.user_podman(IMAGE_ID + shlex.quote(self.pinned))
+
+    @property
+    def pinned(self) -> str:
+        return self.cluster.container.pinned or self.cluster.image
+
+    @cached_property
+    def container_images(self) -> dict[str, ContainerImage]:
+        """The image each of our containers runs here ({} when none runs)."""
+        fact = ContainerImages()
+        command = fact.command(self.cluster.cluster_user, ("halo-ray", "halo-vllm"))
+        return fact.process(self.run(command).stdout.splitlines())
 
     @cached_property
     def toolbox_image(self) -> str:
@@ -136,6 +149,8 @@ class Target:
         connection per node carries them all)."""
         values = ["interface", "container", "image_id", "toolbox_image", "inside_toolbox"]
         values += ["firewall", "ssh_interfaces"]
+        if self.cluster.serve.enabled:
+            values += ["container_images"]
         if self.cluster.serve.enabled and self.node.role == "head":
             values += ["ray_nodes", "ray_without_token"]
         return values

@@ -24,12 +24,11 @@ from halo_cluster.node.facts import (
     SshSessionInterfaces,
     TextFiles,
 )
-from halo_cluster.node.image import ResolvedImage
+from halo_cluster.node.image import ContainerImages, ResolvedImage
 from halo_cluster.node.memory import ModelWeights, NodeMemory
 from halo_cluster.roles import all_packages
 from halo_cluster.roles.network.facts import NmActiveConnections
 from halo_cluster.roles.serve.facts import (
-    ContainerImages,
     HttpStatus,
     ModelFiles,
     RdmaLinks,

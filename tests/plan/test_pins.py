@@ -7,8 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from halo_cluster.config import lock as locks
-from halo_cluster.node.image import ResolvedImage
-from halo_cluster.roles.serve.facts import ContainerImages
+from halo_cluster.node.image import ContainerImages, ResolvedImage
 from tests.plan.harness import fact_reads, plan
 from tests.plan.nodes import HOME, PINNED, RESOLVED, converged, plan_cluster, serve_cluster
 from tests.recorded import container_image_line, fixture
