@@ -1,12 +1,14 @@
-"""The cluster's one image, as every node's roles see it in a run: the lock's digest, or, before
-the lock records one, the head's resolve of cluster.yml's `image` (skopeo, as the cluster user:
-their registries.conf mirrors and credentials), the same for every node.
+"""The cluster's one image, as every node's roles see it in a run: the lock's digest; before
+the lock records one, the digest the head's history says it runs (a new checkout adopts it), or
+else the head's resolve of cluster.yml's `image` (skopeo, as the cluster user: their
+registries.conf mirrors and credentials); the same for every node, from the head's one read.
 
 The container role pulls and records it, the serve role runs it and checks what each container
 runs (`ContainerImages`), `halo-cluster status` shows it: all read it here."""
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import dataclass
 from typing import Any, TypedDict
@@ -14,18 +16,58 @@ from typing import Any, TypedDict
 from pyinfra.api import FactBase
 from pyinfra.context import ctx_state
 
-from halo_cluster.config.lock import DIGEST
+from halo_cluster.config.lock import DIGEST, HISTORY
 from halo_cluster.config.rules import image_name
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.reads import cached
 
+LOCK = "halo-cluster.lock"
+
 
 @dataclass(frozen=True)
 class Resolved:
-    """What the registry says the reference is now: its digest, or why it could not say."""
+    """The cluster's digest for this run, or the node's refusal line when there is none;
+    `adopted`: taken from the head's history (no lock in this checkout)."""
 
     digest: str | None
     error: str
+    adopted: bool = False
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What the head's history says it runs: the last `resolved` line's digest, its time and
+    the reference it was resolved from ("" each without a history)."""
+
+    digest: str = ""
+    reference: str = ""
+    time: str = ""
+
+
+class HeadHistory(FactBase[Recorded]):
+    """The last `resolved` line of the head's history (docs/roles/container.md): what the head
+    runs whichever checkout deployed it."""
+
+    @staticmethod
+    def default() -> Recorded:
+        return Recorded()
+
+    def command(self, user: str) -> str:
+        return f"tail -n 200 ~{shlex.quote(user)}/{HISTORY} 2>/dev/null || true"
+
+    def process(self, output: list[str]) -> Recorded:
+        found = Recorded()
+        for line in output:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # a line torn by a full disk: the ones before it still count
+            if not isinstance(event, dict) or event.get("event") != "resolved":
+                continue
+            if DIGEST.fullmatch(str(event.get("digest", ""))):
+                reference, time = str(event.get("reference", "")), str(event.get("time", ""))
+                found = Recorded(event["digest"], reference, time)
+        return found
 
 
 class ResolvedImage(FactBase[Resolved]):
@@ -91,19 +133,44 @@ def read(data: Any) -> tuple[type, dict]:
     return ResolvedImage, {"user": data.halo_cluster_user, "reference": data.halo_image}
 
 
+def reads(data: Any) -> tuple[tuple[type, dict], ...]:
+    """The head's reads of the image: its history always (it checks the lock), the registry
+    only while the lock records no digest."""
+    history = (HeadHistory, {"user": data.halo_cluster_user})
+    return (history,) if data.halo_container_digest else (history, read(data))
+
+
 def head_host() -> Any:
     state = ctx_state.get()
     return next(h for h in state.inventory if h.data.get("halo_role") == "head")
 
 
 def resolved(host: Any) -> Resolved:
-    """The cluster's digest for this run: the lock's, else the head's resolve (read once, on the
-    head, in its one command; a worker waits for that read)."""
-    if host.data.halo_container_digest:
-        return Resolved(host.data.halo_container_digest, "")
+    """The cluster's digest for this run (read on the head, in its one command; a worker waits
+    for that read): the lock's, when the head's history agrees; else the history's, for the
+    same reference; else the head's resolve."""
     head = head_host()
-    fact, kwargs = read(head.data)
-    return cached(head, fact, **kwargs)
+    data = head.data
+    recorded = cached(head, HeadHistory, user=data.halo_cluster_user)
+    digest, image = host.data.halo_container_digest, host.data.halo_image
+    if digest and recorded.digest and recorded.digest != digest:
+        return Resolved(
+            None,
+            f"head: runs {recorded.digest} since {recorded.time}, {LOCK} says {digest} (deployed "
+            f"from another checkout?): copy that checkout's {LOCK} here",
+        )
+    if digest:
+        return Resolved(digest, "")
+    if recorded.digest and recorded.reference == image:
+        return Resolved(recorded.digest, "", adopted=True)
+    fact, kwargs = read(data)
+    found = cached(head, fact, **kwargs)
+    where = "here" if host.name == head.name else "on the head"
+    error = (
+        f"image: {image} could not be resolved to a digest {where} "
+        f"(skopeo inspect as {data.halo_cluster_user}): {found.error}"
+    )
+    return found if found.digest else Resolved(None, error)
 
 
 def pinned(host: Any) -> str | None:

@@ -26,10 +26,9 @@ def paths(data) -> tuple[str, ...]:
 
 
 def reads(data) -> tuple[tuple[type, dict], ...]:
-    """The head's resolve of cluster.yml's `image`, only while the lock records no digest."""
-    if data.halo_role == "head" and not data.halo_container_digest:
-        return (cluster_image.read(data),)
-    return ()
+    """On the head: its history of the image, and while the lock records no digest, the
+    registry's answer for cluster.yml's `image`."""
+    return cluster_image.reads(data) if data.halo_role == "head" else ()
 
 
 @deploy("Image and toolbox")
@@ -37,12 +36,7 @@ def apply(node: NodeContext) -> None:
     user, name = host.data.halo_cluster_user, host.data.halo_toolbox
     found = cluster_image.resolved(host)
     if found.digest is None:
-        where = "here" if host.data.halo_role == "head" else "on the head"
-        fail(
-            host,
-            f"image: {host.data.halo_image} could not be resolved to a digest {where} "
-            f"(skopeo inspect as {user}): {found.error}",
-        )
+        fail(host, found.error)
         return
     image = cluster_image.pinned(host) or ""
     if host.data.halo_image_update:
@@ -62,6 +56,7 @@ def apply(node: NodeContext) -> None:
             head=host.data.halo_node,
             reference=host.data.halo_image,
             image=image,
+            adopted=found.adopted,
         )
 
     options = toolbox_files.options(node.has_infiniband)

@@ -100,7 +100,7 @@ def history_append(user: str, line: str) -> str:
 
 
 @operation(is_idempotent=False)
-def record_image(user: str, lock: str, head: str, reference: str, image: str):
+def record_image(user: str, lock: str, head: str, reference: str, image: str, adopted: bool):
     """
     Record the cluster's digest once it is resolved: the Ray and vLLM versions in the image
     (read on this node, the head, where the image was just pulled), the lock beside cluster.yml
@@ -111,6 +111,8 @@ def record_image(user: str, lock: str, head: str, reference: str, image: str):
     + head: the head's name, recorded in the lock
     + reference: cluster.yml's ``image``, as written
     + image: ``NAME@sha256:...``, the digest every node runs
+    + adopted: the digest is the head's history's (a checkout without the lock): the lock is
+      written from it, and the history gets no second ``resolved`` line
 
     **Example:**
 
@@ -118,17 +120,22 @@ def record_image(user: str, lock: str, head: str, reference: str, image: str):
 
         record_image(name="Record the digest", user="vllm", lock="/srv/halo/halo-cluster.lock",
                      head="node1", reference="docker.io/kyuz0/vllm-therock-gfx1151:latest",
-                     image="docker.io/kyuz0/vllm-therock-gfx1151@sha256:...")
+                     image="docker.io/kyuz0/vllm-therock-gfx1151@sha256:...", adopted=False)
     """
-    yield FunctionCommand(_record, (user, lock, head, reference, image), {})
+    yield FunctionCommand(_record, (user, lock, head, reference, image, adopted), {})
 
 
-def _record(state, host, user: str, lock: str, head: str, reference: str, image: str) -> bool:
+def _record(
+    state, host, user: str, lock: str, head: str, reference: str, image: str, adopted: bool
+) -> bool:
     digest = image_digest(image) or ""
     _, output = host.run_shell_command(versions_command(user, image))
     found = (output.stdout.strip().splitlines() or [""])[-1].split()
     ray, vllm = found if len(found) == 2 else ("", "")
     locks.write(Path(lock), locks.Lock(head, reference, digest, locks.now(), ray, vllm))
+    if adopted:
+        logger.info(f"{host.print_prefix}lock adopted from the head: {image} (written to {lock})")
+        return True
     line = locks.history_line("resolved", reference=reference, digest=digest, changed=True)
     done, output = host.run_shell_command(history_append(user, line))
     if not done:

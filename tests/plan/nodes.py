@@ -24,7 +24,7 @@ from halo_cluster.node.facts import (
     SshSessionInterfaces,
     TextFiles,
 )
-from halo_cluster.node.image import ContainerImages, ResolvedImage
+from halo_cluster.node.image import ContainerImages, HeadHistory, ResolvedImage
 from halo_cluster.node.memory import ModelWeights, NodeMemory
 from halo_cluster.roles import all_packages
 from halo_cluster.roles.network.facts import NmActiveConnections
@@ -189,6 +189,8 @@ def fresh_node(**over) -> Node:
         ContainerImages: over.pop("images", []),
         # the head's resolve of the image, while no lock records a digest
         ResolvedImage: over.pop("resolved", [RESOLVED]),
+        # the head's history of the image (none on a fresh node)
+        HeadHistory: over.pop("history", []),
         Firewalld: over.pop("firewall", None) or firewalld_output(),
         # RdmaLinks (serve.transport: rdma): recorded, irdma1 ACTIVE (the Hardware fact's device)
         RdmaLinks: over.pop("rdma_links", RDMA_LINKS),

@@ -4,10 +4,11 @@ cluster.yml keeps it for every later run."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from halo_cluster.config import lock as locks
-from halo_cluster.node.image import ContainerImages, ResolvedImage
+from halo_cluster.node.image import ContainerImages, HeadHistory, ResolvedImage
 from tests.plan.harness import fact_reads, plan
 from tests.plan.nodes import HOME, PINNED, RESOLVED, converged, plan_cluster, serve_cluster
 from tests.recorded import container_image_line, fixture
@@ -118,3 +119,47 @@ def test_ray_starts_only_on_the_cluster_image_with_one_line_otherwise(tmp_path: 
         f"halo2: image {RESOLVED} (cluster) is not present (its pull failed): Ray not started; "
         f"the head runs {RESOLVED}"
     ) in start[0]
+
+
+def history(digest: str, reference: str = f"{NAME}:latest") -> list[str]:
+    """The head's history as the deploy writes it (`record_image`), with a later line of
+    another kind."""
+    resolved = locks.history_line("resolved", reference=reference, digest=digest, changed=True)
+    return [resolved, locks.history_line("image-repaired", node="halo2")]
+
+
+def test_a_checkout_without_the_lock_adopts_the_heads_digest(tmp_path: Path) -> None:
+    """A new checkout (or a CI runner) has no lock: the head's history says what it runs, and
+    the cluster stays on it instead of resolving the tag again."""
+    result = plan_cluster(serve_cluster(tmp_path=tmp_path), history=history(OTHER))
+    assert "skopeo" not in " ".join(fact_reads(result, "halo2"))
+    for node in ("halo1", "halo2"):
+        assert f"--quiet {NAME}@{OTHER} " in pulls(result, node)[0]
+    assert records(result, "halo1") == [
+        f"Image and toolbox | Record {OTHER} in {tmp_path.resolve() / locks.LOCK_FILE}"
+    ]
+
+
+def test_another_reference_in_the_history_is_resolved_anew(tmp_path: Path) -> None:
+    result = plan_cluster(serve_cluster(tmp_path=tmp_path), history=history(OTHER, f"{NAME}:dev"))
+    assert f"--quiet {PINNED} " in pulls(result, "halo1")[0]
+
+
+def test_a_lock_the_head_disagrees_with_is_refused(tmp_path: Path) -> None:
+    locks.write(tmp_path / locks.LOCK_FILE, locks.Lock("halo1", f"{NAME}:latest", RESOLVED))
+    lines = history(OTHER)
+    result = plan_cluster(serve_cluster(tmp_path=tmp_path), history=lines)
+    time = json.loads(lines[0])["time"]
+    line = (
+        f"head: runs {OTHER} since {time}, halo-cluster.lock says {RESOLVED} (deployed from "
+        "another checkout?): copy that checkout's halo-cluster.lock here"
+    )
+    assert result.refused == {"halo1": line, "halo2": line}
+    assert pulls(result, "halo1") == [] and pulls(result, "halo2") == []
+
+
+def test_the_history_reads_the_last_resolved_line() -> None:
+    fact = HeadHistory()
+    lines = [*history(RESOLVED), "{torn", *history(OTHER)[:1], "[]"]
+    assert fact.process(lines).digest == OTHER
+    assert fact.process([]).digest == ""
