@@ -85,7 +85,12 @@ class ResolvedImage(FactBase[Resolved]):
         inspect = "skopeo inspect --no-tags --format '{{.Digest}}' " + shlex.quote(
             f"docker://{reference}"
         )
-        return f"{as_user(user, inspect)} 2>&1 || true"
+        # before the first deploy made the user, it has no registries.conf or credentials of its
+        # own: the system's (the same mirrors) answer, as root
+        return (
+            f"if id -u {shlex.quote(user)} >/dev/null 2>&1; then {as_user(user, inspect)} 2>&1; "
+            f"else {inspect} 2>&1; fi || true"
+        )
 
     def process(self, output: list[str]) -> Resolved:
         lines = [line.strip() for line in output if line.strip()]
