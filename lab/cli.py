@@ -169,9 +169,10 @@ PUBLISH = f"""
 set -eu
 old=$(podman pull --quiet --tls-verify=false {SEED_NAME})
 podman rm --force --ignore halo-lab-publish >/dev/null
-podman run --quiet --name halo-lab-publish {SEED_NAME} \\
-    sed -i "s/^Version: .*/Version: $1/" {image.DIST_INFO}/METADATA
-podman commit --quiet --change 'CMD ["/bin/bash"]' halo-lab-publish {SEED_NAME} >/dev/null
+podman create --quiet --name halo-lab-publish {SEED_NAME} >/dev/null
+printf 'Metadata-Version: 2.1\\nName: vllm\\nVersion: %s\\n' "$1" > /tmp/halo-lab-METADATA
+podman cp /tmp/halo-lab-METADATA halo-lab-publish:{image.DIST_INFO}/METADATA
+podman commit --quiet halo-lab-publish {SEED_NAME} >/dev/null
 podman rm halo-lab-publish >/dev/null
 podman push --quiet --tls-verify=false --digestfile /tmp/halo-lab-digest {SEED_NAME} >/dev/null
 podman rmi --force {SEED_NAME} "$old" >/dev/null  # root's storage stays empty (test_host.py)
