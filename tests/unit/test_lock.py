@@ -11,6 +11,7 @@ import yaml
 
 from halo_cluster.config import lock as locks
 from halo_cluster.config.loader import ConfigError, parse_cluster
+from halo_cluster.config.rules import image_digest, image_name
 from tests.recorded import skopeo_digest
 
 NAME = "docker.io/kyuz0/vllm-therock-gfx1151"
@@ -118,3 +119,19 @@ def test_history_line_has_the_common_fields() -> None:
     assert line["v"] == 1 and line["event"] == "resolved" and line["digest"] == DIGEST
     assert len(line["run"]) == 8 and "@" in line["by"] and line["time"].endswith("Z")
     assert "\n" not in locks.history_line("resolved", reason="two\nlines")
+
+
+@pytest.mark.parametrize(
+    ("reference", "name"),
+    [
+        (f"{NAME}:latest", NAME),
+        (NAME, NAME),
+        (f"{NAME}@{DIGEST}", NAME),
+        (f"{NAME}:latest@{DIGEST}", NAME),
+        ("127.0.0.1:5000/kyuz0/x:dev", "127.0.0.1:5000/kyuz0/x"),
+        ("127.0.0.1:5000/kyuz0/x", "127.0.0.1:5000/kyuz0/x"),  # the port is not a tag
+    ],
+)
+def test_the_pinned_name_drops_tag_and_digest(reference: str, name: str) -> None:
+    assert image_name(reference) == name
+    assert image_digest(reference) == (DIGEST if "@" in reference else None)
