@@ -16,12 +16,10 @@ from typing import Any, TypedDict
 from pyinfra.api import FactBase
 from pyinfra.context import ctx_state
 
-from halo_cluster.config.lock import DIGEST, HISTORY
+from halo_cluster.config.lock import DIGEST, HISTORY, LOCK_FILE
 from halo_cluster.config.rules import image_name
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.reads import cached
-
-LOCK = "halo-cluster.lock"
 
 
 @dataclass(frozen=True)
@@ -161,8 +159,8 @@ def resolved(host: Any) -> Resolved:
     if digest and recorded.digest and recorded.digest != digest:
         return Resolved(
             None,
-            f"head: runs {recorded.digest} since {recorded.time}, {LOCK} says {digest} (deployed "
-            f"from another checkout?): copy that checkout's {LOCK} here",
+            f"head: runs {recorded.digest} since {recorded.time}, {LOCK_FILE} says {digest} "
+            f"(deployed from another checkout?): copy that checkout's {LOCK_FILE} here",
         )
     if digest:
         return Resolved(digest, "")
