@@ -3,6 +3,7 @@ cluster's digest in the lock and the head's history."""
 
 from __future__ import annotations
 
+import posixpath
 import shlex
 from pathlib import Path
 
@@ -93,7 +94,7 @@ def versions_command(user: str, image: str) -> str:
 def history_append(user: str, line: str) -> str:
     """The cluster user's shell command appending one line to the head's history."""
     append = (
-        f'mkdir -p "$HOME/{toolbox_files.STATE_DIR}" && '
+        f'mkdir -p "$HOME/{posixpath.dirname(locks.HISTORY)}" && '
         f"printf '%s\\n' {shlex.quote(line)} >> \"$HOME/{locks.HISTORY}\""
     )
     return as_user(user, f"sh -c {shlex.quote(append)}")

@@ -1,6 +1,7 @@
-"""The container role's key (whether to pull the image again) and its derivation: the cluster's
-one image digest, read from the lock beside cluster.yml (`halo_cluster/config/lock.py`), and
-the refusals of a lock that does not belong to this config."""
+"""The container role's key (`image_update`, which a deploy only reports now) and its
+derivation: the cluster's one image digest, read from the lock beside cluster.yml
+(`halo_cluster/config/lock.py`), and the refusals of a lock that does not belong to this
+config."""
 
 from __future__ import annotations
 
