@@ -1,4 +1,5 @@
-"""Lab command line: `python -m lab up|down|status|reboot|install-kernel` (docs/lab.md)."""
+"""Lab command line: `python -m lab up|down|status|reboot|install-kernel|publish-image`
+(docs/lab.md)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from halo_cluster.config.lock import LOCK_FILE
 from lab import image, network, node, rootfs, sh
 from lab.sh import LabError
 
@@ -162,6 +164,39 @@ def seed_registry(state: dict, shared: node.Shared) -> None:
     marker.touch()
 
 
+BUILDS = LAB_DIR / "builds.json"
+PUBLISH = f"""
+set -eu
+old=$(podman pull --quiet --tls-verify=false {SEED_NAME})
+podman rm --force --ignore halo-lab-publish >/dev/null
+podman create --quiet --name halo-lab-publish {SEED_NAME} >/dev/null
+printf 'Metadata-Version: 2.1\\nName: vllm\\nVersion: %s\\n' "$1" > /tmp/halo-lab-METADATA
+podman cp /tmp/halo-lab-METADATA halo-lab-publish:{image.DIST_INFO}/METADATA
+podman commit --quiet halo-lab-publish {SEED_NAME} >/dev/null
+podman rm halo-lab-publish >/dev/null
+podman push --quiet --tls-verify=false --digestfile /tmp/halo-lab-digest {SEED_NAME} >/dev/null
+podman rmi --force {SEED_NAME} "$old" >/dev/null  # root's storage stays empty (test_host.py)
+cat /tmp/halo-lab-digest
+"""
+
+
+def publish_image() -> str:
+    """A new build under the same name: the current `latest` with its stand-in vLLM at another
+    version (0.33.0+labN), pushed to the registry storage every node shares, so `latest` moves
+    on every node's view at once, as upstream's rebuild under the same tag does. Its digest."""
+    state = load_state()
+    builds = json.loads(BUILDS.read_text()) if BUILDS.exists() else []
+    version = f"{image.STANDIN_VERSION}+lab{len(builds) + 1}"
+    argv = [*ssh_argv(node_address(state, state["nodes"][0])), "sh", "-s", "--", version]
+    result = subprocess.run(argv, input=PUBLISH, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise LabError(f"publish-image failed: {result.stderr.strip()}")
+    digest = result.stdout.strip()
+    BUILDS.write_text(json.dumps([*builds, {"vllm": version, "digest": digest}], indent=1))
+    print(f"lab: published {SEED_NAME.split('/', 1)[1]} as {digest} (vllm {version})")
+    return digest
+
+
 def all_running(state: dict) -> bool:
     return all(node.is_running(node_dirs(n)) for n in state.get("nodes", []))
 
@@ -209,7 +244,8 @@ def down(quiet: bool = False) -> None:
     if (LAB_DIR / "nodes").exists():
         for dirs in (LAB_DIR / "nodes").iterdir():
             node.remove(node.NodeDirs(dirs))
-    for path in (STATE, CONFIG, KNOWN_HOSTS):
+    # the lock is the cluster's: new nodes are a new cluster (the registry and its builds stay)
+    for path in (STATE, CONFIG, KNOWN_HOSTS, LAB_DIR / LOCK_FILE):
         path.unlink(missing_ok=True)
     if sh.ok("mountpoint", "-q", str(node.NSPAWN_RUNTIME)):
         sh.run("umount", str(node.NSPAWN_RUNTIME), check=False)
@@ -330,6 +366,7 @@ def main(argv: list[str]) -> int:
     p_kernel.add_argument("node")
     p_kernel.add_argument("--version", default="6.18.7-200.fc43.x86_64")
     p_kernel.add_argument("--options", help="options for the entry (default: as kernel-install)")
+    sub.add_parser("publish-image", help="a new build of the image under the same tag")
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
@@ -350,6 +387,8 @@ def main(argv: list[str]) -> int:
             reboot(args.node)
         elif args.command == "install-kernel":
             install_kernel(args.node, args.version, args.options)
+        elif args.command == "publish-image":
+            publish_image()
     except LabError as error:
         print(f"lab: {error}", file=sys.stderr)
         return 1

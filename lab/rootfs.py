@@ -25,7 +25,7 @@ PACKAGES = (
     # the parts the deploy drives: NetworkManager, dnf/rpm, iproute2, ethtool
     "network-manager iproute2 iputils-ping ethtool python3 dnf rpm curl firewalld rsync "
     # rootless podman and toolbox for the cluster user
-    "podman crun nftables uidmap passt catatonit podman-toolbox libpam-systemd "
+    "podman crun nftables uidmap passt catatonit podman-toolbox libpam-systemd skopeo "
     "dbus-user-session systemd-container libcap2-bin "
     # the lab's image registry
     "docker-registry"

@@ -85,7 +85,8 @@ CORE: tuple[Field, ...] = (
         "image",
         "string",
         DEFAULT_IMAGE,
-        "Container image of the vLLM toolbox; `name@sha256:...` pins a digest.",
+        "Container image of the toolbox and the services, resolved once to the digest every "
+        "node runs (halo-cluster.lock beside cluster.yml); `name@sha256:...` is that digest.",
         rule=rules.image_reference,
     ),
     Field(

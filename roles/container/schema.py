@@ -1,16 +1,80 @@
-"""The container role's key: whether to pull the image again."""
+"""The container role's key (`image_update`, which a deploy only reports now) and its
+derivation: the cluster's one image digest, read from the lock beside cluster.yml
+(`halo_cluster/config/lock.py`), and the refusals of a lock that does not belong to this
+config."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
+from halo_cluster.config import lock as locks
+from halo_cluster.config.model import Cluster, Problems
+from halo_cluster.config.rules import image_digest, image_name
 from halo_cluster.config.schema import Field, variables
 
 SECTION: tuple[Field, ...] = (
-    Field("image_update", "boolean", False, "Pull the image again even when it is present."),
+    Field(
+        "image_update",
+        "boolean",
+        False,
+        "Move the cluster to the image's newest build: not by a plain deploy "
+        "(docs/roles/container.md); a run with it keeps the lock's digest and says so.",
+    ),
 )
 # host data it reads beyond its section: other sections' keys, values hostdata.py derives
 READS = (
     "halo_cluster_user",
     "halo_image",
+    # what derive() below gives, from the lock
+    "halo_container_digest",
+    "halo_container_locked",
+    "halo_container_lock",
+    "halo_node",
+    "halo_role",
     "halo_toolbox",
 )
 VARIABLES = variables(SECTION, READS)
+
+
+@dataclass(frozen=True)
+class Container:
+    """`cluster.container`: the image every node runs (host data `halo_container_FIELD`)."""
+
+    reference: str  # cluster.yml's `image`, as written
+    digest: str  # the cluster's digest; "" until the head's first resolve
+    pinned: str  # NAME@DIGEST, what the quadlets, the toolbox and the pull name; "" likewise
+    locked: bool  # the lock records this digest already (nothing to record)
+    lock: str  # the lock's path, beside cluster.yml
+    head: str  # the head's name, recorded in the lock
+
+
+def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Container:
+    path = (base_dir / locks.LOCK_FILE).resolve()
+    found, lock_problems = locks.read(path)
+    problems.lines.extend(lock_problems)
+    head = next((n.name for n in cluster.nodes if n.role == "head"), "")
+    digest = image_digest(cluster.image) or ""
+    if found is not None:
+        _check_lock(found, cluster.image, head, path, problems)
+        digest = found.digest
+    pinned = f"{image_name(cluster.image)}@{digest}" if digest else ""
+    locked = found is not None and found.digest == digest
+    return Container(cluster.image, digest, pinned, locked, str(path), head)
+
+
+def _check_lock(found: locks.Lock, image: str, head: str, path: Path, problems: Problems) -> None:
+    """The lock must be this cluster's (its head) and of this image: cluster.yml's `image` as
+    the lock records it, or its name at the lock's digest."""
+    if head and found.head != head:
+        problems.lines.append(
+            f"{path}: the lock of another cluster (head {found.head}): one cluster per folder"
+        )
+    same = image == found.reference or image == f"{image_name(found.reference)}@{found.digest}"
+    if not same:
+        problems.error(
+            "image",
+            f"changed from {found.reference} to {image}: {path.name} pins {found.digest}; set "
+            f"image back, or delete {path} to resolve {image} again at the next deploy (every "
+            "node then moves to that build)",
+        )

@@ -12,11 +12,18 @@ from pyinfra import host, logger
 from pyinfra.api import deploy
 
 from halo_cluster.decide.safety import e810_ports
+from halo_cluster.node import image as cluster_image
 from halo_cluster.node.context import NodeContext
+from halo_cluster.node.image import ContainerImages
 from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.report import fail
 from halo_cluster.roles.serve import budget, lifecycle, ray, vllm, weights
-from halo_cluster.roles.serve.facts import HttpStatus, RdmaLinks, UserManager, UserUnits
+from halo_cluster.roles.serve.facts import (
+    HttpStatus,
+    RdmaLinks,
+    UserManager,
+    UserUnits,
+)
 from halo_cluster.roles.serve.files import RAY, UNITS, VLLM, VLLM_FILES
 from halo_cluster.roles.serve.files import paths as service_files
 from halo_cluster.roles.serve.transport import rdma_port_problem
@@ -41,6 +48,7 @@ def reads(data) -> tuple[tuple[type, dict], ...]:
         return ()
     user = data.halo_cluster_user
     found = ((UserManager, {"user": user}), (UserUnits, {"user": user, "units": (RAY, VLLM)}))
+    found += ((ContainerImages, {"user": user, "containers": (RAY, VLLM)}),)  # which digest runs
     found += (budget.read(data),)  # the model's weights: the memory budget (with NodeMemory)
     found += (weights.read(data),)  # the model's files: copied, fetched or checked
     if data.halo_role == "head" and data.halo_serve_wait:
@@ -59,6 +67,8 @@ def apply(node: NodeContext) -> None:
     lifecycle.remove_other_users_services(user, snapshot)
     if not host.data.halo_serve_enabled:
         lifecycle.remove(user, snapshot, list(where.values()), [VLLM, RAY], "the cluster services")
+        return
+    if cluster_image.pinned(host) is None:  # refused by the container role: no other build runs
         return
     head = host.data.halo_role == "head"
     port_refused = _rdma_port_refused(node)  # a refused node runs Ray, never vLLM

@@ -161,6 +161,7 @@ SECTION: tuple[Field, ...] = (
 READS = (
     "halo_cluster_user",
     "halo_image",
+    "halo_container_digest",  # the cluster's digest from the lock (the container derivation)
     "halo_role",
     "halo_data_address",
     "halo_head_address",

@@ -18,7 +18,12 @@ POLL_SECONDS = 3
 
 
 @operation(is_idempotent=False)
-def user_systemctl(user: str, args: list[str], retried_by_systemd: bool = False):
+def user_systemctl(
+    user: str,
+    args: list[str],
+    retried_by_systemd: bool = False,
+    required_image: tuple[str, str] | None = None,
+):
     """
     Run ``systemctl --user`` as the user, in its lingering systemd session.
 
@@ -26,6 +31,8 @@ def user_systemctl(user: str, args: list[str], retried_by_systemd: bool = False)
     + args: systemctl arguments
     + retried_by_systemd: a failed start job is not an error here: the unit's ``Restart=`` tries
       again, and what follows (the wait for /health) judges the outcome
+    + required_image: (image, line): run nothing and fail with that one line when the image is
+      not in the user's storage (a service never starts on another build than the cluster's)
 
     **Example:**
 
@@ -36,6 +43,10 @@ def user_systemctl(user: str, args: list[str], retried_by_systemd: bool = False)
     command = as_user(user, "systemctl --user " + " ".join(shlex.quote(a) for a in args))
     if retried_by_systemd:
         command += " || echo 'the start failed: systemd tries again (Restart=always)'"
+    if required_image:
+        image, line = required_image
+        present = as_user(user, f"podman image exists {shlex.quote(image)}")
+        yield f"{present} || {{ echo {shlex.quote(line)} >&2; exit 1; }}"
     yield command
 
 

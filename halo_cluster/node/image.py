@@ -1,0 +1,182 @@
+"""The cluster's one image, as every node's roles see it in a run: the lock's digest; before
+the lock records one, the digest the head's history says it runs (a new checkout adopts it), or
+else the head's resolve of cluster.yml's `image` (skopeo, as the cluster user: their
+registries.conf mirrors and credentials); the same for every node, from the head's one read.
+
+The container role pulls and records it, the serve role runs it and checks what each container
+runs (`ContainerImages`), `halo-cluster status` shows it: all read it here."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from typing import Any, TypedDict
+
+from pyinfra.api import FactBase
+from pyinfra.context import ctx_state
+
+from halo_cluster.config.lock import DIGEST, HISTORY, LOCK_FILE
+from halo_cluster.config.rules import image_name
+from halo_cluster.node.facts import as_user
+from halo_cluster.node.reads import cached
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The cluster's digest for this run, or the node's refusal line when there is none;
+    `adopted`: taken from the head's history (no lock in this checkout)."""
+
+    digest: str | None
+    error: str
+    adopted: bool = False
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What the head's history says it runs: the last `resolved` line's digest, its time and
+    the reference it was resolved from ("" each without a history)."""
+
+    digest: str = ""
+    reference: str = ""
+    time: str = ""
+
+
+class HeadHistory(FactBase[Recorded]):
+    """The last `resolved` line of the head's history (docs/roles/container.md): what the head
+    runs whichever checkout deployed it."""
+
+    @staticmethod
+    def default() -> Recorded:
+        return Recorded()
+
+    def command(self, user: str) -> str:
+        return f"tail -n 200 ~{shlex.quote(user)}/{HISTORY} 2>/dev/null || true"
+
+    def process(self, output: list[str]) -> Recorded:
+        found = Recorded()
+        for line in output:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # a line torn by a full disk: the ones before it still count
+            if not isinstance(event, dict) or event.get("event") != "resolved":
+                continue
+            if DIGEST.fullmatch(str(event.get("digest", ""))):
+                reference, time = str(event.get("reference", "")), str(event.get("time", ""))
+                found = Recorded(event["digest"], reference, time)
+        return found
+
+
+class ResolvedImage(FactBase[Resolved]):
+    """The digest of the top-level manifest `reference` names in its registry now, by skopeo
+    (its `Digest`: `skopeo inspect`'s own, never a registry's API read by hand)."""
+
+    @staticmethod
+    def default() -> Resolved:
+        return Resolved(None, "skopeo is not installed on the head (the packages role installs it)")
+
+    def requires_command(self, user: str, reference: str) -> str:
+        return "skopeo"
+
+    def command(self, user: str, reference: str) -> str:
+        inspect = "skopeo inspect --no-tags --format '{{.Digest}}' " + shlex.quote(
+            f"docker://{reference}"
+        )
+        # before the first deploy made the user, it has no registries.conf or credentials of its
+        # own: the system's (the same mirrors) answer, as root
+        return (
+            f"if id -u {shlex.quote(user)} >/dev/null 2>&1; then {as_user(user, inspect)} 2>&1; "
+            f"else {inspect} 2>&1; fi || true"
+        )
+
+    def process(self, output: list[str]) -> Resolved:
+        lines = [line.strip() for line in output if line.strip()]
+        if len(lines) == 1 and DIGEST.fullmatch(lines[0]):
+            return Resolved(lines[0], "")
+        return Resolved(None, lines[-1] if lines else "skopeo printed nothing")
+
+
+IMAGES_FORMAT = "{{.Name}} {{.ImageName}} {{.Image}}"
+
+
+class ContainerImage(TypedDict):
+    reference: str  # ImageName: the reference the container was made from (`NAME@sha256:...`)
+    id: str  # Image: the local id of that image
+
+
+class ContainerImages(FactBase[dict[str, ContainerImage]]):
+    """The image each of the user's containers runs, by container name; a container that does
+    not exist (its service stopped: the quadlets remove it) is absent."""
+
+    @staticmethod
+    def default() -> dict[str, ContainerImage]:
+        return {}
+
+    def command(self, user: str, containers: tuple[str, ...]) -> str:
+        names = " ".join(shlex.quote(c) for c in containers)
+        inspect = f"podman container inspect --format {shlex.quote(IMAGES_FORMAT)} {names}"
+        return f"{as_user(user, inspect)} 2>/dev/null || true"
+
+    def process(self, output: list[str]) -> dict[str, ContainerImage]:
+        found = {}
+        for line in output:
+            parts = line.split()
+            if len(parts) == 3:
+                found[parts[0]] = ContainerImage(reference=parts[1], id=parts[2])
+        return found
+
+
+def parse_images(output: list[str]) -> dict[str, ContainerImage]:
+    """{container: its image} from the lines `IMAGES_FORMAT` prints."""
+    return ContainerImages().process(output)
+
+
+def read(data: Any) -> tuple[type, dict]:
+    return ResolvedImage, {"user": data.halo_cluster_user, "reference": data.halo_image}
+
+
+def reads(data: Any) -> tuple[tuple[type, dict], ...]:
+    """The head's reads of the image: its history always (it checks the lock), the registry
+    only while the lock records no digest."""
+    history = (HeadHistory, {"user": data.halo_cluster_user})
+    return (history,) if data.halo_container_digest else (history, read(data))
+
+
+def head_host() -> Any:
+    state = ctx_state.get()
+    return next(h for h in state.inventory if h.data.get("halo_role") == "head")
+
+
+def resolved(host: Any) -> Resolved:
+    """The cluster's digest for this run (read on the head, in its one command; a worker waits
+    for that read): the lock's, when the head's history agrees; else the history's, for the
+    same reference; else the head's resolve."""
+    head = head_host()
+    data = head.data
+    recorded = cached(head, HeadHistory, user=data.halo_cluster_user)
+    digest, image = host.data.halo_container_digest, host.data.halo_image
+    if digest and recorded.digest and recorded.digest != digest:
+        return Resolved(
+            None,
+            f"head: runs {recorded.digest} since {recorded.time}, {LOCK_FILE} says {digest} "
+            f"(deployed from another checkout?): copy that checkout's {LOCK_FILE} here",
+        )
+    if digest:
+        return Resolved(digest, "")
+    if recorded.digest and recorded.reference == image:
+        return Resolved(recorded.digest, "", adopted=True)
+    fact, kwargs = read(data)
+    found = cached(head, fact, **kwargs)
+    where = "here" if host.name == head.name else "on the head"
+    error = (
+        f"image: {image} could not be resolved to a digest {where} "
+        f"(skopeo inspect as {data.halo_cluster_user}): {found.error}"
+    )
+    return found if found.digest else Resolved(None, error)
+
+
+def pinned(host: Any) -> str | None:
+    """`NAME@sha256:...` every node runs, None when the head could not resolve it."""
+    found = resolved(host)
+    return f"{image_name(host.data.halo_image)}@{found.digest}" if found.digest else None
