@@ -92,8 +92,9 @@ class ResolvedImage(FactBase[Resolved]):
 
     def process(self, output: list[str]) -> Resolved:
         lines = [line.strip() for line in output if line.strip()]
-        if len(lines) == 1 and DIGEST.fullmatch(lines[0]):
-            return Resolved(lines[0], "")
+        # warnings come first (a user without a session yet: no XDG_RUNTIME_DIR), the digest last
+        if lines and DIGEST.fullmatch(lines[-1]):
+            return Resolved(lines[-1], "")
         return Resolved(None, lines[-1] if lines else "skopeo printed nothing")
 
 

@@ -46,6 +46,7 @@ def refuse(host: Any, reason: str) -> None:
     The host is taken out of the run directly rather than through `state.fail_hosts`, which
     aborts the whole run when no host is left: every refused node must still print its reason.
     """
+    host = _real(host)
     logger.error(f"{host.print_prefix}refused: {reason}")
     record(host, "refused", reason=reason)
     state = ctx_state.get()
@@ -59,10 +60,19 @@ def fail(host: Any, reason: str) -> None:
 
     Unlike `refuse`, the host stays in the run: what it planned before still happens (the serve
     role writes its files and runs Ray, and withholds only vLLM's start)."""
+    host = _real(host)
     logger.error(f"{host.print_prefix}refused: {reason}")
     record(host, "refused", reason=reason)
     ctx_state.get().failed_hosts.add(host)
     _end_with_refusals(ctx_state.get())
+
+
+def _real(host: Any) -> Any:
+    """The Host behind pyinfra's context proxy (`from pyinfra import host`): the proxy in
+    `failed_hosts` points at no host once the run's context ends, and pyinfra's JSON report
+    then fails on it."""
+    module = getattr(host, "_get_module", None)
+    return module() if callable(module) and module() is not None else host
 
 
 def end_line(refused: list[dict]) -> str | None:

@@ -74,6 +74,8 @@ def test_resolve_reads_the_top_level_digest_only() -> None:
     fact = ResolvedImage()
     assert fact.process([RESOLVED]).digest == RESOLVED
     assert fact.process(["", RESOLVED, ""]).digest == RESOLVED
+    warned = fixture("skopeo-warning-no-runtime-dir.txt").splitlines()
+    assert fact.process([*warned, RESOLVED]).digest == RESOLVED  # a fresh node's first resolve
     failed = fact.process(fixture("skopeo-manifest-unknown.txt").splitlines())
     assert failed.digest is None and failed.error.endswith("manifest unknown")
     assert fact.default().digest is None and "skopeo is not installed" in fact.default().error
