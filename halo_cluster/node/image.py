@@ -34,12 +34,15 @@ class Resolved:
 
 @dataclass(frozen=True)
 class Recorded:
-    """What the head's history says it runs: the last `resolved` line's digest, its time and
-    the reference it was resolved from ("" each without a history)."""
+    """What the head's history says it runs: the last `resolved` line's digest, its time, the
+    reference it was resolved from and the Ray and vLLM versions in it ("" each without a
+    history)."""
 
     digest: str = ""
     reference: str = ""
     time: str = ""
+    ray: str = ""
+    vllm: str = ""
 
 
 class HeadHistory(FactBase[Recorded]):
@@ -63,8 +66,10 @@ class HeadHistory(FactBase[Recorded]):
             if not isinstance(event, dict) or event.get("event") != "resolved":
                 continue
             if DIGEST.fullmatch(str(event.get("digest", ""))):
-                reference, time = str(event.get("reference", "")), str(event.get("time", ""))
-                found = Recorded(event["digest"], reference, time)
+                found = Recorded(
+                    event["digest"],
+                    *(str(event.get(k, "")) for k in ("reference", "time", "ray", "vllm")),
+                )
         return found
 
 
@@ -149,24 +154,30 @@ def head_host() -> Any:
     return next(h for h in state.inventory if h.data.get("halo_role") == "head")
 
 
+def recorded(host: Any) -> Recorded:
+    """What the head's history says it runs (read in the head's one command)."""
+    head = head_host()
+    return cached(head, HeadHistory, user=head.data.halo_cluster_user)
+
+
 def resolved(host: Any) -> Resolved:
     """The cluster's digest for this run (read on the head, in its one command; a worker waits
     for that read): the lock's, when the head's history agrees; else the history's, for the
     same reference; else the head's resolve."""
     head = head_host()
     data = head.data
-    recorded = cached(head, HeadHistory, user=data.halo_cluster_user)
+    history = recorded(host)
     digest, image = host.data.halo_container_digest, host.data.halo_image
-    if digest and recorded.digest and recorded.digest != digest:
+    if digest and history.digest and history.digest != digest:
         return Resolved(
             None,
-            f"head: runs {recorded.digest} since {recorded.time}, {LOCK_FILE} says {digest} "
+            f"head: runs {history.digest} since {history.time}, {LOCK_FILE} says {digest} "
             f"(deployed from another checkout?): copy that checkout's {LOCK_FILE} here",
         )
     if digest:
         return Resolved(digest, "")
-    if recorded.digest and recorded.reference == image:
-        return Resolved(recorded.digest, "", adopted=True)
+    if history.digest and history.reference == image:
+        return Resolved(history.digest, "", adopted=True)
     fact, kwargs = read(data)
     found = cached(head, fact, **kwargs)
     where = "here" if host.name == head.name else "on the head"

@@ -1,9 +1,12 @@
 """The gfx1151 vLLM image and its toolbox, rootless for the cluster user, as upstream does it;
 every node on the cluster's one digest (the lock beside cluster.yml, docs/roles/container.md)."""
 
+from pathlib import Path
+
 from pyinfra import host, logger
 from pyinfra.api import deploy
 
+from halo_cluster.config import lock as locks
 from halo_cluster.node import image as cluster_image
 from halo_cluster.node import toolbox as toolbox_files
 from halo_cluster.node.context import NodeContext
@@ -48,7 +51,10 @@ def apply(node: NodeContext) -> None:
     image_id = files.image_id(user, image)
     if image_id is None:
         pull_image(name=f"Pull {image} as {user}", user=user, image=image)
-    if host.data.halo_role == "head" and not host.data.halo_container_locked:
+    recording = host.data.halo_role == "head" and not host.data.halo_container_locked
+    if recording and found.adopted:
+        _adopt(image)
+    elif recording:
         record_image(
             name=f"Record {found.digest} in {host.data.halo_container_lock}",
             user=user,
@@ -56,7 +62,6 @@ def apply(node: NodeContext) -> None:
             head=host.data.halo_node,
             reference=host.data.halo_image,
             image=image,
-            adopted=found.adopted,
         )
 
     options = toolbox_files.options(node.has_infiniband)
@@ -74,3 +79,18 @@ def apply(node: NodeContext) -> None:
             image=image,
             options=options,
         )
+
+
+def _adopt(image: str) -> None:
+    """A checkout without the lock takes the head's digest: written now, under --dry too, since
+    the lock only mirrors what the head already runs (no node changes, so drift stays 0)."""
+    data = host.data
+    recorded = cluster_image.recorded(host)
+    lock = locks.Lock(
+        data.halo_node, data.halo_image, recorded.digest, recorded.time, recorded.ray, recorded.vllm
+    )
+    locks.write(Path(data.halo_container_lock), lock)
+    logger.info(
+        f"{host.print_prefix}lock adopted from the head: {image} (written to "
+        f"{data.halo_container_lock})"
+    )

@@ -101,7 +101,7 @@ def history_append(user: str, line: str) -> str:
 
 
 @operation(is_idempotent=False)
-def record_image(user: str, lock: str, head: str, reference: str, image: str, adopted: bool):
+def record_image(user: str, lock: str, head: str, reference: str, image: str):
     """
     Record the cluster's digest once it is resolved: the Ray and vLLM versions in the image
     (read on this node, the head, where the image was just pulled), the lock beside cluster.yml
@@ -112,8 +112,6 @@ def record_image(user: str, lock: str, head: str, reference: str, image: str, ad
     + head: the head's name, recorded in the lock
     + reference: cluster.yml's ``image``, as written
     + image: ``NAME@sha256:...``, the digest every node runs
-    + adopted: the digest is the head's history's (a checkout without the lock): the lock is
-      written from it, and the history gets no second ``resolved`` line
 
     **Example:**
 
@@ -121,23 +119,20 @@ def record_image(user: str, lock: str, head: str, reference: str, image: str, ad
 
         record_image(name="Record the digest", user="vllm", lock="/srv/halo/halo-cluster.lock",
                      head="node1", reference="docker.io/kyuz0/vllm-therock-gfx1151:latest",
-                     image="docker.io/kyuz0/vllm-therock-gfx1151@sha256:...", adopted=False)
+                     image="docker.io/kyuz0/vllm-therock-gfx1151@sha256:...")
     """
-    yield FunctionCommand(_record, (user, lock, head, reference, image, adopted), {})
+    yield FunctionCommand(_record, (user, lock, head, reference, image), {})
 
 
-def _record(
-    state, host, user: str, lock: str, head: str, reference: str, image: str, adopted: bool
-) -> bool:
+def _record(state, host, user: str, lock: str, head: str, reference: str, image: str) -> bool:
     digest = image_digest(image) or ""
     _, output = host.run_shell_command(versions_command(user, image))
     found = (output.stdout.strip().splitlines() or [""])[-1].split()
     ray, vllm = found if len(found) == 2 else ("", "")
     locks.write(Path(lock), locks.Lock(head, reference, digest, locks.now(), ray, vllm))
-    if adopted:
-        logger.info(f"{host.print_prefix}lock adopted from the head: {image} (written to {lock})")
-        return True
-    line = locks.history_line("resolved", reference=reference, digest=digest, changed=True)
+    line = locks.history_line(
+        "resolved", reference=reference, digest=digest, changed=True, ray=ray, vllm=vllm
+    )
     done, output = host.run_shell_command(history_append(user, line))
     if not done:
         logger.warning(f"{host.print_prefix}history not written: {output.stderr.strip()[-200:]}")

@@ -126,20 +126,24 @@ def test_ray_starts_only_on_the_cluster_image_with_one_line_otherwise(tmp_path: 
 def history(digest: str, reference: str = f"{NAME}:latest") -> list[str]:
     """The head's history as the deploy writes it (`record_image`), with a later line of
     another kind."""
-    resolved = locks.history_line("resolved", reference=reference, digest=digest, changed=True)
+    resolved = locks.history_line(
+        "resolved", reference=reference, digest=digest, changed=True, ray="2.60.0", vllm="0.33.0"
+    )
     return [resolved, locks.history_line("image-repaired", node="halo2")]
 
 
 def test_a_checkout_without_the_lock_adopts_the_heads_digest(tmp_path: Path) -> None:
     """A new checkout (or a CI runner) has no lock: the head's history says what it runs, and
-    the cluster stays on it instead of resolving the tag again."""
+    the cluster stays on it instead of resolving the tag again. The lock is written while the
+    run is planned, with no operation on any node (a drift run of a new checkout stays 0)."""
     result = plan_cluster(serve_cluster(tmp_path=tmp_path), history=history(OTHER))
     assert "skopeo" not in " ".join(fact_reads(result, "halo2"))
     for node in ("halo1", "halo2"):
         assert f"--quiet {NAME}@{OTHER} " in pulls(result, node)[0]
-    assert records(result, "halo1") == [
-        f"Image and toolbox | Record {OTHER} in {tmp_path.resolve() / locks.LOCK_FILE}"
-    ]
+    assert records(result, "halo1") == []
+    lock, errors = locks.read(tmp_path / locks.LOCK_FILE)
+    assert not errors and lock is not None
+    assert (lock.digest, lock.ray, lock.vllm) == (OTHER, "2.60.0", "0.33.0")
 
 
 def test_another_reference_in_the_history_is_resolved_anew(tmp_path: Path) -> None:
