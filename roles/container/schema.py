@@ -5,6 +5,7 @@ config."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,6 +70,14 @@ def _check_lock(found: locks.Lock, image: str, head: str, path: Path, problems: 
     if head and found.head != head:
         problems.lines.append(
             f"{path}: the lock of another cluster (head {found.head}): one cluster per folder"
+        )
+    if os.environ.get(locks.UPGRADING):
+        return  # the upgrade's own deploy: it moves the lock itself (halo_cluster/tools/upgrade)
+    if found.trial:
+        back = found.previous.digest if found.previous else "the previous build"
+        problems.lines.append(
+            f"{path}: the upgrade to {found.digest} was not gated (interrupted): `halo-cluster "
+            f"upgrade` gates it, `halo-cluster rollback` returns to {back}"
         )
     same = image == found.reference or image == f"{image_name(found.reference)}@{found.digest}"
     if not same:
