@@ -359,3 +359,15 @@ def test_the_commands_exist_with_their_help(command: str) -> None:
     with pytest.raises(SystemExit) as done:
         run(["--help"])
     assert done.value.code == 0
+
+
+def test_status_shows_current_and_previous_with_their_serving_times(tmp_path: Path) -> None:
+    from halo_cluster.tools.status import image_line
+
+    path, runner = serving_lock(tmp_path), FakeRunner()
+    assert machine(path, runner)[0].upgrade() == upgrade.OK
+    lock = lock_of(path)
+    current, previous = image_line(lock).splitlines()
+    assert current.startswith(f"image: {REFERENCE} is {D1} (resolved ")
+    assert current.endswith(f", serving since {lock.serving_since})")
+    assert previous == f"previous: {D0} (served since 2026-12-01T10:05:00Z)"
