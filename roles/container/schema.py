@@ -1,4 +1,4 @@
-"""The container role's key (`image_update`, which a deploy only reports now) and its
+"""The container role's key (`image_update`: `halo-cluster deploy` upgrades after it) and its
 derivation: the cluster's one image digest, read from the lock beside cluster.yml
 (`halo_cluster/config/lock.py`), and the refusals of a lock that does not belong to this
 config."""
@@ -19,8 +19,9 @@ SECTION: tuple[Field, ...] = (
         "image_update",
         "boolean",
         False,
-        "Move the cluster to the image's newest build: not by a plain deploy "
-        "(docs/roles/container.md); a run with it keeps the lock's digest and says so.",
+        "Move the cluster to the image's newest build after the deploy: `halo-cluster deploy` "
+        "then runs `halo-cluster upgrade` (gated, rolled back on failure: "
+        "docs/roles/container.md); the deploy itself keeps the lock's digest and says so.",
     ),
 )
 # host data it reads beyond its section: other sections' keys, values hostdata.py derives
