@@ -144,7 +144,13 @@ class Remote:
         self._stop_poller()
         self._samples = []
         url = shlex.quote(f"{self.cluster.serve.head_url}/health")
-        loop = f"while :; do curl -s -o /dev/null -m 1 -w '%{{http_code}}\\n' {url}; sleep 1; done"
+        # bounded, and the shell's own echo: once this end closes, SIGPIPE ends the loop there
+        bound = 2 * self.cluster.serve.ready_timeout + 600
+        loop = (
+            f"i=0; while [ $i -lt {bound} ]; do i=$((i + 1)); "
+            f"code=$(curl -s -o /dev/null -m 1 -w '%{{http_code}}' {url}); "
+            'echo "$code" || exit 0; sleep 1; done'
+        )
         argv = ["ssh", "-F", str(self.ssh_config), sshconfig.alias(self.head), "sh", "-c",
                 shlex.quote(loop)]  # fmt: skip
         self._poller = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
