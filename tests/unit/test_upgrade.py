@@ -371,3 +371,24 @@ def test_status_shows_current_and_previous_with_their_serving_times(tmp_path: Pa
     assert current.startswith(f"image: {REFERENCE} is {D1} (resolved ")
     assert current.endswith(f", serving since {lock.serving_since})")
     assert previous == f"previous: {D0} (served since 2026-12-01T10:05:00Z)"
+
+
+def test_the_bench_seam_can_fail_the_gate_and_no_bench_skips_it(
+    tmp_path: Path, monkeypatch
+) -> None:
+    asked: list[str] = []
+
+    def regression(runner: FakeRunner, pinned: str) -> tuple[str, str]:
+        asked.append(pinned)
+        return "failed", "output tok/s fell by 30% at concurrency 8"
+
+    monkeypatch.setattr(upgrade, "bench_check", regression)
+    path, runner = serving_lock(tmp_path), FakeRunner()
+    assert machine(path, runner)[0].upgrade() == upgrade.ROLLED_BACK
+    assert asked == [f"{NAME}@{D1}"]  # the gate's bench only, never the rollback's
+    reason = "gate failed: bench: output tok/s fell by 30% at concurrency 8"
+    assert lock_of(path).rejected[0].reason == reason
+    (tmp_path / "again").mkdir()
+    path = serving_lock(tmp_path / "again")
+    assert machine(path, FakeRunner())[0].upgrade(no_bench=True) == upgrade.OK
+    assert asked == [f"{NAME}@{D1}"]
