@@ -172,7 +172,7 @@ podman rm --force --ignore halo-lab-publish >/dev/null
 podman create --quiet --name halo-lab-publish {SEED_NAME} >/dev/null
 printf 'Metadata-Version: 2.1\\nName: vllm\\nVersion: %s\\n' "$1" > /tmp/halo-lab-METADATA
 podman cp /tmp/halo-lab-METADATA halo-lab-publish:{image.DIST_INFO}/METADATA
-podman commit --quiet halo-lab-publish {SEED_NAME} >/dev/null
+podman commit --quiet --change "ENV {image.FAULT_ENV}=$2" halo-lab-publish {SEED_NAME} >/dev/null
 podman rm halo-lab-publish >/dev/null
 podman push --quiet --tls-verify=false --digestfile /tmp/halo-lab-digest {SEED_NAME} >/dev/null
 podman rmi --force {SEED_NAME} "$old" >/dev/null  # root's storage stays empty (test_host.py)
@@ -180,20 +180,26 @@ cat /tmp/halo-lab-digest
 """
 
 
-def publish_image() -> str:
+def publish_image(fault: str = "none") -> str:
     """A new build under the same name: the current `latest` with its stand-in vLLM at another
     version (0.33.0+labN), pushed to the registry storage every node shares, so `latest` moves
-    on every node's view at once, as upstream's rebuild under the same tag does. Its digest."""
+    on every node's view at once, as upstream's rebuild under the same tag does. Its digest.
+    `fault` (lab/image.py FAULTS): `broken`, a build whose vLLM never serves; `slow`, one whose
+    vLLM answers 10 times slower per token; `none`, a good build (also after a faulty one)."""
+    if fault not in image.FAULTS:
+        raise LabError(f"publish-image: fault {fault!r} is not one of {', '.join(image.FAULTS)}")
     state = load_state()
     builds = json.loads(BUILDS.read_text()) if BUILDS.exists() else []
     version = f"{image.STANDIN_VERSION}+lab{len(builds) + 1}"
-    argv = [*ssh_argv(node_address(state, state["nodes"][0])), "sh", "-s", "--", version]
+    argv = [*ssh_argv(node_address(state, state["nodes"][0])), "sh", "-s", "--", version, fault]
     result = subprocess.run(argv, input=PUBLISH, capture_output=True, text=True)
     if result.returncode != 0:
         raise LabError(f"publish-image failed: {result.stderr.strip()}")
     digest = result.stdout.strip()
-    BUILDS.write_text(json.dumps([*builds, {"vllm": version, "digest": digest}], indent=1))
-    print(f"lab: published {SEED_NAME.split('/', 1)[1]} as {digest} (vllm {version})")
+    build = {"vllm": version, "digest": digest, "fault": fault}
+    BUILDS.write_text(json.dumps([*builds, build], indent=1))
+    shown = "" if fault == "none" else f", {fault}"
+    print(f"lab: published {SEED_NAME.split('/', 1)[1]} as {digest} (vllm {version}{shown})")
     return digest
 
 
@@ -366,7 +372,10 @@ def main(argv: list[str]) -> int:
     p_kernel.add_argument("node")
     p_kernel.add_argument("--version", default="6.18.7-200.fc43.x86_64")
     p_kernel.add_argument("--options", help="options for the entry (default: as kernel-install)")
-    sub.add_parser("publish-image", help="a new build of the image under the same tag")
+    p_publish = sub.add_parser("publish-image", help="a new build of the image under the same tag")
+    faults = p_publish.add_mutually_exclusive_group()
+    faults.add_argument("--broken", action="store_true", help="its vLLM never serves")
+    faults.add_argument("--slow", action="store_true", help="its vLLM is slower per token")
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
@@ -388,7 +397,7 @@ def main(argv: list[str]) -> int:
         elif args.command == "install-kernel":
             install_kernel(args.node, args.version, args.options)
         elif args.command == "publish-image":
-            publish_image()
+            publish_image("broken" if args.broken else "slow" if args.slow else "none")
     except LabError as error:
         print(f"lab: {error}", file=sys.stderr)
         return 1

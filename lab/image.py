@@ -22,6 +22,10 @@ WHEELS = ("ray==2.60.0", "huggingface_hub==1.33.0")  # lab/hubserver.py follows 
 # the stand-in's own dist-info, so that the image reports its vLLM version as a real one does
 # (importlib.metadata, read by the deploy without importing vllm); `publish-image` rewrites it
 STANDIN_VERSION = "0.33.0"
+# what `publish-image --broken|--slow` builds into the image's environment, HALO_STANDIN_FAULT,
+# which the stand-in reads: a build that never serves, or one slower per token
+FAULT_ENV = "HALO_STANDIN_FAULT"
+FAULTS = ("none", "broken", "slow")
 PYTHON = "3.13"  # trixie's python3
 DIST_INFO = f"/opt/ray/lib/python{PYTHON}/site-packages/vllm-{STANDIN_VERSION}.dist-info"
 HERE = Path(__file__).resolve().parent

@@ -16,7 +16,7 @@ import re
 import secrets
 import socket
 import tempfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,11 +25,36 @@ LOCK_FILE = "halo-cluster.lock"
 FORMAT = 1
 HISTORY = ".local/state/halo-cluster/history.jsonl"  # below the cluster user's home, on the head
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+# set by `halo-cluster upgrade` and `rollback` for the deploys they run: those deploys run on a
+# lock in trial, and on a cluster.yml that already names the image the upgrade moves to
+UPGRADING = "HALO_CLUSTER_UPGRADING"
+
+
+@dataclass(frozen=True)
+class Build:
+    """One build the cluster ran: the lock's `previous` (the way back `halo-cluster rollback`
+    takes) with the time it was resolved and started serving, and the versions inside it."""
+
+    digest: str
+    resolved: str = ""
+    serving_since: str = ""
+    ray: str = ""
+    vllm: str = ""
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A build whose gate failed: `halo-cluster upgrade` refuses it again without `--retry`."""
+
+    digest: str
+    at: str
+    reason: str
 
 
 @dataclass(frozen=True)
 class Lock:
-    """What the lock says; `digest` is "" before the first resolve recorded one."""
+    """What the lock says; `digest` is "" before the first resolve recorded one. `trial`: the
+    cluster was switched to `digest` by an upgrade whose gate has not passed yet."""
 
     head: str
     reference: str
@@ -37,6 +62,13 @@ class Lock:
     resolved: str = ""
     ray: str = ""
     vllm: str = ""
+    serving_since: str = ""
+    trial: bool = False
+    previous: Build | None = None
+    rejected: tuple[Rejected, ...] = ()
+
+    def current(self) -> Build:
+        return Build(self.digest, self.resolved, self.serving_since, self.ray, self.vllm)
 
 
 def now() -> str:
@@ -75,18 +107,53 @@ def _parse(path: Path, doc: Any) -> tuple[Lock | None, list[str]]:
         problems.append(f"{path}: image.current.digest: {got!r} is not sha256:<64 hex digits>")
     if problems or not isinstance(image, dict) or not isinstance(current, dict):
         return None, problems
-    text = {key: str(current.get(key) or "") for key in ("resolved", "ray", "vllm")}
-    return Lock(doc["head"], image["reference"], current["digest"], **text), []
+    text = {key: str(current.get(key) or "") for key in BUILD_TEXT}
+    previous, rejected = _build(path, image.get("previous")), _rejected(path, image)
+    if isinstance(previous, str) or isinstance(rejected, str):
+        return None, [p for p in (previous, rejected) if isinstance(p, str)]
+    trial = current.get("trial") is True
+    lock = Lock(doc["head"], image["reference"], current["digest"], trial=trial, **text)
+    return replace(lock, previous=previous, rejected=rejected), []
+
+
+BUILD_TEXT = ("resolved", "serving_since", "ray", "vllm")
+
+
+def _build(path: Path, found: Any) -> Build | str | None:
+    """The lock's `previous` (None when there is none), or its problem line."""
+    if found is None:
+        return None
+    if not isinstance(found, dict) or not DIGEST.fullmatch(str(found.get("digest", ""))):
+        got = found.get("digest") if isinstance(found, dict) else found
+        return f"{path}: image.previous.digest: {got!r} is not sha256:<64 hex digits>"
+    return Build(found["digest"], **{key: str(found.get(key) or "") for key in BUILD_TEXT})
+
+
+def _rejected(path: Path, image: dict) -> tuple[Rejected, ...] | str:
+    found = image.get("rejected", [])
+    items = found if isinstance(found, list) else [None]
+    if not all(isinstance(i, dict) and DIGEST.fullmatch(str(i.get("digest", ""))) for i in items):
+        return f"{path}: image.rejected: each item needs a digest (sha256:<64 hex digits>)"
+    items = [{"at": "", "reason": ""} | i for i in items]
+    return tuple(Rejected(i["digest"], str(i.get("at", "")), str(i["reason"])) for i in items)
+
+
+def _build_document(build: Build) -> dict[str, Any]:
+    found = {"digest": build.digest, "resolved": build.resolved}
+    keys = ("serving_since", "ray", "vllm")
+    return found | {key: value for key in keys if (value := getattr(build, key))}
 
 
 def document(lock: Lock) -> dict[str, Any]:
-    current = {"digest": lock.digest, "resolved": lock.resolved, "trial": False}
-    current |= {key: value for key in ("ray", "vllm") if (value := getattr(lock, key))}
-    return {
-        "format": FORMAT,
-        "head": lock.head,
-        "image": {"reference": lock.reference, "current": current},
+    image: dict[str, Any] = {
+        "reference": lock.reference,
+        "current": _build_document(lock.current()) | {"trial": lock.trial},
     }
+    if lock.previous is not None:
+        image["previous"] = _build_document(lock.previous)
+    if lock.rejected:
+        image["rejected"] = [asdict(r) for r in lock.rejected]
+    return {"format": FORMAT, "head": lock.head, "image": image}
 
 
 def write(path: Path, lock: Lock) -> None:

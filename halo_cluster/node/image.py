@@ -9,6 +9,7 @@ runs (`ContainerImages`), `halo-cluster status` shows it: all read it here."""
 from __future__ import annotations
 
 import json
+import posixpath
 import shlex
 from dataclasses import dataclass
 from typing import Any, TypedDict
@@ -46,8 +47,8 @@ class Recorded:
 
 
 class HeadHistory(FactBase[Recorded]):
-    """The last `resolved` line of the head's history (docs/roles/container.md): what the head
-    runs whichever checkout deployed it."""
+    """The last `resolved` or `switched` line of the head's history (docs/roles/container.md):
+    what the head runs whichever checkout deployed or upgraded it."""
 
     @staticmethod
     def default() -> Recorded:
@@ -63,14 +64,20 @@ class HeadHistory(FactBase[Recorded]):
                 event = json.loads(line)
             except ValueError:
                 continue  # a line torn by a full disk: the ones before it still count
-            if not isinstance(event, dict) or event.get("event") != "resolved":
-                continue
-            if DIGEST.fullmatch(str(event.get("digest", ""))):
-                found = Recorded(
-                    event["digest"],
-                    *(str(event.get(k, "")) for k in ("reference", "time", "ray", "vllm")),
-                )
+            digest = _runs(event) if isinstance(event, dict) else ""
+            if DIGEST.fullmatch(digest):
+                fields = ("reference", "time", "ray", "vllm")
+                found = Recorded(digest, *(str(event.get(k, "")) for k in fields))
         return found
+
+
+def _runs(event: dict) -> str:
+    """The digest a line says the head runs from then on ("" for a line that says none): a
+    deploy's resolve, or an upgrade's or rollback's switch; an upgrade's resolve of its
+    candidate (`candidate`) moves nothing until it switches."""
+    if event.get("event") == "resolved" and not event.get("candidate"):
+        return str(event.get("digest", ""))
+    return str(event.get("to", "")) if event.get("event") == "switched" else ""
 
 
 class ResolvedImage(FactBase[Resolved]):
@@ -101,6 +108,28 @@ class ResolvedImage(FactBase[Resolved]):
         if lines and DIGEST.fullmatch(lines[-1]):
             return Resolved(lines[-1], "")
         return Resolved(None, lines[-1] if lines else "skopeo printed nothing")
+
+
+# Ray's and vLLM's versions inside an image, read from their dist-info by the Python that runs
+# `vllm` (importing vllm would load torch): printed as "RAY VLLM"
+VERSIONS = (
+    '. /etc/profile >/dev/null 2>&1; py=$(sed -n "1s/^#!//p" "$(command -v vllm)"); '
+    "\"$py\" -c \"import importlib.metadata as m; print(m.version('ray'), m.version('vllm'))\""
+)
+
+
+def versions_command(user: str, image: str) -> str:
+    run = f"podman run --rm --entrypoint sh {shlex.quote(image)} -c {shlex.quote(VERSIONS)}"
+    return f"{as_user(user, run)} 2>/dev/null"
+
+
+def history_append(user: str, line: str) -> str:
+    """The cluster user's shell command appending one line to the head's history."""
+    append = (
+        f'mkdir -p "$HOME/{posixpath.dirname(HISTORY)}" && '
+        f"printf '%s\\n' {shlex.quote(line)} >> \"$HOME/{HISTORY}\""
+    )
+    return as_user(user, f"sh -c {shlex.quote(append)}")
 
 
 IMAGES_FORMAT = "{{.Name}} {{.ImageName}} {{.Image}}"

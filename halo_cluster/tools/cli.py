@@ -91,7 +91,35 @@ def run_deploy(args: list[str]) -> int:
     if found is None:
         return ERROR
     argv = [*project.PYINFRA, *args, "inventory.py", "deploy.py"]
-    return subprocess.run(argv, cwd=found.entry, env=_env()).returncode
+    code = subprocess.run(argv, cwd=found.entry, env=_env()).returncode
+    return _image_update() if code == 0 and "--dry" not in args else code
+
+
+def _image_update() -> int:
+    """`image_update: true`: after the deploy converged, the cluster-wide upgrade (its exit)."""
+    try:
+        cluster = project.load(project.config())
+    except ConfigError:
+        return 0  # the deploy that just passed loaded it: it cannot be refused now
+    if not cluster.settings.get("image_update"):
+        return 0
+    from halo_cluster.tools import upgrade
+
+    return upgrade.main_upgrade([], converged=True)
+
+
+def run_upgrade(args: list[str]) -> int:
+    """The cluster-wide image upgrade, gated and rolled back on failure (docs/ci.md)."""
+    from halo_cluster.tools import upgrade
+
+    return upgrade.main_upgrade(args)
+
+
+def run_rollback(args: list[str]) -> int:
+    """Every node back on the lock's previous build (docs/ci.md)."""
+    from halo_cluster.tools import upgrade
+
+    return upgrade.main_rollback(args)
 
 
 def run_where(args: list[str]) -> int:
@@ -122,6 +150,8 @@ COMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
     "verify": (run_verify, "check the end state of every node (pytest over tests/infra)"),
     "status": (run_status, "the serving cluster in one table: Ray, each service, vLLM"),
     "where": (run_where, "where vLLM answers: its URL, a curl line, the status command"),
+    "upgrade": (run_upgrade, "move every node to the image's new build: pull, switch, gate"),
+    "rollback": (run_rollback, "every node back on the previous build of the image"),
 }
 DESCRIPTION = """Provision AMD Strix Halo machines into a vLLM cluster described by cluster.yml.
 

@@ -292,9 +292,19 @@ def image_cell(images: dict, lock: locks.Lock | None) -> str:
 
 
 def image_line(lock: locks.Lock | None) -> str:
+    """The cluster's digest, and the build before it (the way `halo-cluster rollback` takes),
+    each with the time it started serving."""
     if lock is None:
         return "image: not resolved yet (no halo-cluster.lock: the next deploy resolves it)"
-    return f"image: {lock.reference} is {lock.digest} (resolved {lock.resolved or '?'})"
+    since = f", serving since {lock.serving_since}" if lock.serving_since else ""
+    trial = ", switched to but not gated (halo-cluster upgrade gates it)" if lock.trial else ""
+    line = (
+        f"image: {lock.reference} is {lock.digest} (resolved {lock.resolved or '?'}{since}{trial})"
+    )
+    if lock.previous is not None:
+        served = lock.previous.serving_since or "?"
+        line += f"\nprevious: {lock.previous.digest} (served since {served})"
+    return line
 
 
 def table(cluster: Cluster, statuses: list[NodeStatus], lock: locks.Lock | None = None) -> str:

@@ -45,7 +45,8 @@ def apply(node: NodeContext) -> None:
     if host.data.halo_image_update:
         logger.warning(
             f"{host.print_prefix}image_update: a deploy never moves the cluster to another "
-            f"build; this run keeps {found.digest} (docs/roles/container.md)"
+            f"build; this run keeps {found.digest} (`halo-cluster deploy` upgrades after it: "
+            "docs/roles/container.md)"
         )
     files = node_files(host)
     image_id = files.image_id(user, image)

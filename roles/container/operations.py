@@ -3,7 +3,6 @@ cluster's digest in the lock and the head's history."""
 
 from __future__ import annotations
 
-import posixpath
 import shlex
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from halo_cluster.config import lock as locks
 from halo_cluster.config.rules import image_digest
 from halo_cluster.node import toolbox as toolbox_files
 from halo_cluster.node.facts import CONTAINER_IMAGE, IMAGE_ID, as_user
+from halo_cluster.node.image import history_append, versions_command
 from halo_cluster.node.operations import run_saying_what
 
 
@@ -76,28 +76,6 @@ def toolbox_container(user: str, toolbox: str, image: str, options: list[str]):
             "fi",
         )
     )
-
-
-# Ray's and vLLM's versions inside an image, read from their dist-info by the Python that runs
-# `vllm` (importing vllm would load torch): printed as "RAY VLLM"
-VERSIONS = (
-    '. /etc/profile >/dev/null 2>&1; py=$(sed -n "1s/^#!//p" "$(command -v vllm)"); '
-    "\"$py\" -c \"import importlib.metadata as m; print(m.version('ray'), m.version('vllm'))\""
-)
-
-
-def versions_command(user: str, image: str) -> str:
-    run = f"podman run --rm --entrypoint sh {shlex.quote(image)} -c {shlex.quote(VERSIONS)}"
-    return f"{as_user(user, run)} 2>/dev/null"
-
-
-def history_append(user: str, line: str) -> str:
-    """The cluster user's shell command appending one line to the head's history."""
-    append = (
-        f'mkdir -p "$HOME/{posixpath.dirname(locks.HISTORY)}" && '
-        f"printf '%s\\n' {shlex.quote(line)} >> \"$HOME/{locks.HISTORY}\""
-    )
-    return as_user(user, f"sh -c {shlex.quote(append)}")
 
 
 @operation(is_idempotent=False)

@@ -1,10 +1,11 @@
-"""The container role's key (`image_update`, which a deploy only reports now) and its
+"""The container role's key (`image_update`: `halo-cluster deploy` upgrades after it) and its
 derivation: the cluster's one image digest, read from the lock beside cluster.yml
 (`halo_cluster/config/lock.py`), and the refusals of a lock that does not belong to this
 config."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,8 +19,9 @@ SECTION: tuple[Field, ...] = (
         "image_update",
         "boolean",
         False,
-        "Move the cluster to the image's newest build: not by a plain deploy "
-        "(docs/roles/container.md); a run with it keeps the lock's digest and says so.",
+        "Move the cluster to the image's newest build after the deploy: `halo-cluster deploy` "
+        "then runs `halo-cluster upgrade` (gated, rolled back on failure: "
+        "docs/roles/container.md); the deploy itself keeps the lock's digest and says so.",
     ),
 )
 # host data it reads beyond its section: other sections' keys, values hostdata.py derives
@@ -69,6 +71,14 @@ def _check_lock(found: locks.Lock, image: str, head: str, path: Path, problems: 
     if head and found.head != head:
         problems.lines.append(
             f"{path}: the lock of another cluster (head {found.head}): one cluster per folder"
+        )
+    if os.environ.get(locks.UPGRADING):
+        return  # the upgrade's own deploy: it moves the lock itself (halo_cluster/tools/upgrade)
+    if found.trial:
+        back = found.previous.digest if found.previous else "the previous build"
+        problems.lines.append(
+            f"{path}: the upgrade to {found.digest} was not gated (interrupted): `halo-cluster "
+            f"upgrade` gates it, `halo-cluster rollback` returns to {back}"
         )
     same = image == found.reference or image == f"{image_name(found.reference)}@{found.digest}"
     if not same:

@@ -169,3 +169,26 @@ def test_the_history_reads_the_last_resolved_line() -> None:
     lines = [*history(RESOLVED), "{torn", *history(OTHER)[:1], "[]"]
     assert fact.process(lines).digest == OTHER
     assert fact.process([]).digest == ""
+
+
+def test_an_upgraded_lock_agrees_with_the_heads_switch(tmp_path: Path, monkeypatch) -> None:
+    """`halo-cluster upgrade` (issue 25 step 4): the lock moved to OTHER in trial, the history
+    says the head switched to it after its candidate resolve; the upgrade's own deploy pulls and
+    runs OTHER, and a candidate alone (an aborted upgrade) leaves the lock's digest the head's."""
+    previous = locks.Build(RESOLVED)
+    trial = locks.Lock("halo1", f"{NAME}:latest", OTHER, trial=True, previous=previous)
+    locks.write(tmp_path / locks.LOCK_FILE, trial)
+    candidate = locks.history_line(
+        "resolved", reference=f"{NAME}:latest", digest=OTHER, changed=True, candidate=True
+    )
+    switched = locks.history_line("switched", reference=f"{NAME}:latest", to=OTHER,
+                                  **{"from": RESOLVED})  # fmt: skip
+    monkeypatch.setenv(locks.UPGRADING, "1")  # the upgrade's own deploy, on its trial lock
+    lines = [*history(RESOLVED)[:1], candidate, switched]
+    result = plan_cluster(serve_cluster(tmp_path=tmp_path), history=lines)
+    monkeypatch.delenv(locks.UPGRADING)
+    assert result.refused == {}
+    assert f"--quiet {NAME}@{OTHER} " in pulls(result, "halo2")[0]
+    locks.write(tmp_path / locks.LOCK_FILE, locks.Lock("halo1", f"{NAME}:latest", RESOLVED))
+    aborted = plan_cluster(serve_cluster(tmp_path=tmp_path), history=[*lines[:2]])
+    assert aborted.refused == {}

@@ -221,3 +221,24 @@ def test_help_starts_with_what_each_command_does(capsys: pytest.CaptureFixture[s
     for name in cli.COMMANDS:
         assert commands < out.index(f"  {name} ") < out.index("docs/ci.md")
     assert "make" not in out  # the exit-code plumbing is in docs/ci.md
+
+
+@pytest.mark.parametrize(("extra", "pyinfra_args", "upgraded"), [
+    ("image_update: true\n", ["-y"], True),
+    ("", ["-y"], False),
+    ("image_update: true\n", ["--dry"], False),
+])  # fmt: skip
+def test_image_update_runs_the_upgrade_after_a_passed_deploy(
+    lab_config: Path, monkeypatch: pytest.MonkeyPatch, extra: str, pyinfra_args: list[str],
+    upgraded: bool,
+) -> None:  # fmt: skip
+    from halo_cluster.tools import upgrade
+
+    lab_config.write_text(LAB_CONFIG + extra)
+    ran = []
+    monkeypatch.setattr(
+        cli.subprocess, "run", lambda argv, **_: subprocess.CompletedProcess(argv, 0)
+    )
+    monkeypatch.setattr(upgrade, "main_upgrade", lambda args, converged: ran.append(converged) or 6)
+    code = cli.main(["deploy", "--config", str(lab_config), *pyinfra_args])
+    assert (code, ran) == ((6, [True]) if upgraded else (0, []))
