@@ -1,5 +1,6 @@
 """The cluster's lock, `halo-cluster.lock` beside cluster.yml: the digest every node runs, once
-resolved (docs/roles/container.md), and the history line the head keeps of each change to it.
+resolved (docs/roles/container.md), the cluster's members and the nodes that left it
+(docs/roles/serve.md), and the history line the head keeps of each change to it.
 
 The lock is JSON, keys sorted, indented by 1, written atomically (a temporary file beside it,
 then `rename`), so that a run that stops half-way leaves the old lock or the new one, never a
@@ -16,7 +17,7 @@ import re
 import secrets
 import socket
 import tempfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,21 @@ LOCK_FILE = "halo-cluster.lock"
 FORMAT = 1
 HISTORY = ".local/state/halo-cluster/history.jsonl"  # below the cluster user's home, on the head
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    data_address: str
+
+
+@dataclass(frozen=True)
+class Departed:
+    """A node that left cluster.yml: the head stops what of ours it still runs."""
+
+    name: str
+    data_address: str
+    since: str
 
 
 @dataclass(frozen=True)
@@ -37,6 +53,27 @@ class Lock:
     resolved: str = ""
     ray: str = ""
     vllm: str = ""
+    members: tuple[Member, ...] = ()  # the nodes the lock was last written for, in order
+    left: tuple[Departed, ...] = ()  # nodes removed from cluster.yml since: probed by the head
+
+
+def members_of(nodes: dict[str, str]) -> tuple[Member, ...]:
+    """The members from host data's {name: data address}, in the config's order."""
+    return tuple(Member(name, address) for name, address in nodes.items())
+
+
+def moved(lock: Lock, members: tuple[Member, ...]) -> tuple[tuple[Departed, ...], list[str]]:
+    """The lock's `left` once the config's `members` are the cluster, and the names that leave
+    now: a recorded member the config no longer names moves to `left`; a node the config names
+    again (by name, or a new node on a departed one's address) is taken out of it."""
+    names = {m.name for m in members}
+    addresses = {m.data_address for m in members}
+    kept = [d for d in lock.left if d.name not in names and d.data_address not in addresses]
+    known = {d.name for d in kept}
+    leaving = [m for m in lock.members if m.name not in names and m.name not in known]
+    since = now()
+    left = (*kept, *(Departed(m.name, m.data_address, since) for m in leaving))
+    return left, [m.name for m in leaving]
 
 
 def now() -> str:
@@ -76,7 +113,34 @@ def _parse(path: Path, doc: Any) -> tuple[Lock | None, list[str]]:
     if problems or not isinstance(image, dict) or not isinstance(current, dict):
         return None, problems
     text = {key: str(current.get(key) or "") for key in ("resolved", "ray", "vllm")}
-    return Lock(doc["head"], image["reference"], current["digest"], **text), []
+    members = _nodes(path, doc, "members", problems)
+    left = _nodes(path, doc, "left", problems)
+    if problems:
+        return None, problems
+    return Lock(
+        doc["head"],
+        image["reference"],
+        current["digest"],
+        **text,
+        members=tuple(Member(n["name"], n["data_address"]) for n in members),
+        left=tuple(Departed(n["name"], n["data_address"], str(n.get("since", ""))) for n in left),
+    ), []
+
+
+def _nodes(path: Path, doc: dict, key: str, problems: list[str]) -> list[dict]:
+    """`members` or `left`: a list of {name, data_address}; absent in a lock written before
+    membership was recorded (then the next load records it)."""
+    nodes = doc.get(key, [])
+    valid = isinstance(nodes, list) and all(
+        isinstance(n, dict)
+        and isinstance(n.get("name"), str)
+        and isinstance(n.get("data_address"), str)
+        for n in nodes
+    )
+    if not valid:
+        problems.append(f"{path}: {key}: is not a list of {{name, data_address}}")
+        return []
+    return nodes
 
 
 def document(lock: Lock) -> dict[str, Any]:
@@ -86,6 +150,8 @@ def document(lock: Lock) -> dict[str, Any]:
         "format": FORMAT,
         "head": lock.head,
         "image": {"reference": lock.reference, "current": current},
+        "members": [asdict(m) for m in lock.members],
+        "left": [asdict(d) for d in lock.left],
     }
 
 

@@ -9,6 +9,7 @@ runs (`ContainerImages`), `halo-cluster status` shows it: all read it here."""
 from __future__ import annotations
 
 import json
+import posixpath
 import shlex
 from dataclasses import dataclass
 from typing import Any, TypedDict
@@ -147,6 +148,16 @@ def reads(data: Any) -> tuple[tuple[type, dict], ...]:
     only while the lock records no digest."""
     history = (HeadHistory, {"user": data.halo_cluster_user})
     return (history,) if data.halo_container_digest else (history, read(data))
+
+
+def history_append(user: str, line: str) -> str:
+    """The cluster user's shell command appending one line to the head's history (the container
+    role's `resolved`, the serve role's `member-left`)."""
+    append = (
+        f'mkdir -p "$HOME/{posixpath.dirname(HISTORY)}" && '
+        f"printf '%s\\n' {shlex.quote(line)} >> \"$HOME/{HISTORY}\""
+    )
+    return as_user(user, f"sh -c {shlex.quote(append)}")
 
 
 def head_host() -> Any:

@@ -162,6 +162,7 @@ READS = (
     "halo_cluster_user",
     "halo_image",
     "halo_container_digest",  # the cluster's digest from the lock (the container derivation)
+    "halo_container_left",  # the nodes that left cluster.yml (the lock's `left`)
     "halo_role",
     "halo_data_address",
     "halo_head_address",
@@ -174,6 +175,7 @@ READS = (
     "halo_serve_gpus",
     "halo_serve_bind_address",
     "halo_serve_head_url",
+    "halo_serve_ray_token_owned",
 )
 VARIABLES = variables(SECTION, READS)
 # the further tables its page holds, written by `python -m halo_cluster.roles` (roles/docs.py)
