@@ -43,7 +43,13 @@ def paths(data) -> tuple[str, ...]:
 
 def reads(data) -> tuple[tuple[type, dict], ...]:
     """The user's manager and services, and on a waiting head vLLM's /health: what a serving
-    node reads (the /health answer only when nothing was started, a no-op's case)."""
+    node reads (the /health answer only when nothing was started, a no-op's case); on the head,
+    serving or not, whether the nodes that left still run our services."""
+    departed = membership.read(data)
+    return ((departed,) if departed else ()) + _serving_reads(data)
+
+
+def _serving_reads(data) -> tuple[tuple[type, dict], ...]:
     if not data.halo_serve_enabled:
         return ()
     user = data.halo_cluster_user
