@@ -76,7 +76,8 @@ SECTION: tuple[Field, ...] = (
         "string",
         DERIVED,
         "File on the controller holding Ray's cluster token (relative to cluster.yml). Default: "
-        "made once, 64 random hex digits, in `.halo-cluster/ray-token` beside cluster.yml (0600). "
+        "made once, 64 random hex digits, in `.halo-cluster/ray-token` beside cluster.yml (0600), "
+        "and made anew when a node leaves the cluster (a file you give is never rewritten). "
         "Installed 0600 on every node; Ray 2.52 and later refuse a client without it.",
         rule=rules.file_path,
     ),
