@@ -1,5 +1,6 @@
 """The cluster's lock, `halo-cluster.lock` beside cluster.yml: the digest every node runs, once
-resolved (docs/roles/container.md), and the history line the head keeps of each change to it.
+resolved (docs/roles/container.md), the cluster's members and the nodes that left it
+(docs/roles/serve.md), and the history line the head keeps of each change to it.
 
 The lock is JSON, keys sorted, indented by 1, written atomically (a temporary file beside it,
 then `rename`), so that a run that stops half-way leaves the old lock or the new one, never a
@@ -52,6 +53,21 @@ class Rejected:
 
 
 @dataclass(frozen=True)
+class Member:
+    name: str
+    data_address: str
+
+
+@dataclass(frozen=True)
+class Departed:
+    """A node that left cluster.yml: the head stops what of ours it still runs."""
+
+    name: str
+    data_address: str
+    since: str
+
+
+@dataclass(frozen=True)
 class Lock:
     """What the lock says; `digest` is "" before the first resolve recorded one. `trial`: the
     cluster was switched to `digest` by an upgrade whose gate has not passed yet."""
@@ -67,8 +83,30 @@ class Lock:
     previous: Build | None = None
     rejected: tuple[Rejected, ...] = ()
 
+    members: tuple[Member, ...] = ()  # the nodes the lock was last written for, in order
+    left: tuple[Departed, ...] = ()  # nodes removed from cluster.yml since: probed by the head
+
     def current(self) -> Build:
         return Build(self.digest, self.resolved, self.serving_since, self.ray, self.vllm)
+
+
+def members_of(nodes: dict[str, str]) -> tuple[Member, ...]:
+    """The members from host data's {name: data address}, in the config's order."""
+    return tuple(Member(name, address) for name, address in nodes.items())
+
+
+def moved(lock: Lock, members: tuple[Member, ...]) -> tuple[tuple[Departed, ...], list[str]]:
+    """The lock's `left` once the config's `members` are the cluster, and the names that leave
+    now: a recorded member the config no longer names moves to `left`; a node the config names
+    again (by name, or a new node on a departed one's address) is taken out of it."""
+    names = {m.name for m in members}
+    addresses = {m.data_address for m in members}
+    kept = [d for d in lock.left if d.name not in names and d.data_address not in addresses]
+    known = {d.name for d in kept}
+    leaving = [m for m in lock.members if m.name not in names and m.name not in known]
+    since = now()
+    left = (*kept, *(Departed(m.name, m.data_address, since) for m in leaving))
+    return left, [m.name for m in leaving]
 
 
 def now() -> str:
@@ -111,9 +149,19 @@ def _parse(path: Path, doc: Any) -> tuple[Lock | None, list[str]]:
     previous, rejected = _build(path, image.get("previous")), _rejected(path, image)
     if isinstance(previous, str) or isinstance(rejected, str):
         return None, [p for p in (previous, rejected) if isinstance(p, str)]
+    members = _nodes(path, doc, "members", problems)
+    left = _nodes(path, doc, "left", problems)
+    if problems:
+        return None, problems
     trial = current.get("trial") is True
     lock = Lock(doc["head"], image["reference"], current["digest"], trial=trial, **text)
-    return replace(lock, previous=previous, rejected=rejected), []
+    return replace(
+        lock,
+        previous=previous,
+        rejected=rejected,
+        members=tuple(Member(n["name"], n["data_address"]) for n in members),
+        left=tuple(Departed(n["name"], n["data_address"], str(n.get("since", ""))) for n in left),
+    ), []
 
 
 BUILD_TEXT = ("resolved", "serving_since", "ray", "vllm")
@@ -138,6 +186,22 @@ def _rejected(path: Path, image: dict) -> tuple[Rejected, ...] | str:
     return tuple(Rejected(i["digest"], str(i.get("at", "")), str(i["reason"])) for i in items)
 
 
+def _nodes(path: Path, doc: dict, key: str, problems: list[str]) -> list[dict]:
+    """`members` or `left`: a list of {name, data_address}; absent in a lock written before
+    membership was recorded (then the next load records it)."""
+    nodes = doc.get(key, [])
+    valid = isinstance(nodes, list) and all(
+        isinstance(n, dict)
+        and isinstance(n.get("name"), str)
+        and isinstance(n.get("data_address"), str)
+        for n in nodes
+    )
+    if not valid:
+        problems.append(f"{path}: {key}: is not a list of {{name, data_address}}")
+        return []
+    return nodes
+
+
 def _build_document(build: Build) -> dict[str, Any]:
     found = {"digest": build.digest, "resolved": build.resolved}
     keys = ("serving_since", "ray", "vllm")
@@ -153,7 +217,13 @@ def document(lock: Lock) -> dict[str, Any]:
         image["previous"] = _build_document(lock.previous)
     if lock.rejected:
         image["rejected"] = [asdict(r) for r in lock.rejected]
-    return {"format": FORMAT, "head": lock.head, "image": image}
+    return {
+        "format": FORMAT,
+        "head": lock.head,
+        "image": image,
+        "members": [asdict(m) for m in lock.members],
+        "left": [asdict(d) for d in lock.left],
+    }
 
 
 def write(path: Path, lock: Lock) -> None:

@@ -123,15 +123,6 @@ def versions_command(user: str, image: str) -> str:
     return f"{as_user(user, run)} 2>/dev/null"
 
 
-def history_append(user: str, line: str) -> str:
-    """The cluster user's shell command appending one line to the head's history."""
-    append = (
-        f'mkdir -p "$HOME/{posixpath.dirname(HISTORY)}" && '
-        f"printf '%s\\n' {shlex.quote(line)} >> \"$HOME/{HISTORY}\""
-    )
-    return as_user(user, f"sh -c {shlex.quote(append)}")
-
-
 IMAGES_FORMAT = "{{.Name}} {{.ImageName}} {{.Image}}"
 
 
@@ -176,6 +167,16 @@ def reads(data: Any) -> tuple[tuple[type, dict], ...]:
     only while the lock records no digest."""
     history = (HeadHistory, {"user": data.halo_cluster_user})
     return (history,) if data.halo_container_digest else (history, read(data))
+
+
+def history_append(user: str, line: str) -> str:
+    """The cluster user's shell command appending one line to the head's history (the container
+    role's `resolved`, the serve role's `member-left`, the upgrade's lines)."""
+    append = (
+        f'mkdir -p "$HOME/{posixpath.dirname(HISTORY)}" && '
+        f"printf '%s\\n' {shlex.quote(line)} >> \"$HOME/{HISTORY}\""
+    )
+    return as_user(user, f"sh -c {shlex.quote(append)}")
 
 
 def head_host() -> Any:

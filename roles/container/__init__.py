@@ -63,6 +63,7 @@ def apply(node: NodeContext) -> None:
             head=host.data.halo_node,
             reference=host.data.halo_image,
             image=image,
+            members=host.data.halo_container_members,
         )
 
     options = toolbox_files.options(node.has_infiniband)
@@ -88,7 +89,13 @@ def _adopt(image: str) -> None:
     data = host.data
     recorded = cluster_image.recorded(host)
     lock = locks.Lock(
-        data.halo_node, data.halo_image, recorded.digest, recorded.time, recorded.ray, recorded.vllm
+        data.halo_node,
+        data.halo_image,
+        recorded.digest,
+        recorded.time,
+        recorded.ray,
+        recorded.vllm,
+        members=locks.members_of(data.halo_container_members),
     )
     locks.write(Path(data.halo_container_lock), lock)
     logger.info(

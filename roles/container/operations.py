@@ -79,7 +79,9 @@ def toolbox_container(user: str, toolbox: str, image: str, options: list[str]):
 
 
 @operation(is_idempotent=False)
-def record_image(user: str, lock: str, head: str, reference: str, image: str):
+def record_image(
+    user: str, lock: str, head: str, reference: str, image: str, members: dict[str, str]
+):
     """
     Record the cluster's digest once it is resolved: the Ray and vLLM versions in the image
     (read on this node, the head, where the image was just pulled), the lock beside cluster.yml
@@ -90,6 +92,7 @@ def record_image(user: str, lock: str, head: str, reference: str, image: str):
     + head: the head's name, recorded in the lock
     + reference: cluster.yml's ``image``, as written
     + image: ``NAME@sha256:...``, the digest every node runs
+    + members: the cluster's nodes, {name: data address}, recorded in the lock
 
     **Example:**
 
@@ -97,17 +100,29 @@ def record_image(user: str, lock: str, head: str, reference: str, image: str):
 
         record_image(name="Record the digest", user="vllm", lock="/srv/halo/halo-cluster.lock",
                      head="node1", reference="docker.io/kyuz0/vllm-therock-gfx1151:latest",
-                     image="docker.io/kyuz0/vllm-therock-gfx1151@sha256:...")
+                     image="docker.io/kyuz0/vllm-therock-gfx1151@sha256:...",
+                     members={"node1": "192.168.100.1", "node2": "192.168.100.2"})
     """
-    yield FunctionCommand(_record, (user, lock, head, reference, image), {})
+    nodes = locks.members_of(members)
+    yield FunctionCommand(_record, (user, lock, head, reference, image, nodes), {})
 
 
-def _record(state, host, user: str, lock: str, head: str, reference: str, image: str) -> bool:
+def _record(
+    state,
+    host,
+    user: str,
+    lock: str,
+    head: str,
+    reference: str,
+    image: str,
+    members: tuple[locks.Member, ...],
+) -> bool:
     digest = image_digest(image) or ""
     _, output = host.run_shell_command(versions_command(user, image))
     found = (output.stdout.strip().splitlines() or [""])[-1].split()
     ray, vllm = found if len(found) == 2 else ("", "")
-    locks.write(Path(lock), locks.Lock(head, reference, digest, locks.now(), ray, vllm))
+    recorded = locks.Lock(head, reference, digest, locks.now(), ray, vllm, members=members)
+    locks.write(Path(lock), recorded)
     line = locks.history_line(
         "resolved", reference=reference, digest=digest, changed=True, ray=ray, vllm=vllm
     )

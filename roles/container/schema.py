@@ -1,12 +1,13 @@
 """The container role's key (`image_update`: `halo-cluster deploy` upgrades after it) and its
 derivation: the cluster's one image digest, read from the lock beside cluster.yml
-(`halo_cluster/config/lock.py`), and the refusals of a lock that does not belong to this
-config."""
+(`halo_cluster/config/lock.py`), the refusals of a lock that does not belong to this config,
+and the cluster's members: a node removed from cluster.yml moves to the lock's `left`
+(`prepare` writes it), which the head's serve role takes out of the cluster."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from halo_cluster.config import lock as locks
@@ -32,6 +33,8 @@ READS = (
     "halo_container_digest",
     "halo_container_locked",
     "halo_container_lock",
+    "halo_container_members",
+    "halo_container_left",
     "halo_node",
     "halo_role",
     "halo_toolbox",
@@ -49,6 +52,9 @@ class Container:
     locked: bool  # the lock records this digest already (nothing to record)
     lock: str  # the lock's path, beside cluster.yml
     head: str  # the head's name, recorded in the lock
+    members: dict[str, str]  # the config's nodes: {name: data address}, recorded in the lock
+    left: dict[str, str]  # nodes that left cluster.yml (the lock's `left`, with this load's)
+    leaving: tuple[str, ...]  # the names this load moves to `left` (the Ray token rotates)
 
 
 def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Container:
@@ -57,12 +63,42 @@ def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Container:
     problems.lines.extend(lock_problems)
     head = next((n.name for n in cluster.nodes if n.role == "head"), "")
     digest = image_digest(cluster.image) or ""
+    left: tuple[locks.Departed, ...] = ()
+    leaving: list[str] = []
     if found is not None:
         _check_lock(found, cluster.image, head, path, problems)
         digest = found.digest
+        left, leaving = locks.moved(found, members(cluster))
     pinned = f"{image_name(cluster.image)}@{digest}" if digest else ""
     locked = found is not None and found.digest == digest
-    return Container(cluster.image, digest, pinned, locked, str(path), head)
+    return Container(
+        cluster.image,
+        digest,
+        pinned,
+        locked,
+        str(path),
+        head,
+        members={m.name: m.data_address for m in members(cluster)},
+        left={d.name: d.data_address for d in left},
+        leaving=tuple(leaving),
+    )
+
+
+def members(cluster: Cluster) -> tuple[locks.Member, ...]:
+    return tuple(locks.Member(n.name, n.address) for n in cluster.nodes)
+
+
+def prepare(cluster: Cluster, problems: Problems, base_dir: Path) -> None:
+    """The lock records the config's members: a removed node moves to `left`, a node added
+    again leaves it (a lock written before the members were recorded gets them now). Nothing
+    before the first resolve: the lock is written with them then (`record_image`)."""
+    path = Path(cluster.container.lock)
+    found, _ = locks.read(path)  # its problems are derive's, already reported
+    if found is None:
+        return
+    left, _ = locks.moved(found, members(cluster))
+    if (found.members, found.left) != (members(cluster), left):
+        locks.write(path, replace(found, members=members(cluster), left=left))
 
 
 def _check_lock(found: locks.Lock, image: str, head: str, path: Path, problems: Problems) -> None:

@@ -17,7 +17,7 @@ from halo_cluster.node.context import NodeContext
 from halo_cluster.node.image import ContainerImages
 from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.report import fail
-from halo_cluster.roles.serve import budget, lifecycle, ray, vllm, weights
+from halo_cluster.roles.serve import budget, lifecycle, membership, ray, vllm, weights
 from halo_cluster.roles.serve.facts import (
     HttpStatus,
     RdmaLinks,
@@ -43,7 +43,13 @@ def paths(data) -> tuple[str, ...]:
 
 def reads(data) -> tuple[tuple[type, dict], ...]:
     """The user's manager and services, and on a waiting head vLLM's /health: what a serving
-    node reads (the /health answer only when nothing was started, a no-op's case)."""
+    node reads (the /health answer only when nothing was started, a no-op's case); on the head,
+    serving or not, whether the nodes that left still run our services."""
+    departed = membership.read(data)
+    return ((departed,) if departed else ()) + _serving_reads(data)
+
+
+def _serving_reads(data) -> tuple[tuple[type, dict], ...]:
     if not data.halo_serve_enabled:
         return ()
     user = data.halo_cluster_user
@@ -65,6 +71,7 @@ def apply(node: NodeContext) -> None:
     home = snapshot.home(user) or f"/home/{user}"
     where = {name: f"{home}/{path}" for name, path in service_files().items()}
     lifecycle.remove_other_users_services(user, snapshot)
+    membership.leave(user)  # before Ray restarts: a departed node never rejoins the new cluster
     if not host.data.halo_serve_enabled:
         lifecycle.remove(user, snapshot, list(where.values()), [VLLM, RAY], "the cluster services")
         return

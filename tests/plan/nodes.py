@@ -30,6 +30,7 @@ from halo_cluster.node.versions import InstalledVersions
 from halo_cluster.roles import all_packages
 from halo_cluster.roles.network.facts import NmActiveConnections
 from halo_cluster.roles.serve.facts import (
+    DepartedServices,
     HttpStatus,
     ModelFiles,
     RdmaLinks,
@@ -190,6 +191,8 @@ def fresh_node(**over) -> Node:
         UserUnits: over.pop("units", []),
         UserManager: over.pop("manager", []),
         HttpStatus: over.pop("health", []),
+        # the head's probe of the nodes that left the cluster (no answer: unreachable)
+        DepartedServices: over.pop("departed", []),
         # which image our containers run (none on a fresh node)
         ContainerImages: over.pop("images", []),
         # the head's resolve of the image, while no lock records a digest
