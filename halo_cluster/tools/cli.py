@@ -116,12 +116,21 @@ def run_status(args: list[str]) -> int:
     return status.main(args)
 
 
+def run_upgrade(args: list[str]) -> int:
+    """`upgrade --os`: a new kernel and firmware, one node at a time, each booted once first:
+    0 upgraded, 1 refused, 5 aborted before a reboot, 6 gate failed, 7 a node not back."""
+    from halo_cluster.tools import upgrade_os
+
+    return upgrade_os.main(args)
+
+
 COMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
     "deploy": (run_deploy, "converge every node to cluster.yml (pyinfra inventory.py deploy.py)"),
     "drift": (run_drift, "what a deploy would change on each node, changing nothing"),
     "verify": (run_verify, "check the end state of every node (pytest over tests/infra)"),
     "status": (run_status, "the serving cluster in one table: Ray, each service, vLLM"),
     "where": (run_where, "where vLLM answers: its URL, a curl line, the status command"),
+    "upgrade": (run_upgrade, "--os: a new kernel and firmware, each node booting it once first"),
 }
 DESCRIPTION = """Provision AMD Strix Halo machines into a vLLM cluster described by cluster.yml.
 
