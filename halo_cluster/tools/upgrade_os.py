@@ -29,7 +29,7 @@ from typing import Protocol
 from halo_cluster.config import lock as locks
 from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.model import Cluster, Node
-from halo_cluster.decide import cmdline
+from halo_cluster.decide import cmdline, rdmatools
 from halo_cluster.node import boot
 from halo_cluster.node.versions import (
     FIRMWARE,
@@ -120,7 +120,7 @@ class Observed:
     running: str  # uname -r
     cmdline: str  # /proc/cmdline
     link: dict | None  # `ip -j link show dev IF`'s one entry, None when there is no such link
-    rdma_active: bool  # a device of `rdma -j link` is ACTIVE
+    rdma_active: bool  # `rdma link` has the data link's port ACTIVE
     gpu: tuple[str, ...]  # /dev/kfd and /dev/dri/renderD*
     firmware: str  # amd-gpu-firmware's EVR, "" when not installed
 
@@ -135,7 +135,7 @@ def observe_script(interface: str) -> str:
             f"echo '{SECTION}running'; uname -r",
             f"echo '{SECTION}cmdline'; cat /proc/cmdline",
             f"echo '{SECTION}link'; ip -j link show dev {quoted} 2>/dev/null",
-            f"echo '{SECTION}rdma'; rdma -j link 2>/dev/null",
+            f"echo '{SECTION}rdma'; rdma link 2>/dev/null",
             f"echo '{SECTION}gpu'; ls -1 /dev/kfd /dev/dri/renderD* 2>/dev/null",
             f"echo '{SECTION}firmware'; rpm -q --qf '%{{EVR}}\\n' {FIRMWARE} 2>/dev/null | "
             "grep -v 'not installed'",
@@ -162,15 +162,15 @@ def _json(lines: list[str]) -> list:
         return []
 
 
-def observed(text: str) -> Observed:
+def observed(text: str, interface: str) -> Observed:
     found = sections(text)
     links = _json(found.get("link", []))
-    rdma = _json(found.get("rdma", []))
+    rdma = rdmatools.parse_rdma_link("\n".join(found.get("rdma", [])))
     return Observed(
         running="".join(found.get("running", [])).strip(),
         cmdline="".join(found.get("cmdline", [])).strip(),
         link=links[0] if links else None,
-        rdma_active=any(d.get("state") == "ACTIVE" for d in rdma),
+        rdma_active=any(p["netdev"] == interface and p["state"] == "ACTIVE" for p in rdma),
         gpu=tuple(sorted(line for line in found.get("gpu", []) if line)),
         firmware="".join(found.get("firmware", [])).strip(),
     )
@@ -382,7 +382,7 @@ class Upgrade:
         return self.run(self.cluster.head, "serving", script).code == 0
 
     def trial(self, node: Node, info: VersionsInfo, interface: str) -> None:
-        before = observed(self.run(node, "observe", observe_script(interface)).out)
+        before = observed(self.run(node, "observe", observe_script(interface)).out, interface)
         old = info["running"]
         new_release = (
             f"{self.targets.kernel}.{old.rsplit('.', 1)[1]}" if self.targets.kernel else old
@@ -401,7 +401,7 @@ class Upgrade:
             f"from its trial boot of {new_release}: power-cycle it; it boots "
             f"{without_arch(old)} ({default})",
         )
-        after = observed(self.run(node, "observe", observe_script(interface)).out)
+        after = observed(self.run(node, "observe", observe_script(interface)).out, interface)
         failed = gate_failure(self.cluster, interface, self.targets, before, after)
         if failed is None and not self.serving():
             failed = f"not serving again within {self.cluster.settings['serve.ready_timeout']} s"
