@@ -49,6 +49,7 @@ ENTRIES = "/boot/loader/entries"
 ROLLBACK = "/var/lib/halo-cluster/rollback"  # the running firmware's RPMs: its way back
 DNF = "dnf --assumeyes --quiet"
 POLL = 2.0  # seconds between attempts to reach a rebooting node
+BOOT_ATTEMPT = 60  # seconds one attempt may wait for a rebooting node's boot to finish
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,14 @@ class Ssh:
 
     def run(self, node: Node, what: str, script: str) -> Result:
         argv = ["ssh", "-F", str(self.config), sshconfig.alias(node), "sh", "-s"]
-        found = subprocess.run(argv, input=script, capture_output=True, text=True, timeout=900)
+        # a rebooting node's attempt is given up and made again; every other step bounds itself
+        timeout = BOOT_ATTEMPT if what == "booted" else None
+        try:
+            found = subprocess.run(
+                argv, input=script, capture_output=True, text=True, timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            return Result(124, "", f"no answer within {timeout} s")
         return Result(found.returncode, found.stdout, found.stderr)
 
 
@@ -80,6 +88,10 @@ class Ssh:
 class Targets:
     kernel: str | None  # EVR without the arch, e.g. 6.18.9-200.fc43
     firmware: str | None  # amd-gpu-firmware's EVR, e.g. 20260110-1.fc43
+
+    def describe(self) -> str:
+        kernel = [f"{KERNEL} {self.kernel}"] if self.kernel else []
+        return " and ".join(kernel + ([f"{FIRMWARE} {self.firmware}"] if self.firmware else []))
 
 
 class Stop(Exception):
@@ -395,12 +407,12 @@ class Upgrade:
                 raise Stop(ABORTED, f"{node.name}: no boot entry for {new_release} after install")
             self.run(node, "one-time", f"grub2-reboot {shlex.quote(new_id)}")
             self.history("os-trial", node=node.name, entry=new_id)
-        default = "its default" if new_id else "the previous firmware"
-        self.reboot(
-            node,
-            f"from its trial boot of {new_release}: power-cycle it; it boots "
-            f"{without_arch(old)} ({default})",
+        back = (
+            f"it boots {without_arch(old)} (its default)"
+            if new_id
+            else f"`dnf downgrade {ROLLBACK}/*.rpm` returns its firmware"
         )
+        self.reboot(node, f"from its trial boot of {new_release}: power-cycle it; {back}")
         after = observed(self.run(node, "observe", observe_script(interface)).out, interface)
         failed = gate_failure(self.cluster, interface, self.targets, before, after)
         if failed is None and not self.serving():
@@ -430,6 +442,11 @@ class Upgrade:
             kernel=self.targets.kernel,
             firmware=self.targets.firmware,
         )
+
+    def already(self, info: VersionsInfo) -> bool:
+        """The node runs the target kernel and has the target firmware."""
+        kernel = self.targets.kernel in (None, without_arch(info["running"]))
+        return kernel and self.targets.firmware in (None, *installed(info, FIRMWARE))
 
     def promoted_specs(self, info: VersionsInfo) -> list[str]:
         running = running_specs(info)
@@ -478,6 +495,9 @@ class Upgrade:
             self.prepare(reads)
             for node in nodes:
                 info, interface, _ = reads[node.name]
+                if self.already(info):  # a run again after one that stopped: no reboot
+                    print(f"{node.name}: already runs {self.targets.describe()}")
+                    continue
                 self.trial(node, info, interface)
         except Stop as stop:
             print(stop.line, file=sys.stderr)
@@ -485,7 +505,7 @@ class Upgrade:
                 self.history("os-ended", result=stop.code, reason=stop.line)
             return stop.code
         self.history("os-ended", result=OK, reason="every node passed")
-        print(f"upgraded {', '.join(n.name for n in nodes)}: {self.targets}")
+        print(f"upgraded {', '.join(n.name for n in nodes)} to {self.targets.describe()}")
         return OK
 
 

@@ -130,6 +130,14 @@ def test_a_good_kernel_boots_once_on_the_worker_then_the_head_and_becomes_the_de
     assert events.index(("os-promoted", "halo2")) < events.index(("os-trial", "halo1"))
 
 
+def test_a_run_again_reboots_only_the_nodes_not_yet_upgraded(cluster) -> None:
+    sim = SimCluster(cluster)
+    worker = sim.nodes["halo2"]
+    worker.running, worker.kernels, worker.saved = NEW, [*worker.kernels, NEW], entry(NEW)
+    assert upgrade(cluster, sim, Targets(NEW, None)) == upgrade_os.OK
+    assert reboots(sim) == ["halo1"]
+
+
 def test_the_install_keeps_the_default_on_the_running_kernel(cluster) -> None:
     """kernel-install moved saved_entry to the new kernel: a power cut before the trial boots
     the old one."""
