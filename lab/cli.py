@@ -1,4 +1,5 @@
-"""Lab command line: `python -m lab up|down|status|reboot|install-kernel|publish-image`
+"""Lab command line: `python -m lab up|down|status|reboot|install-kernel|publish-image|
+break-kernel`
 (docs/lab.md)."""
 
 from __future__ import annotations
@@ -315,47 +316,36 @@ def reboot(name: str) -> None:
     print(f"lab: {name} rebooted ({seconds:.1f} s)")
 
 
-INSTALL_KERNEL = r"""
-set -eu
-version=$1
-given=${2:-}
-# What kernel-install's 20-grub.install does: options from /etc/kernel/cmdline, else /proc/cmdline
-# (or, to simulate an install that used stale options, the options given)
-if [ -n "$given" ]; then
-    options=$given
-elif [ -s /etc/kernel/cmdline ]; then
-    options=$(cat /etc/kernel/cmdline)
-else
-    options=$(tr ' ' '\n' < /proc/cmdline | grep -v -e '^BOOT_IMAGE=' -e '^initrd=' | xargs)
-fi
-id=$(ls /boot/loader/entries | head -n 1 | sed 's/-[0-9].*//')
-cat > "/boot/loader/entries/$id-$version.conf" <<EOF
-title Fedora Linux ($version) 43 (Workstation Edition)
-version $version
-linux /vmlinuz-$version
-initrd /initramfs-$version.img
-options $options
-grub_users \$grub_users
-grub_arg --unrestricted
-grub_class fedora
-EOF
-echo "lab stand-in: not a kernel" > "/boot/vmlinuz-$version"
-mkdir -p /boot/grub2
-printf 'saved_entry=%s\n' "$id-$version" > /boot/grub2/grubenv
-echo "$id-$version"
-"""
+KERNEL_INSTALL = "/usr/local/libexec/lab-kernel-install"  # lab/rootfs, as the RPMs run it
+BROKEN_KERNELS = "/etc/lab/broken-kernels"  # read by lab/rootfs/usr/local/libexec/lab-bootloader
 
 
 def install_kernel(name: str, version: str, options: str | None = None) -> None:
     """Add a newer boot entry as kernel-install would and make it the default."""
     state = load_state()
-    argv = [*ssh_argv(node_address(state, name)), "sh", "-s", "--", version]
+    argv = [*ssh_argv(node_address(state, name)), KERNEL_INSTALL, "add", version]
     if options:
         argv.append(shlex.quote(options))
-    result = subprocess.run(argv, input=INSTALL_KERNEL, capture_output=True, text=True)
+    result = subprocess.run(argv, capture_output=True, text=True)
     if result.returncode != 0:
         raise LabError(f"{name}: install-kernel failed: {result.stderr.strip()}")
     print(f"lab: {name}: installed kernel {version} (default entry {result.stdout.strip()})")
+
+
+def break_kernel(version: str, names: list[str] | None = None) -> None:
+    """Make booting VERSION fail as a driver regression would: its boot leaves the data link
+    down (the lab's boot loader reads the list), on the nodes named (default: every node)."""
+    state = load_state()
+    interface = network.DATA_INTERFACE[state["link"]]
+    for name in names or state["nodes"]:
+        line = shlex.quote(f"{version} {interface}")
+        script = f"mkdir -p /etc/lab && echo {line} >> {BROKEN_KERNELS}"
+        result = subprocess.run(
+            [*ssh_argv(node_address(state, name)), script], capture_output=True, text=True
+        )
+        if result.returncode != 0:
+            raise LabError(f"{name}: break-kernel failed: {result.stderr.strip()}")
+        print(f"lab: {name}: booting {version} leaves {interface} down")
 
 
 def main(argv: list[str]) -> int:
@@ -376,6 +366,9 @@ def main(argv: list[str]) -> int:
     faults = p_publish.add_mutually_exclusive_group()
     faults.add_argument("--broken", action="store_true", help="its vLLM never serves")
     faults.add_argument("--slow", action="store_true", help="its vLLM is slower per token")
+    p_break = sub.add_parser("break-kernel", help="booting VERSION leaves the data link down")
+    p_break.add_argument("version", help="as uname -r prints it, e.g. 6.18.16-200.fc43.x86_64")
+    p_break.add_argument("--node", action="append", help="this node only (default: every node)")
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
@@ -398,6 +391,8 @@ def main(argv: list[str]) -> int:
             install_kernel(args.node, args.version, args.options)
         elif args.command == "publish-image":
             publish_image("broken" if args.broken else "slow" if args.slow else "none")
+        elif args.command == "break-kernel":
+            break_kernel(args.version, args.node)
     except LabError as error:
         print(f"lab: {error}", file=sys.stderr)
         return 1

@@ -109,7 +109,14 @@ def _image_update() -> int:
 
 
 def run_upgrade(args: list[str]) -> int:
-    """The cluster-wide image upgrade, gated and rolled back on failure (docs/ci.md)."""
+    """The cluster-wide image upgrade, gated and rolled back on failure; with `--os` the kernel
+    and firmware, each node booting them once before it keeps them (docs/ci.md): 0 upgraded or
+    nothing to do, 1 refused, 5 aborted before a restart or reboot, 6 gate failed and rolled
+    back, 7 not serving (or a node not back) after it."""
+    if "--os" in args[: args.index("--") if "--" in args else len(args)]:
+        from halo_cluster.tools import upgrade_os
+
+        return upgrade_os.main(args)
     from halo_cluster.tools import upgrade
 
     return upgrade.main_upgrade(args)
@@ -150,7 +157,10 @@ COMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
     "verify": (run_verify, "check the end state of every node (pytest over tests/infra)"),
     "status": (run_status, "the serving cluster in one table: Ray, each service, vLLM"),
     "where": (run_where, "where vLLM answers: its URL, a curl line, the status command"),
-    "upgrade": (run_upgrade, "move every node to the image's new build: pull, switch, gate"),
+    "upgrade": (
+        run_upgrade,
+        "every node to the image's new build (pull, switch, gate); --os: kernel and firmware",
+    ),
     "rollback": (run_rollback, "every node back on the previous build of the image"),
 }
 DESCRIPTION = """Provision AMD Strix Halo machines into a vLLM cluster described by cluster.yml.
