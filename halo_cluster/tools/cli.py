@@ -5,8 +5,8 @@ script calls this and not make: docs/ci.md).
 
 The config is `--config PATH` (once, before or after COMMAND, never empty), else $CLUSTER_CONFIG,
 else cluster.yml in the checkout (or, for an installed wheel, in the current directory). ARGS go
-to the command: drift's and status's own options, pytest's for verify, pyinfra's for deploy.
-deploy.py, inventory.py and the verification are the checkout's with an editable install, else
+to the command: drift's, status's and bench's own options, pytest's for verify, pyinfra's for
+deploy. deploy.py, inventory.py and the verification are the checkout's with an editable install, else
 the wheel's own copy (`halo_cluster.tools.project`).
 """
 
@@ -116,12 +116,21 @@ def run_status(args: list[str]) -> int:
     return status.main(args)
 
 
+def run_bench(args: list[str]) -> int:
+    """The image's own `vllm bench serve` against the cluster: 0 within tolerance or a
+    baseline, 3 a regression, 1 an error (docs/bench.md)."""
+    from halo_cluster.tools import bench
+
+    return bench.main(args)
+
+
 COMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
     "deploy": (run_deploy, "converge every node to cluster.yml (pyinfra inventory.py deploy.py)"),
     "drift": (run_drift, "what a deploy would change on each node, changing nothing"),
     "verify": (run_verify, "check the end state of every node (pytest over tests/infra)"),
     "status": (run_status, "the serving cluster in one table: Ray, each service, vLLM"),
     "where": (run_where, "where vLLM answers: its URL, a curl line, the status command"),
+    "bench": (run_bench, "benchmark the serving cluster, keep and compare the results"),
 }
 DESCRIPTION = """Provision AMD Strix Halo machines into a vLLM cluster described by cluster.yml.
 
@@ -129,9 +138,9 @@ commands:
 {commands}
 
 The config is --config PATH (before or after COMMAND), else $CLUSTER_CONFIG, else cluster.yml in
-the checkout (else the current folder). ARGS go to the command: drift's and status's options,
-pytest's for verify, pyinfra's for deploy; after `--`, as they are. Each command's exit codes, for
-scripts and CI: docs/ci.md."""
+the checkout (else the current folder). ARGS go to the command: drift's, status's and bench's
+options, pytest's for verify, pyinfra's for deploy; after `--`, as they are. Each command's exit
+codes, for scripts and CI: docs/ci.md."""
 
 
 def _parser() -> argparse.ArgumentParser:
