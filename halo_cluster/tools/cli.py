@@ -6,8 +6,8 @@ script calls this and not make: docs/ci.md).
 The config is `--config PATH` (once, before or after COMMAND, never empty), else $CLUSTER_CONFIG,
 else cluster.yml in the checkout (or, for an installed wheel, in the current directory). ARGS go
 to the command: drift's, status's and bench's own options, pytest's for verify, pyinfra's for
-deploy. deploy.py, inventory.py and the verification are the checkout's with an editable install, else
-the wheel's own copy (`halo_cluster.tools.project`).
+deploy. deploy.py, inventory.py and the verification are the checkout's with an editable install,
+else the wheel's own copy (`halo_cluster.tools.project`).
 """
 
 from __future__ import annotations
