@@ -188,7 +188,7 @@ def report(lines: list[dict]) -> str:
         cells = [run["date"], run["image_digest"].removeprefix("sha256:")[:12], run["vllm"],
                  run["kernel"], run["firmware"], *map(_cell, out),
                  _cell(run["levels"].get(names[-1], {}).get("p99_ttft_ms")), str(failed),
-                 " / ".join(map(_signed, change)), run["verdict"]]  # fmt: skip
+                 " / ".join(map(_signed, change)), run["verdict"] or "-"]  # fmt: skip
         rows.append("| " + " | ".join(cells) + " |")
         before = run
     lab = (
