@@ -32,12 +32,11 @@ from pathlib import Path
 from halo_cluster.config import lock as locks
 from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.model import Cluster, Node
-from halo_cluster.decide import bench as decide
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import IMAGES_FORMAT, parse_images
 from halo_cluster.node.memory import hub_folder
 from halo_cluster.node.versions import FIRMWARE_PACKAGES, versions_command, versions_process
-from halo_cluster.tools import project, sshconfig, status
+from halo_cluster.tools import benchresults, project, sshconfig, status
 
 ERROR, REGRESSION = 1, 3
 CONTAINER = "halo-vllm"
@@ -263,7 +262,7 @@ def check_flags(remote: Remote, head: Head, wanted: list[str], folder: Path) -> 
             raise BenchError(f"image {head.digest}: vllm bench serve --help=all failed: {last}")
         cached.parent.mkdir(parents=True, exist_ok=True)
         cached.write_text(answer.stdout)
-    missing = decide.missing_flags(cached.read_text(), wanted)
+    missing = benchresults.missing_flags(cached.read_text(), wanted)
     if missing:
         raise BenchError(f"image {head.digest}: vllm bench serve has no {', '.join(missing)}")
 
@@ -335,7 +334,7 @@ def index_line(record: dict, file: str, vllm: str) -> dict:
         "kernel": one_value(nodes, lambda n: n["kernel"]),
         "firmware": one_value(nodes, firmware_text),
         "lab": meta["lab"],
-        "levels": {c: decide.level(result) for c, result in record["results"].items()},
+        "levels": {c: benchresults.level(result) for c, result in record["results"].items()},
         "key": meta["key"],
         "compared_to": None,
         "verdict": None,
@@ -356,7 +355,7 @@ def store(folder: Path, record: dict, line: dict) -> None:
     (folder / line["file"]).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     with (folder / "index.jsonl").open("a") as index:
         index.write(json.dumps(line, sort_keys=True) + "\n")
-    (folder / "report.md").write_text(decide.report(read_index(folder)))
+    (folder / "report.md").write_text(benchresults.report(read_index(folder)))
 
 
 def vllm_version(cluster: Cluster, digest: str) -> str:
@@ -367,7 +366,7 @@ def vllm_version(cluster: Cluster, digest: str) -> str:
 
 def measure(
     cluster: Cluster, folder: Path, baseline_digest: str | None = None
-) -> tuple[dict, decide.Comparison]:
+) -> tuple[dict, benchresults.Comparison]:
     """A run: read, check the flags, each level, then store and compare: with the previous run
     of its configuration, or for the gate with the baseline of `baseline_digest`."""
     run_id = locks.RUN
@@ -387,8 +386,8 @@ def measure(
             "run_id": run_id,
             "date": date,
             "key": the_key,
-            "config_id": decide.config_id(the_key),
-            "key_id": decide.key_id(the_key),
+            "config_id": benchresults.config_id(the_key),
+            "key_id": benchresults.key_id(the_key),
             "lab": head.lab,
         }
         record = {"halo_cluster": meta, "results": results}
@@ -397,11 +396,11 @@ def measure(
         )
         lines = read_index(folder)
         previous = (
-            decide.baseline_of(lines, line["config_id"], baseline_digest)
+            benchresults.baseline_of(lines, line["config_id"], baseline_digest)
             if baseline_digest
-            else decide.previous_of([*lines, line], line)
+            else benchresults.previous_of([*lines, line], line)
         )
-        comparison = decide.compare(line, previous, cluster.bench.tolerance)
+        comparison = benchresults.compare(line, previous, cluster.bench.tolerance)
         line.update(compared_to=previous and previous["run_id"], verdict=comparison.verdict)
         store(folder, record, line)
         history(remote, cluster, line)
@@ -428,14 +427,14 @@ def history(remote: Remote, cluster: Cluster, line: dict) -> None:
         print(f"bench: the head's history was not appended: {answer.stderr.strip()[-200:]}")
 
 
-def said(line: dict, comparison: decide.Comparison, previous: dict | None) -> list[str]:
+def said(line: dict, comparison: benchresults.Comparison, previous: dict | None) -> list[str]:
     """The end of a run or `--compare`: the tables, what changed and the verdict."""
     lab = " (lab stand-in: not a model's numbers)" if line["lab"] else ""
     out = [
         f"bench {line['date']} ({line['file']}), config {line['config_id']}, "
         f"image {line['image_digest']}{lab}"
     ]
-    out += decide.level_table(line["levels"], comparison.deltas)
+    out += benchresults.level_table(line["levels"], comparison.deltas)
     if previous is None:
         out.append(f"bench: baseline: no earlier run of config {line['config_id']}")
         return out
@@ -455,8 +454,8 @@ def compare_only(cluster: Cluster, folder: Path) -> int:
         )
         return ERROR
     latest = lines[-1]
-    previous = decide.previous_of(lines, latest)
-    comparison = decide.compare(latest, previous, cluster.bench.tolerance)
+    previous = benchresults.previous_of(lines, latest)
+    comparison = benchresults.compare(latest, previous, cluster.bench.tolerance)
     print("\n".join(said(latest, comparison, previous)))
     return comparison.exit_code
 
@@ -478,11 +477,11 @@ def gate(config: str | Path, baseline_digest: str, folder: Path | None = None) -
         line, comparison = measure(cluster, folder, baseline_digest)
     except BenchError as error:
         return GateResult("failed", f"bench: {error}")
-    if comparison.verdict == decide.BASELINE:
+    if comparison.verdict == benchresults.BASELINE:
         return GateResult(
             "baseline", f"bench: baseline (no earlier run of config {line['config_id']})"
         )
-    if comparison.verdict == decide.REGRESSION:
+    if comparison.verdict == benchresults.REGRESSION:
         return GateResult("failed", "bench: " + "; ".join(comparison.reasons))
     return GateResult(
         "passed", f"bench: within {cluster.bench.tolerance:g} % of run {line['compared_to']}"

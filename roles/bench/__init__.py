@@ -6,6 +6,8 @@ role's, and applies nothing."""
 
 from typing import Any
 
+from pyinfra.api import deploy
+
 from halo_cluster.node.context import NodeContext
 
 ORDER = 99
@@ -16,5 +18,6 @@ def paths(data: Any) -> tuple[str, ...]:
     return ()
 
 
+@deploy("Bench")
 def apply(node: NodeContext) -> None:
     """Nothing to converge: the benchmark runs from the controller, in the serving container."""

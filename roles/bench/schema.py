@@ -64,7 +64,7 @@ SECTION: tuple[Field, ...] = (
     Field(
         "bench.warmups",
         "integer",
-        2,
+        3,
         "Warm-up requests before each level (`--num-warmups`), not counted.",
         rule=_count,
     ),

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from halo_cluster.config.loader import ConfigError
-from halo_cluster.decide import bench as decide
-from halo_cluster.tools import bench, project
+from halo_cluster.tools import bench, benchresults, project
 from tests.recorded import fixture, skopeo_digest, strix_halo_versions, versions_output
 from tests.unit.configs import VALID_ROCE, write
 
@@ -53,7 +52,7 @@ def run_line(the_cluster, the_head: bench.Head, scale: float = 1.0, failed: int 
     result = dict(RESULT, output_throughput=RESULT["output_throughput"] * scale, failed=failed)
     the_key = bench.key(the_cluster, the_head)
     meta = {"run_id": f"{scale:g}-{failed}", "date": "20261201T100000Z", "key": the_key,
-            "config_id": decide.config_id(the_key), "key_id": decide.key_id(the_key),
+            "config_id": benchresults.config_id(the_key), "key_id": benchresults.key_id(the_key),
             "lab": the_head.lab}  # fmt: skip
     record = {"halo_cluster": meta, "results": {"1": result, "8": result}}
     return bench.index_line(record, f"runs/x-{meta['key_id']}.json", "0.33.0")
@@ -84,7 +83,7 @@ def test_a_bad_bench_key_is_one_line_naming_it(tmp_path, text, problem) -> None:
 def test_the_defaults_are_vllms_workload_with_two_levels(tmp_path) -> None:
     assert bench.workload(cluster(tmp_path)) == {
         "input_len": 1024, "output_len": 128, "num_prompts": 40, "concurrency": [1, 8],
-        "seed": 0, "warmups": 2,
+        "seed": 0, "warmups": 3,
     }  # fmt: skip
 
 
@@ -116,15 +115,19 @@ def test_config_id_ignores_the_image_kernel_and_firmware_and_key_id_does_not(tmp
     upgraded = dict(first, image_digest=OTHER)
     upgraded["nodes"] = {**first["nodes"], "halo2": {"kernel": "6.18.9-200.fc43.x86_64",
                                                     "firmware": {}}}  # fmt: skip
-    assert decide.config_id(upgraded) == decide.config_id(first)
-    assert decide.key_id(upgraded) != decide.key_id(first)
-    assert len(decide.config_id(first)) == 12
+    assert benchresults.config_id(upgraded) == benchresults.config_id(first)
+    assert benchresults.key_id(upgraded) != benchresults.key_id(first)
+    assert len(benchresults.config_id(first)) == 12
     loaded = bench.key(cluster(tmp_path, "bench: {concurrency: [1, 16]}\n"), head())
     text = (
         VALID_ROCE + "serve: {enabled: true, model: Qwen/Qwen3-14B, gpu_memory_utilization: 0.5}\n"
     )
     memory = bench.key(project.load(write(tmp_path, text)), head())
-    assert decide.config_id(loaded) != decide.config_id(first) != decide.config_id(memory)
+    assert (
+        benchresults.config_id(loaded)
+        != benchresults.config_id(first)
+        != benchresults.config_id(memory)
+    )
 
 
 def test_the_model_is_read_from_the_mounted_snapshot(tmp_path) -> None:
@@ -140,7 +143,7 @@ def test_the_model_is_read_from_the_mounted_snapshot(tmp_path) -> None:
 
 def test_every_flag_the_tool_passes_is_vllms_own(tmp_path) -> None:
     wanted = bench.flags(bench.bench_argv(cluster(tmp_path), head(), "r", 1))
-    assert decide.missing_flags(fixture("vllm-bench-serve-flags-009e6d4.txt"), wanted) == []
+    assert benchresults.missing_flags(fixture("vllm-bench-serve-flags-009e6d4.txt"), wanted) == []
 
 
 def test_an_image_whose_client_lacks_flags_is_refused_naming_them(tmp_path) -> None:
@@ -175,7 +178,7 @@ def test_the_key_reaches_vllm_from_the_containers_environment_only(tmp_path) -> 
 
 def test_a_first_run_is_the_baseline(tmp_path) -> None:
     latest = run_line(cluster(tmp_path), head())
-    comparison = decide.compare(latest, None, 10)
+    comparison = benchresults.compare(latest, None, 10)
     assert (comparison.verdict, comparison.exit_code) == ("baseline", 0)
 
 
@@ -190,7 +193,7 @@ def test_output_falling_past_the_tolerance_or_more_failures_is_a_regression(
     the_cluster = cluster(tmp_path)
     before = run_line(the_cluster, head())
     after = run_line(the_cluster, head(OTHER), scale, failed)
-    comparison = decide.compare(after, before, the_cluster.bench.tolerance)
+    comparison = benchresults.compare(after, before, the_cluster.bench.tolerance)
     assert (comparison.verdict, comparison.exit_code) == (verdict, code)
     assert comparison.deltas["8"]["output_throughput"] == pytest.approx((scale - 1) * 100)
     assert comparison.changed == (f"image_digest: {skopeo_digest()} -> {OTHER}",)
@@ -198,7 +201,7 @@ def test_output_falling_past_the_tolerance_or_more_failures_is_a_regression(
 
 def test_the_regression_says_the_level_the_fall_and_the_tolerance(tmp_path) -> None:
     the_cluster = cluster(tmp_path)
-    comparison = decide.compare(
+    comparison = benchresults.compare(
         run_line(the_cluster, head(), 0.8), run_line(the_cluster, head()), 10
     )
     assert comparison.reasons[0] == (
@@ -211,9 +214,9 @@ def test_the_gate_baseline_is_the_last_run_on_the_image_being_left(tmp_path) -> 
     on_old = run_line(the_cluster, head(), 1.0)
     on_new = run_line(the_cluster, head(OTHER), 0.5)
     config = on_old["config_id"]
-    assert decide.baseline_of([on_old, on_new], config, skopeo_digest()) is on_old
-    assert decide.baseline_of([on_old, on_new], config, "sha256:" + "d" * 64) is on_new
-    assert decide.baseline_of([on_old], "0" * 12, skopeo_digest()) is None
+    assert benchresults.baseline_of([on_old, on_new], config, skopeo_digest()) is on_old
+    assert benchresults.baseline_of([on_old, on_new], config, "sha256:" + "d" * 64) is on_new
+    assert benchresults.baseline_of([on_old], "0" * 12, skopeo_digest()) is None
 
 
 def test_the_gate_is_skipped_when_bench_gate_is_false(tmp_path) -> None:
@@ -236,7 +239,7 @@ def test_a_run_is_kept_as_its_file_an_index_line_and_the_report(tmp_path) -> Non
     assert [x["run_id"] for x in lines] == [first["run_id"], second["run_id"]]
     kept = json.loads((tmp_path / second["file"]).read_text())
     assert kept["results"]["1"] == RESULT  # vLLM's result fields, unchanged
-    assert lines[0]["levels"]["8"] == {m: RESULT[m] for m in decide.METRICS}
+    assert lines[0]["levels"]["8"] == {m: RESULT[m] for m in benchresults.METRICS}
     assert lines[0]["kernel"] == strix_halo_versions()[0]
     assert lines[0]["firmware"] == "20260110-1.fc43"
     report = (tmp_path / "report.md").read_text()
@@ -248,13 +251,13 @@ def test_a_run_is_kept_as_its_file_an_index_line_and_the_report(tmp_path) -> Non
 
 def test_a_lab_run_is_marked_in_the_report(tmp_path) -> None:
     line = run_line(cluster(tmp_path), head(owned_by="lab stand-in for vLLM"))
-    assert line["lab"] and "**Lab stand-in, not a model's numbers**" in decide.report([line])
+    assert line["lab"] and "**Lab stand-in, not a model's numbers**" in benchresults.report([line])
 
 
 def test_compare_takes_the_latest_and_the_one_before_of_its_config(tmp_path, capsys) -> None:
     the_cluster = cluster(tmp_path)
     other = bench.key(cluster(tmp_path, "bench: {concurrency: [1, 4]}\n"), head())
-    stray = dict(run_line(the_cluster, head()), config_id=decide.config_id(other), run_id="x")
+    stray = dict(run_line(the_cluster, head()), config_id=benchresults.config_id(other), run_id="x")
     lines = [run_line(the_cluster, head()), stray, run_line(the_cluster, head(OTHER), 0.7)]
     (tmp_path / "index.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     assert bench.compare_only(the_cluster, tmp_path) == 3

@@ -1,7 +1,8 @@
-"""The benchmark's pure decisions (docs/bench.md): what a run is keyed by (`config_id`,
-`key_id`), each level's numbers out of vLLM's result, the comparison of two runs of one
-configuration and its verdict, the report's rows, and which of the tool's flags an image's
-`vllm bench serve --help=all` lacks. Plain values in, plain values out."""
+"""What `halo-cluster bench` keeps and decides from its results (docs/bench.md), without a
+cluster: what a run is keyed by (`config_id`, `key_id`), each level's numbers out of vLLM's
+result, the comparison of two runs of one configuration and its verdict, report.md, and which of
+the tool's flags an image's `vllm bench serve --help=all` lacks. Plain values in and out; beside
+the tool, as only the tool uses them (tests/unit/test_layers.py keeps decide/ for shared ones)."""
 
 from __future__ import annotations
 
