@@ -146,15 +146,18 @@ def in_container(cluster: Cluster, script: str) -> str:
     return as_user(cluster.cluster_user, exec_)
 
 
-def level_command(cluster: Cluster, argv: list[str], run_id: str, concurrency: int) -> str:
-    """One level: vLLM's client with the key from the container's environment, then its result
-    file printed and removed."""
-    path = posixpath.join(RESULT_DIR, result_name(run_id, concurrency))
-    script = (
+def level_script(argv: list[str], run_id: str, concurrency: int) -> str:
+    """One level in the container's shell: vLLM's client with the key from the container's
+    environment, then its result file printed and removed."""
+    path = shlex.quote(posixpath.join(RESULT_DIR, result_name(run_id, concurrency)))
+    return (
         f'OPENAI_API_KEY="$VLLM_API_KEY" vllm bench serve {shlex.join(argv)} 1>&2 && '
-        f"cat {shlex.quote(path)}; code=$?; rm -f {shlex.quote(path)}; exit $code"
+        f"cat {path}; code=$?; rm -f {path}; exit $code"
     )
-    return in_container(cluster, script)
+
+
+def level_command(cluster: Cluster, argv: list[str], run_id: str, concurrency: int) -> str:
+    return in_container(cluster, level_script(argv, run_id, concurrency))
 
 
 def help_command(cluster: Cluster) -> str:
@@ -221,11 +224,14 @@ class Remote:
             argv, input=script, capture_output=True, text=True, timeout=timeout, check=False
         )
 
-    def start(self, node: Node, script: str, errors: Path) -> subprocess.Popen:
+    def start(self, node: Node, script: str, out: Path, errors: Path) -> subprocess.Popen:
+        """`script` running on `node`, its output into files (a pipe left unread while it runs
+        would stop it once full)."""
         argv = ["ssh", "-F", str(self.config), sshconfig.alias(node), "sh", "-s"]
-        process = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors.open("w"), text=True
-        )
+        with out.open("w") as stdout, errors.open("w") as stderr:
+            process = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=stdout, stderr=stderr, text=True
+            )
         process.stdin.write(script)
         process.stdin.close()
         return process
@@ -278,10 +284,9 @@ def run_level(remote: Remote, head: Head, run_id: str, concurrency: int) -> dict
     )
     print(f"{what}: started", flush=True)
     with tempfile.TemporaryDirectory(prefix="halo-bench-") as scratch:
-        errors = Path(scratch) / "stderr"
-        process = remote.start(
-            cluster.head, level_command(cluster, argv, run_id, concurrency), errors
-        )
+        out, errors = Path(scratch) / "stdout", Path(scratch) / "stderr"
+        command = level_command(cluster, argv, run_id, concurrency)
+        process = remote.start(cluster.head, command, out, errors)
         started = time.monotonic()
         while process.poll() is None:
             waited = time.monotonic() - started
@@ -291,7 +296,7 @@ def run_level(remote: Remote, head: Head, run_id: str, concurrency: int) -> dict
             time.sleep(min(PROGRESS_SECONDS, max(bench.timeout - waited, 0.1)))
             if process.poll() is None:
                 print(f"{what}, {time.monotonic() - started:.0f} s so far", flush=True)
-        output = process.stdout.read()
+        output = out.read_text()
         said = errors.read_text().strip().splitlines()
     if process.returncode != 0:
         raise BenchError(
@@ -303,7 +308,9 @@ def run_level(remote: Remote, head: Head, run_id: str, concurrency: int) -> dict
     except ValueError:
         raise BenchError(f"concurrency {concurrency}: the result file is not JSON") from None
     if not result.get("completed"):
-        raise BenchError(f"concurrency {concurrency}: every request failed: {said[-1:] or '?'}")
+        raise BenchError(
+            f"concurrency {concurrency}: every request failed: {said[-1] if said else '?'}"
+        )
     return result
 
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -126,3 +129,37 @@ def test_the_slow_build_streams_ten_times_slower(tmp_path, monkeypatch) -> None:
             results[name] = run(module, address, tmp_path, f"{name}.json")
     assert slow.TOKEN_SECONDS == 10 * fast.TOKEN_SECONDS
     assert results["slow"]["output_throughput"] < 0.5 * results["fast"]["output_throughput"]
+
+
+def test_the_tools_level_script_passes_the_key_by_environment_and_prints_the_result(
+    standin, url, tmp_path, monkeypatch
+) -> None:
+    """halo-cluster's script for one level, run by sh with the stand-in as `vllm` (as in the
+    lab's image, without podman): the key only in VLLM_API_KEY, the result on stdout, the file
+    removed."""
+    from halo_cluster.tools import bench
+    from tests.unit.test_bench import cluster, head
+
+    wrapper = tmp_path / "bin" / "vllm"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {STANDIN} "$@"\n')
+    wrapper.chmod(0o755)
+    argv = bench.bench_argv(
+        cluster(
+            tmp_path, "bench: {input_len: 4, output_len: 3, num_prompts: 4, concurrency: [1, 2]}\n"
+        ),
+        head(),
+        "t1",
+        1,
+    )
+    argv[argv.index("--base-url") + 1] = url
+    monkeypatch.setenv("PATH", f"{wrapper.parent}:{os.environ['PATH']}")
+    monkeypatch.setenv("VLLM_API_KEY", KEY)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    script = bench.level_script(argv, "t1", 1)
+    assert KEY not in script
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["completed"], result["failed"], result["halo_run"]) == (4, 0, "t1")
+    assert not (Path(bench.RESULT_DIR) / "t1-c1.json").exists()
