@@ -288,13 +288,17 @@ def run_level(remote: Remote, head: Head, run_id: str, concurrency: int) -> dict
         command = level_command(cluster, argv, run_id, concurrency)
         process = remote.start(cluster.head, command, out, errors)
         started = time.monotonic()
-        while process.poll() is None:
-            waited = time.monotonic() - started
-            if waited > bench.timeout:
-                process.kill()
-                raise BenchError(f"concurrency {concurrency}: no result after {bench.timeout} s")
-            time.sleep(min(PROGRESS_SECONDS, max(bench.timeout - waited, 0.1)))
-            if process.poll() is None:
+        while True:
+            left = bench.timeout - (time.monotonic() - started)
+            try:
+                process.wait(timeout=max(min(PROGRESS_SECONDS, left), 0))
+                break
+            except subprocess.TimeoutExpired:
+                if left <= PROGRESS_SECONDS:
+                    process.kill()  # the session ends: the client stops at its next write
+                    raise BenchError(
+                        f"concurrency {concurrency}: no result after {bench.timeout} s"
+                    ) from None
                 print(f"{what}, {time.monotonic() - started:.0f} s so far", flush=True)
         output = out.read_text()
         said = errors.read_text().strip().splitlines()
