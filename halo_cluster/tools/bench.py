@@ -255,7 +255,11 @@ def read_cluster(remote: Remote) -> Head:
             raise BenchError(f"{node.name}: cannot be reached: {last}")
     found = {node.name: status.sections(answer.stdout) for node, answer in answers}
     nodes = {name: node_versions(status.filled(f, "versions")) for name, f in found.items()}
-    return parse_head(found[cluster.head.name], nodes)
+    head = parse_head(found[cluster.head.name], nodes)
+    if head.revision is None and not cluster.serve.model.startswith("/"):
+        # the client reads the tokenizer from the snapshot, offline, as the server does
+        raise BenchError(f"{cluster.serve.model}: no refs/main in the head's Hugging Face cache")
+    return head
 
 
 def check_flags(remote: Remote, head: Head, wanted: list[str], folder: Path) -> None:
