@@ -5,9 +5,9 @@ script calls this and not make: docs/ci.md).
 
 The config is `--config PATH` (once, before or after COMMAND, never empty), else $CLUSTER_CONFIG,
 else cluster.yml in the checkout (or, for an installed wheel, in the current directory). ARGS go
-to the command: drift's and status's own options, pytest's for verify, pyinfra's for deploy.
-deploy.py, inventory.py and the verification are the checkout's with an editable install, else
-the wheel's own copy (`halo_cluster.tools.project`).
+to the command: drift's, status's and bench's own options, pytest's for verify, pyinfra's for
+deploy. deploy.py, inventory.py and the verification are the checkout's with an editable install,
+else the wheel's own copy (`halo_cluster.tools.project`).
 """
 
 from __future__ import annotations
@@ -151,6 +151,14 @@ def run_status(args: list[str]) -> int:
     return status.main(args)
 
 
+def run_bench(args: list[str]) -> int:
+    """The image's own `vllm bench serve` against the cluster: 0 within tolerance or a
+    baseline, 3 a regression, 1 an error (docs/bench.md)."""
+    from halo_cluster.tools import bench
+
+    return bench.main(args)
+
+
 COMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
     "deploy": (run_deploy, "converge every node to cluster.yml (pyinfra inventory.py deploy.py)"),
     "drift": (run_drift, "what a deploy would change on each node, changing nothing"),
@@ -162,6 +170,7 @@ COMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
         "every node to the image's new build (pull, switch, gate); --os: kernel and firmware",
     ),
     "rollback": (run_rollback, "every node back on the previous build of the image"),
+    "bench": (run_bench, "benchmark the serving cluster, keep and compare the results"),
 }
 DESCRIPTION = """Provision AMD Strix Halo machines into a vLLM cluster described by cluster.yml.
 
@@ -169,9 +178,9 @@ commands:
 {commands}
 
 The config is --config PATH (before or after COMMAND), else $CLUSTER_CONFIG, else cluster.yml in
-the checkout (else the current folder). ARGS go to the command: drift's and status's options,
-pytest's for verify, pyinfra's for deploy; after `--`, as they are. Each command's exit codes, for
-scripts and CI: docs/ci.md."""
+the checkout (else the current folder). ARGS go to the command: drift's, status's and bench's
+options, pytest's for verify, pyinfra's for deploy; after `--`, as they are. Each command's exit
+codes, for scripts and CI: docs/ci.md."""
 
 
 def _parser() -> argparse.ArgumentParser:

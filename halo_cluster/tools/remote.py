@@ -218,6 +218,13 @@ class Remote:
         return "" if code == 0 else (err.strip().splitlines() or [f"exit {code}"])[-1]
 
     # R
+    def bench(self, baseline: str) -> tuple[str, str]:
+        """`halo-cluster bench`'s gate (docs/bench.md): a run compared with `baseline`'s."""
+        from halo_cluster.tools import bench
+
+        found = bench.gate(self.config, baseline)
+        return found.status, found.reason.removeprefix("bench: ")
+
     def states(self) -> dict[str, str]:
         def script(node: Node) -> str:
             units = " ".join(SERVICES if node.role == "head" else SERVICES[:1])

@@ -76,6 +76,16 @@ class NodeStatus:
     images: dict = field(default_factory=dict)  # container -> the reference it runs (ImageName)
 
 
+def models_command(cluster: Cluster) -> str:
+    """On the head: vLLM's /v1/models, with the key read by the shell from secrets.env (never
+    in a command line); `bench` reads the same answer."""
+    user, url = cluster.cluster_user, cluster.serve.head_url
+    return (
+        f"key=$(sed -n 's/^VLLM_API_KEY=//p' ~{user}/{SECRETS} 2>/dev/null); "
+        f'curl -s -m 5 ${{key:+-H "Authorization: Bearer $key"}} {url}/v1/models'
+    )
+
+
 def gather_script(cluster: Cluster, node: Node) -> str:
     user = cluster.cluster_user
     units = " ".join(f"{s}.service" for s in SERVICES)
@@ -107,8 +117,7 @@ def gather_script(cluster: Cluster, node: Node) -> str:
             f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {url}/health",
             "echo",
             "echo @@models",
-            f"key=$(sed -n 's/^VLLM_API_KEY=//p' ~{user}/{SECRETS} 2>/dev/null); "
-            f'curl -s -m 5 ${{key:+-H "Authorization: Bearer $key"}} {url}/v1/models',
+            models_command(cluster),
         ]
     return "\n".join(lines) + "\n"
 

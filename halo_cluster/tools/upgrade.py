@@ -57,6 +57,7 @@ class Runner(Protocol):
     def downtime(self) -> float | None: ...  # seconds without a 200 since the last switch
     def local_images(self, node: str) -> list[LocalImage] | str: ...  # or why not read
     def remove_images(self, node: str, ids: list[str]) -> str: ...  # "" or the error
+    def bench(self, baseline: str) -> tuple[str, str]: ...  # the bench gate: status, reason
     def states(self) -> dict[str, str]: ...  # node: its units' state and journal's last lines
 
 
@@ -67,11 +68,12 @@ class Gate:
     reason: str = ""
 
 
-def bench_check(runner: Runner, pinned: str) -> tuple[str, str]:
-    """The bench gate's one place (issue 26: `halo_cluster/tools/bench.py` is called here, with
-    the previous digest's baseline): (`passed`/`failed`/`skipped`/`baseline`, the reason when
-    failed). Until then every gate's bench is `skipped`."""
-    return "skipped", ""
+def bench_check(runner: Runner, baseline: str) -> tuple[str, str]:
+    """The bench gate's one place: `halo-cluster bench`'s gate against the runs of the build
+    being left (`baseline`, its digest): (`passed`/`failed`/`skipped`/`baseline`, the reason
+    when failed)."""
+    status, reason = runner.bench(baseline)
+    return status, reason if status == "failed" else ""
 
 
 def prune_selection(images: list[LocalImage], keep: set[str]) -> list[str]:
@@ -209,7 +211,8 @@ class Upgrade:
     def _gate_or_roll_back(self, trial: locks.Lock, no_bench: bool, started: float) -> int:
         pinned = self.pinned(trial.digest)
         self.say(f"upgrade: switching every node to {pinned}")
-        gate = self.gate(pinned, self.runner.switch(pinned), no_bench)
+        baseline = trial.previous.digest if trial.previous else ""
+        gate = self.gate(pinned, self.runner.switch(pinned), no_bench, baseline)
         seconds = self.runner.downtime()
         shown = f"{seconds:.1f} s" if seconds is not None else "not serving again yet"
         self.say(f"downtime: {shown} without a 200 from /health")
@@ -224,7 +227,9 @@ class Upgrade:
         self.prune(serving)
         return OK
 
-    def gate(self, pinned: str, switch_error: str | None, no_bench: bool) -> Gate:
+    def gate(
+        self, pinned: str, switch_error: str | None, no_bench: bool, baseline: str = ""
+    ) -> Gate:
         """P3: the deploy's identity wait passed, every node runs `pinned`, one completion is
         answered with the model; then the bench (its seam)."""
         checks = {"identity": "failed", "completion": "skipped", "bench": "skipped"}
@@ -241,7 +246,7 @@ class Upgrade:
             return Gate(False, checks, f"completion: {error}")
         if no_bench:
             return Gate(True, checks)
-        checks["bench"], why = bench_check(self.runner, pinned)
+        checks["bench"], why = bench_check(self.runner, baseline)
         return Gate(checks["bench"] != "failed", checks, f"bench: {why}" if why else "")
 
     def prune(self, serving: locks.Lock) -> None:

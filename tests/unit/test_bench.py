@@ -1,0 +1,271 @@
+"""`halo-cluster bench` on recorded values: the keys' checks, the key and its ids, the head's
+answers, the flag check, the command's key handling, the comparison's verdicts and exit codes,
+index.jsonl and report.md, and the gate's switch (no cluster: the run itself is the lab's,
+tests/e2e/test_bench.py)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from halo_cluster.config.loader import ConfigError
+from halo_cluster.tools import bench, benchresults, project
+from tests.recorded import fixture, skopeo_digest, strix_halo_versions, versions_output
+from tests.unit.configs import VALID_ROCE, write
+
+SERVING = VALID_ROCE + "serve: {enabled: true, model: Qwen/Qwen3-14B}\n"
+REVISION = "a09a35458c702b33eeacc393d103063234e8bc28"
+RESULT = json.loads(fixture("vllm-bench-serve-result-random-qwen25-vl-3b.json"))
+OTHER = "sha256:" + "b" * 64
+
+
+def cluster(tmp_path: Path, extra: str = ""):
+    return project.load(write(tmp_path, SERVING + extra))
+
+
+def head_sections(digest: str, owned_by: str = "vllm") -> dict[str, dict[str, list[str]]]:
+    running, nevras = strix_halo_versions()
+    versions = ["@@versions", *versions_output(running, nevras)]
+    head = [
+        *versions,
+        "@@images",
+        f"halo-vllm docker.io/kyuz0/vllm-therock-gfx1151@{digest} {'c' * 64}",
+        "@@revision",
+        REVISION,
+        "@@models",
+        json.dumps({"data": [{"id": "Qwen/Qwen3-14B", "owned_by": owned_by}]}),
+    ]
+    return {"halo1": bench.status.sections("\n".join(head)),
+            "halo2": bench.status.sections("\n".join(versions))}  # fmt: skip
+
+
+def head(digest: str | None = None, owned_by: str = "vllm") -> bench.Head:
+    found = head_sections(digest or skopeo_digest(), owned_by)
+    nodes = {n: bench.node_versions(bench.status.filled(f, "versions")) for n, f in found.items()}
+    return bench.parse_head(found["halo1"], nodes)
+
+
+def run_line(the_cluster, the_head: bench.Head, scale: float = 1.0, failed: int = 1) -> dict:
+    result = dict(RESULT, output_throughput=RESULT["output_throughput"] * scale, failed=failed)
+    the_key = bench.key(the_cluster, the_head)
+    meta = {"run_id": f"{scale:g}-{failed}", "date": "20261201T100000Z", "key": the_key,
+            "config_id": benchresults.config_id(the_key), "key_id": benchresults.key_id(the_key),
+            "lab": the_head.lab}  # fmt: skip
+    record = {"halo_cluster": meta, "results": {"1": result, "8": result}}
+    return bench.index_line(record, f"runs/x-{meta['key_id']}.json", "0.33.0")
+
+
+# ---- the keys
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("bench: {concurrency: [8, 1]}", "bench.concurrency: [8, 1]: give at least two levels"),
+        ("bench: {concurrency: [4]}", "bench.concurrency: [4]: give at least two levels"),
+        ("bench: {concurrency: [1, 64]}", "bench.concurrency: 64 is more than bench.num_prompts"),
+        ("bench: {concurrency: [1, '8']}", "bench.concurrency: expected list of integers"),
+        ("bench: {tolerance: 150}", "bench.tolerance: 150 is outside 0-100 %"),
+        ("bench: {warmups: -1}", "bench.warmups: -1 is not a count"),
+        ("bench: {gate: maybe}", "bench.gate: expected boolean"),
+        ("bench: {runs: 3}", "bench.runs"),
+    ],
+)
+def test_a_bad_bench_key_is_one_line_naming_it(tmp_path, text, problem) -> None:
+    with pytest.raises(ConfigError) as error:
+        cluster(tmp_path, text + "\n")
+    assert any(problem in line for line in error.value.problems), error.value.problems
+
+
+def test_the_defaults_are_vllms_workload_with_two_levels(tmp_path) -> None:
+    assert bench.workload(cluster(tmp_path)) == {
+        "input_len": 1024, "output_len": 128, "num_prompts": 40, "concurrency": [1, 8],
+        "seed": 0, "warmups": 3,
+    }  # fmt: skip
+
+
+# ---- the head's answers and the key
+
+
+def test_the_head_gives_the_digest_that_serves_the_revision_and_each_nodes_versions() -> None:
+    found = head()
+    running, _ = strix_halo_versions()
+    assert found.digest == skopeo_digest() and found.revision == REVISION and not found.lab
+    assert found.nodes["halo1"] == {
+        "kernel": running,
+        "firmware": {"amd-gpu-firmware": "20260110-1.fc43", "linux-firmware": "20260110-1.fc43",
+                     "linux-firmware-whence": "20260110-1.fc43"},
+    }  # fmt: skip
+    assert head(owned_by="lab stand-in for vLLM (no model loaded)").lab
+
+
+def test_no_vllm_container_is_not_serving() -> None:
+    found = head_sections(skopeo_digest())["halo1"]
+    found["images"] = []
+    with pytest.raises(bench.BenchError, match="not serving: the head has no running halo-vllm"):
+        bench.parse_head(found, {})
+
+
+def test_config_id_ignores_the_image_kernel_and_firmware_and_key_id_does_not(tmp_path) -> None:
+    one = cluster(tmp_path)
+    first = bench.key(one, head())
+    upgraded = dict(first, image_digest=OTHER)
+    upgraded["nodes"] = {**first["nodes"], "halo2": {"kernel": "6.18.9-200.fc43.x86_64",
+                                                    "firmware": {}}}  # fmt: skip
+    assert benchresults.config_id(upgraded) == benchresults.config_id(first)
+    assert benchresults.key_id(upgraded) != benchresults.key_id(first)
+    assert len(benchresults.config_id(first)) == 12
+    loaded = bench.key(cluster(tmp_path, "bench: {concurrency: [1, 16]}\n"), head())
+    text = (
+        VALID_ROCE + "serve: {enabled: true, model: Qwen/Qwen3-14B, gpu_memory_utilization: 0.5}\n"
+    )
+    memory = bench.key(project.load(write(tmp_path, text)), head())
+    assert (
+        benchresults.config_id(loaded)
+        != benchresults.config_id(first)
+        != benchresults.config_id(memory)
+    )
+
+
+def test_the_model_is_read_from_the_mounted_snapshot(tmp_path) -> None:
+    argv = bench.bench_argv(cluster(tmp_path), head(), "ab12cd34", 8)
+    folder = f"/root/.cache/huggingface/hub/models--Qwen--Qwen3-14B/snapshots/{REVISION}"
+    assert argv[argv.index("--model") + 1] == folder == argv[argv.index("--tokenizer") + 1]
+    assert argv[argv.index("--max-concurrency") + 1] == "8"
+    assert argv[argv.index("--result-filename") + 1] == "ab12cd34-c8.json"
+
+
+# ---- the flags and the key's way in
+
+
+def test_every_flag_the_tool_passes_is_vllms_own(tmp_path) -> None:
+    wanted = bench.flags(bench.bench_argv(cluster(tmp_path), head(), "r", 1))
+    assert benchresults.missing_flags(fixture("vllm-bench-serve-flags-009e6d4.txt"), wanted) == []
+
+
+def test_an_image_whose_client_lacks_flags_is_refused_naming_them(tmp_path) -> None:
+    the_head = head()
+    cached = tmp_path / "flags" / f"{the_head.digest.removeprefix('sha256:')}.txt"
+    cached.parent.mkdir()
+    cached.write_text(fixture("benchmark-serving-help-vllm-legacy.txt"))
+    wanted = bench.flags(bench.bench_argv(cluster(tmp_path), the_head, "r", 1))
+    with pytest.raises(bench.BenchError) as error:
+        bench.check_flags(None, the_head, wanted, tmp_path)  # cached: the head is not asked
+    assert str(error.value) == (
+        f"image {the_head.digest}: vllm bench serve has no --served-model-name, "
+        "--max-concurrency, --num-warmups, --temperature"
+    )
+
+
+def test_the_key_reaches_vllm_from_the_containers_environment_only(tmp_path) -> None:
+    the_cluster = (
+        cluster(tmp_path, "  api_key_file: key.txt\n".replace("  ", "")) if False else None
+    )
+    the_cluster = cluster(tmp_path)
+    line = bench.level_command(the_cluster, bench.bench_argv(the_cluster, head(), "r", 1), "r", 1)
+    words = shlex.split(line)
+    script = words[words.index("-c") + 1]
+    assert words[words.index("exec") + 1] == "halo-vllm"
+    assert script.startswith(bench.BENCH_SHELL + 'OPENAI_API_KEY="$VLLM_API_KEY" vllm bench serve ')
+    assert "Bearer" not in line and "--header" not in script
+
+
+# ---- comparison, verdicts and exit codes
+
+
+def test_a_first_run_is_the_baseline(tmp_path) -> None:
+    latest = run_line(cluster(tmp_path), head())
+    comparison = benchresults.compare(latest, None, 10)
+    assert (comparison.verdict, comparison.exit_code) == ("baseline", 0)
+
+
+@pytest.mark.parametrize(
+    ("scale", "failed", "verdict", "code"),
+    [(0.95, 1, "within", 0), (1.2, 1, "within", 0), (0.85, 1, "regression", 3),
+     (1.0, 2, "regression", 3)],
+)  # fmt: skip
+def test_output_falling_past_the_tolerance_or_more_failures_is_a_regression(
+    tmp_path, scale, failed, verdict, code
+) -> None:
+    the_cluster = cluster(tmp_path)
+    before = run_line(the_cluster, head())
+    after = run_line(the_cluster, head(OTHER), scale, failed)
+    comparison = benchresults.compare(after, before, the_cluster.bench.tolerance)
+    assert (comparison.verdict, comparison.exit_code) == (verdict, code)
+    assert comparison.deltas["8"]["output_throughput"] == pytest.approx((scale - 1) * 100)
+    assert comparison.changed == (f"image_digest: {skopeo_digest()} -> {OTHER}",)
+
+
+def test_the_regression_says_the_level_the_fall_and_the_tolerance(tmp_path) -> None:
+    the_cluster = cluster(tmp_path)
+    comparison = benchresults.compare(
+        run_line(the_cluster, head(), 0.8), run_line(the_cluster, head()), 10
+    )
+    assert comparison.reasons[0] == (
+        "concurrency 1: output tok/s fell 20.0 % (124.59 -> 99.67; tolerance 10 %)"
+    )
+
+
+def test_the_gate_baseline_is_the_last_run_on_the_image_being_left(tmp_path) -> None:
+    the_cluster = cluster(tmp_path)
+    on_old = run_line(the_cluster, head(), 1.0)
+    on_new = run_line(the_cluster, head(OTHER), 0.5)
+    config = on_old["config_id"]
+    assert benchresults.baseline_of([on_old, on_new], config, skopeo_digest()) is on_old
+    assert benchresults.baseline_of([on_old, on_new], config, "sha256:" + "d" * 64) is on_new
+    assert benchresults.baseline_of([on_old], "0" * 12, skopeo_digest()) is None
+
+
+def test_the_gate_is_skipped_when_bench_gate_is_false(tmp_path) -> None:
+    config = write(tmp_path, SERVING + "bench: {gate: false}\n")
+    result = bench.gate(config, skopeo_digest(), folder=tmp_path)
+    assert result == bench.GateResult("skipped", "bench: skipped (bench.gate: false)")
+
+
+# ---- what is kept: the run's file, index.jsonl, report.md
+
+
+def test_a_run_is_kept_as_its_file_an_index_line_and_the_report(tmp_path) -> None:
+    the_cluster = cluster(tmp_path)
+    first = run_line(the_cluster, head())
+    second = run_line(the_cluster, head(OTHER), 0.8)
+    for line in (first, second):
+        record = {"halo_cluster": {"key": line["key"]}, "results": {"1": RESULT}}
+        bench.store(tmp_path, record, line)
+    lines = bench.read_index(tmp_path)
+    assert [x["run_id"] for x in lines] == [first["run_id"], second["run_id"]]
+    kept = json.loads((tmp_path / second["file"]).read_text())
+    assert kept["results"]["1"] == RESULT  # vLLM's result fields, unchanged
+    assert lines[0]["levels"]["8"] == {m: RESULT[m] for m in benchresults.METRICS}
+    assert lines[0]["kernel"] == strix_halo_versions()[0]
+    assert lines[0]["firmware"] == "20260110-1.fc43"
+    report = (tmp_path / "report.md").read_text()
+    rows = [row for row in report.splitlines() if row.startswith("| 2026")]
+    assert len(rows) == 2 and "| 124.59 | 124.59 |" in rows[0]
+    assert "| -20.0 % / -20.0 % |" in rows[1] and skopeo_digest()[7:19] in rows[0]
+    assert "Lab stand-in" not in report
+
+
+def test_a_lab_run_is_marked_in_the_report(tmp_path) -> None:
+    line = run_line(cluster(tmp_path), head(owned_by="lab stand-in for vLLM"))
+    assert line["lab"] and "**Lab stand-in, not a model's numbers**" in benchresults.report([line])
+
+
+def test_compare_takes_the_latest_and_the_one_before_of_its_config(tmp_path, capsys) -> None:
+    the_cluster = cluster(tmp_path)
+    other = bench.key(cluster(tmp_path, "bench: {concurrency: [1, 4]}\n"), head())
+    stray = dict(run_line(the_cluster, head()), config_id=benchresults.config_id(other), run_id="x")
+    lines = [run_line(the_cluster, head()), stray, run_line(the_cluster, head(OTHER), 0.7)]
+    (tmp_path / "index.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert bench.compare_only(the_cluster, tmp_path) == 3
+    out = capsys.readouterr().out
+    assert f"changed: image_digest: {skopeo_digest()} -> {OTHER}" in out
+    assert "-30.0 %" in out and out.rstrip().endswith("bench: regression")
+
+
+def test_compare_without_runs_is_an_error(tmp_path, capsys) -> None:
+    assert bench.compare_only(cluster(tmp_path), tmp_path) == 1
+    assert "no runs yet" in capsys.readouterr().err
