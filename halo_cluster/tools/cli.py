@@ -27,19 +27,33 @@ from halo_cluster.tools import project
 
 ERROR = 1
 NO_CHECKOUT = 4  # pytest's usage error: there is nothing to run
-# pytest for the checks, without what only costs start-up time:
-# hypothesis's plugin (the dev extra; no check uses it) and assertion rewriting (every check
-# says what failed in its own message, which the summary shows either way)
-VERIFY = [
-    "-m",
-    "pytest",
+# pytest's options for the checks, without what only costs start-up time: no plugin found by
+# its entry point but testinfra's (hypothesis's and typeguard's, of the dev extra, which no check
+# uses, and the scan of every installed package for them), no cache, no assertion rewriting
+# (every check says what failed in its own message, which the summary shows either way), no
+# gc.collect() at the end for unraisable exceptions (a full pass over every imported module's
+# objects), and none of the builtin plugins the checks never use (doctests, pastebin, tmpdir,
+# --setup-only/--setup-plan, --stepwise)
+UNUSED_PLUGINS = (
+    "cacheprovider",
+    "unraisableexception",
+    "doctest",
+    "pastebin",
+    "legacypath",
+    "setuponly",
+    "setupplan",
+    "stepwise",
+)
+PYTEST_OPTIONS = [
     "-q",
+    "--disable-plugin-autoload",
     "-p",
-    "no:cacheprovider",
-    "-p",
-    "no:hypothesispytest",
+    "testinfra.plugin",
     "--assert=plain",
+    *(word for plugin in UNUSED_PLUGINS for word in ("-p", f"no:{plugin}")),
 ]
+# the same as a command line of this interpreter, for the tests and tools that run it apart
+VERIFY = ["-m", "pytest", *PYTEST_OPTIONS]
 
 
 def _files(command: str) -> project.Files | None:
