@@ -213,8 +213,8 @@ def node_budget(cluster: Cluster, node: Node, lines: list[str]) -> budget.Budget
         model=serve.model or "the model",
         utilization=serve.gpu_memory_utilization,
         object_store_mib=serve.object_store_mib,
-        tp=serve.tensor_parallel_size,
-        pp=serve.pipeline_parallel_size,
+        gpus=serve.gpus,
+        parallelism=serve.parallelism,
         configured_gtt_bytes=cluster.kernel.gtt_bytes,
     )
 

@@ -33,6 +33,7 @@ class Serving(Serve):  # type: ignore[misc,valid-type]
     only (host data `halo_serve_FIELD`, read by the roles and the tools)."""
 
     gpus: int  # TP x PP: one GPU per node
+    parallelism: str  # `TP 2 x PP 1`: how vLLM splits the model, as the checks name it
     bind_address: str  # vLLM's --host: the head's data address with `listen: data`
     head_url: str  # vLLM's URL as the head reaches it (the deploy's /health wait, status)
     url: str  # vLLM's URL from the controller: the head's SSH host with `listen: all`
@@ -78,6 +79,7 @@ def _with_derived(serve: Serve, cluster: Cluster) -> Serving:
     return Serving(
         **keys,
         gpus=serve.tensor_parallel_size * serve.pipeline_parallel_size,
+        parallelism=f"TP {serve.tensor_parallel_size} x PP {serve.pipeline_parallel_size}",
         bind_address=address if data else "0.0.0.0",
         head_url=f"http://{address if data else '127.0.0.1'}:{serve.port}",
         url=f"http://{address if data else ssh_host}:{serve.port}",
@@ -94,9 +96,8 @@ def _check_enabled(serve: Serving, node_count: int, problems: Problems) -> None:
     if serve.gpus != node_count:
         problems.error(
             "serve.tensor_parallel_size",
-            f"TP {serve.tensor_parallel_size} x PP {serve.pipeline_parallel_size} = "
-            f"{serve.gpus} GPUs, but the cluster has {node_count} nodes with one GPU each: "
-            "TP x PP must equal the number of nodes",
+            f"{serve.parallelism} = {serve.gpus} GPUs, but the cluster has {node_count} nodes "
+            "with one GPU each: TP x PP must equal the number of nodes",
         )
     if serve.model and serve.model.startswith("/") and serve.download != "never":
         problems.warn(

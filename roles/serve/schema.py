@@ -174,6 +174,7 @@ READS = (
     "halo_kernel_gtt_bytes",  # the budget's GTT when neither sysfs nor /proc/cmdline has it
     # what model.py derives from the section (`Serving`)
     "halo_serve_gpus",
+    "halo_serve_parallelism",
     "halo_serve_bind_address",
     "halo_serve_head_url",
     "halo_serve_ray_token_owned",

@@ -90,6 +90,36 @@ def test_verify_passes_pytests_own_exit_code(tmp_path: Path) -> None:
     assert "missing.yml: cannot read" in result.stdout + result.stderr
 
 
+PLUGINS_SEEN = """
+def test_plugins(pytestconfig):
+    manager = pytestconfig.pluginmanager
+    print("PLUGINS", *sorted(filter(None, map(manager.get_name, manager.get_plugins()))))
+"""
+
+
+def test_the_verifications_pytest_loads_testinfra_and_none_of_the_unused_plugins(
+    tmp_path: Path,
+) -> None:
+    """The start-up options (`cli.PYTEST_OPTIONS`) leave out what they name, on this pytest: a
+    plugin renamed by an upgrade, or one autoloaded again, would fail here, not slow verify."""
+    from _pytest.config import default_plugins
+
+    assert set(cli.UNUSED_PLUGINS) <= set(default_plugins)
+    (tmp_path / "test_seen.py").write_text(PLUGINS_SEEN)
+    result = subprocess.run(
+        [sys.executable, *cli.VERIFY, "-s", "-c", "/dev/null", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    line = next(line for line in result.stdout.splitlines() if line.startswith("PLUGINS"))
+    loaded = set(line.split()[1:])
+    assert "testinfra.plugin" in loaded and "junitxml" in loaded
+    assert not loaded & {*cli.UNUSED_PLUGINS, "hypothesispytest", "typeguard"}, loaded
+
+
 @pytest.mark.parametrize(
     ("command", "code"), [("verify", cli.NO_CHECKOUT), ("drift", 1), ("deploy", 1)]
 )
