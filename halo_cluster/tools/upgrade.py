@@ -114,6 +114,7 @@ class Upgrade:
     reference: str  # cluster.yml's `image`
     runner: Runner
     say: Callable[[str], None] = print
+    clock: Callable[[], float] = time.monotonic  # the tests' own clock measures the durations
 
     def lock(self) -> locks.Lock | None:
         found, problems = locks.read(self.lock_path)
@@ -141,7 +142,7 @@ class Upgrade:
             raise Refused(f"{self.lock_path}: no lock yet: a first deploy resolves the image")
         if before.trial:
             self.say(f"upgrade: {before.digest} was switched to but not gated: gating it")
-            return self._gate_or_roll_back(before, no_bench, time.monotonic())
+            return self._gate_or_roll_back(before, no_bench, self.clock())
         why = None if converged else self.runner.converged()
         if why:
             raise Refused(f"the cluster is not as {self.lock_path.name} says: {why}")
@@ -161,7 +162,7 @@ class Upgrade:
                 f"{digest} was rejected at {rejected.at} ({rejected.reason}): "
                 "`halo-cluster upgrade --retry` tries it again"
             )
-        started = time.monotonic()
+        started = self.clock()
         pulled = self._pull(digest)
         if pulled != OK:
             return pulled
@@ -178,7 +179,7 @@ class Upgrade:
             previous=before.current(),
             rejected=tuple(r for r in before.rejected if r.digest != digest),
         )
-        return self._switch_and_gate(trial, no_bench, started)
+        return self._switch_and_gate(trial, no_bench, started, before)
 
     def _pull(self, digest: str) -> int:
         """P1: every node pulls at once; any failure aborts, nothing restarted."""
@@ -201,14 +202,20 @@ class Upgrade:
             return ABORTED
         return OK
 
-    def _switch_and_gate(self, trial: locks.Lock, no_bench: bool, started: float) -> int:
+    def _switch_and_gate(
+        self, trial: locks.Lock, no_bench: bool, started: float, before: locks.Lock
+    ) -> int:
         """P2 and on: the lock in trial, the history, the deploy on the new digest."""
         locks.write(self.lock_path, trial)
         was = trial.previous.digest if trial.previous else ""
         self.history("switched", reference=self.reference, to=trial.digest, **{"from": was})
-        return self._gate_or_roll_back(trial, no_bench, started)
+        return self._gate_or_roll_back(trial, no_bench, started, before)
 
-    def _gate_or_roll_back(self, trial: locks.Lock, no_bench: bool, started: float) -> int:
+    def _gate_or_roll_back(
+        self, trial: locks.Lock, no_bench: bool, started: float, before: locks.Lock | None = None
+    ) -> int:
+        """`before`: the lock as it was before this upgrade's switch (None when an interrupted
+        upgrade is gated again: that lock is gone), which a rollback restores."""
         pinned = self.pinned(trial.digest)
         self.say(f"upgrade: switching every node to {pinned}")
         baseline = trial.previous.digest if trial.previous else ""
@@ -219,11 +226,13 @@ class Upgrade:
         self.history("gate", digest=trial.digest, passed=gate.passed, checks=gate.checks,
                      reason=gate.reason, downtime_s=seconds)  # fmt: skip
         if not gate.passed:
-            return self.roll_back(trial, f"gate failed: {gate.reason}", started, by_hand=False)
+            return self.roll_back(
+                trial, f"gate failed: {gate.reason}", by_hand=False, before=before
+            )
         serving = replace(trial, trial=False, serving_since=locks.now())
         locks.write(self.lock_path, serving)
         self.history("serving", digest=serving.digest, since=serving.serving_since)
-        self.say(f"upgraded: every node serves {pinned} (took {time.monotonic() - started:.0f} s)")
+        self.say(f"upgraded: every node serves {pinned} (took {self.clock() - started:.0f} s)")
         self.prune(serving)
         return OK
 
@@ -269,34 +278,27 @@ class Upgrade:
             self.say(f"{node}: pruned {len(ids)} older image(s) of {image_name(self.reference)}")
 
     # R
-    def roll_back(self, failed: locks.Lock, reason: str, started: float, by_hand: bool) -> int:
+    def roll_back(
+        self, failed: locks.Lock, reason: str, by_hand: bool, before: locks.Lock | None = None
+    ) -> int:
         """Every node back on `failed.previous`: the lock first (the deploy reads it), then the
         same switch and the gate's identity and completion, no bench."""
         back = failed.previous
         if back is None:
             self.say(f"{reason}; no previous build to roll back to: {failed.digest} stays")
             return NOT_SERVING
-        rejected = failed.rejected
-        if not by_hand:
-            rejected = (*rejected, locks.Rejected(failed.digest, locks.now(), reason))
-        restored = replace(
-            failed,
-            digest=back.digest,
-            resolved=back.resolved,
-            ray=back.ray,
-            vllm=back.vllm,
-            serving_since="",
-            trial=False,
-            previous=failed.current() if by_hand else None,
-            rejected=rejected,
-        )
+        restored = self._restored(failed, back, reason, by_hand, before)
         locks.write(self.lock_path, restored)
         moved = {"from": failed.digest, "to": back.digest}
-        self.history("switched", reference=self.reference, **moved)
-        pinned = self.pinned(back.digest)
+        self.history("switched", reference=restored.reference, **moved)
+        # the name the restored lock pins, which the deploy renders: the reference before an
+        # upgrade to another repository name
+        pinned = f"{image_name(restored.reference)}@{back.digest}"
         self.say(f"rollback: every node back to {pinned}")
+        # from the rollback's own switch: the pull and the failed build's time are not its
+        switched = self.clock()
         gate = self.gate(pinned, self.runner.switch(pinned), no_bench=True)
-        seconds = round(time.monotonic() - started, 1)
+        seconds = round(self.clock() - switched, 1)
         if not gate.passed:
             nodes = self.runner.states()
             self.history("rollback-failed", digest=back.digest, nodes=nodes)
@@ -315,6 +317,41 @@ class Upgrade:
         )
         return OK if by_hand else ROLLED_BACK
 
+    @staticmethod
+    def _restored(
+        failed: locks.Lock,
+        back: locks.Build,
+        reason: str,
+        by_hand: bool,
+        before: locks.Lock | None,
+    ) -> locks.Lock:
+        """The lock the rollback writes. By hand, current and previous swap (a second rollback
+        returns). After a failed gate, the lock as it was before the upgrade, its `previous`
+        kept (the way back `rollback` and `status` still know), plus the build `rejected`."""
+        if by_hand:
+            return replace(
+                failed,
+                digest=back.digest,
+                resolved=back.resolved,
+                ray=back.ray,
+                vllm=back.vllm,
+                serving_since="",
+                trial=False,
+                previous=failed.current(),
+            )
+        rejected = (*failed.rejected, locks.Rejected(failed.digest, locks.now(), reason))
+        if before is None:  # an interrupted upgrade gated again: the build before is not known
+            before = replace(failed, previous=None, **_fields(back))
+        # the members as this run left them (the deploy's loads record them), not as before
+        return replace(
+            before,
+            serving_since="",
+            trial=False,
+            rejected=rejected,
+            members=failed.members,
+            left=failed.left,
+        )
+
     def rollback(self) -> int:
         """`halo-cluster rollback`: from the lock's current to its previous, by hand."""
         try:
@@ -325,11 +362,16 @@ class Upgrade:
         if current is None or current.previous is None:
             self.say(f"rollback: {self.lock_path} records no previous build to go back to")
             return REFUSED
-        started = time.monotonic()
         pulled = self._pull(current.previous.digest)
         if pulled != OK:
             return pulled
-        return self.roll_back(current, "by hand", started, by_hand=True)
+        return self.roll_back(current, "by hand", by_hand=True)
+
+
+def _fields(build: locks.Build) -> dict[str, str]:
+    """A build's fields as the lock's current ones."""
+    return {"digest": build.digest, "resolved": build.resolved, "ray": build.ray,
+            "vllm": build.vllm}  # fmt: skip
 
 
 class Refused(Exception):

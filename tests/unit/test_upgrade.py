@@ -395,3 +395,44 @@ def test_the_bench_seam_can_fail_the_gate_and_no_bench_skips_it(
     path = serving_lock(tmp_path / "again")
     assert machine(path, FakeRunner())[0].upgrade(no_bench=True) == upgrade.OK
     assert asked == [D0]
+
+
+def test_an_automatic_rollback_keeps_the_way_back(tmp_path: Path) -> None:
+    """The lock after a failed gate is the lock before the upgrade, plus the rejected build: its
+    `previous` stays, so `halo-cluster rollback` and `status` still know the build before."""
+    older = locks.Build(OLDER, "2026-11-01T10:00:00Z", "2026-11-01T10:05:00Z", "2.59.0", "0.32.0")
+    path = serving_lock(tmp_path, previous=older)
+    runner = FakeRunner(completion_errors={f"{NAME}@{D1}": "HTTP 500: engine dead"})
+    up, _ = machine(path, runner)
+    assert up.upgrade() == upgrade.ROLLED_BACK
+    lock = lock_of(path)
+    assert (lock.digest, lock.resolved, lock.vllm) == (D0, "2026-12-01T10:00:00Z", "0.33.0")
+    assert lock.previous == older and [r.digest for r in lock.rejected] == [D1]
+    runner.completion_errors.clear()
+    assert machine(path, runner)[0].rollback() == upgrade.OK  # the way back is still there
+    assert lock_of(path).digest == OLDER
+
+
+@dataclass
+class SlowRunner(FakeRunner):
+    """A cluster whose pull takes 100 s and each switch 10 s, on the upgrade's clock."""
+
+    now: list[float] = field(default_factory=lambda: [0.0])
+
+    def pull(self, image: str) -> dict[str, tuple[float, str]]:
+        self.now[0] += 100
+        return super().pull(image)
+
+    def switch(self, pinned: str) -> str | None:
+        self.now[0] += 10
+        return super().switch(pinned)
+
+
+def test_serving_again_counts_from_the_rollbacks_switch(tmp_path: Path) -> None:
+    path = serving_lock(tmp_path)
+    runner = SlowRunner(completion_errors={f"{NAME}@{D1}": "HTTP 500: engine dead"})
+    said: list[str] = []
+    up = Upgrade(path, REFERENCE, runner, said.append, clock=lambda: runner.now[0])
+    assert up.upgrade() == upgrade.ROLLED_BACK
+    assert said[-1].endswith(f"from {D1} to {D0} (serving again after 10.0 s)")  # not 120 s
+    assert runner.lines[runner.events().index("rolled-back")]["seconds"] == 10.0
