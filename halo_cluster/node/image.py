@@ -47,15 +47,15 @@ class Recorded:
 
 
 class HeadHistory(FactBase[Recorded]):
-    """The last `resolved` or `switched` line of the head's history (docs/roles/container.md):
-    what the head runs whichever checkout deployed or upgraded it."""
+    """The last `resolved` (not a candidate) or `switched` line of the head's history
+    (docs/roles/container.md): what the head runs whichever checkout deployed or upgraded it."""
 
     @staticmethod
     def default() -> Recorded:
         return Recorded()
 
     def command(self, user: str) -> str:
-        return f"tail -n 200 ~{shlex.quote(user)}/{HISTORY} 2>/dev/null || true"
+        return moves_command(f"~{shlex.quote(user)}/{HISTORY}")
 
     def process(self, output: list[str]) -> Recorded:
         found = Recorded()
@@ -69,6 +69,16 @@ class HeadHistory(FactBase[Recorded]):
                 fields = ("reference", "time", "ray", "vllm")
                 found = Recorded(digest, *(str(event.get(k, "")) for k in fields))
         return found
+
+
+def moves_command(path: str) -> str:
+    """The last line of the history at `path` (a shell word) that moves the cluster: by its
+    event, not a fixed tail, since every upgrade appends a candidate `resolved` (a no-op one
+    too) and the bench and the membership their own lines, which would push the last move out
+    of any tail. `process` still skips what the filter lets through (a torn line)."""
+    moves = """grep -E '"event": ?"(resolved|switched)"'"""
+    candidates = """grep -Ev '"candidate": ?true'"""
+    return f"{moves} {path} 2>/dev/null | {candidates} | tail -n 1"
 
 
 def _runs(event: dict) -> str:

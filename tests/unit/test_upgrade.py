@@ -5,13 +5,15 @@ prune selection, the crash-loop bound and the downtime; the SSH runner's parsers
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
 
 from halo_cluster.config import lock as locks
-from halo_cluster.node.image import HeadHistory
+from halo_cluster.node.image import HeadHistory, moves_command
 from halo_cluster.tools import cli, upgrade
 from halo_cluster.tools.remote import completion_problem, parse_local_images
 from halo_cluster.tools.upgrade import LocalImage, Upgrade
@@ -436,3 +438,24 @@ def test_serving_again_counts_from_the_rollbacks_switch(tmp_path: Path) -> None:
     assert up.upgrade() == upgrade.ROLLED_BACK
     assert said[-1].endswith(f"from {D1} to {D0} (serving again after 10.0 s)")  # not 120 s
     assert runner.lines[runner.events().index("rolled-back")]["seconds"] == 10.0
+
+
+def test_the_last_move_is_found_behind_300_later_lines(tmp_path: Path) -> None:
+    """The head's history read by its real command: a deploy's resolve, then 300 no-op
+    upgrades' candidate resolves and bench lines; the head still runs the resolved digest."""
+    history = tmp_path / "history.jsonl"
+    lines = [locks.history_line("resolved", reference=REFERENCE, digest=D0, changed=True)]
+    for i in range(150):
+        lines.append(locks.history_line("resolved", reference=REFERENCE, digest=D1,
+                                        changed=True, candidate=True))  # fmt: skip
+        lines.append(locks.history_line("bench", digest=D0, run_id=str(i)))
+    history.write_text("\n".join(lines) + "\n")
+    command = moves_command(shlex.quote(str(history)))
+    output = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
+    assert HeadHistory().process(output.stdout.splitlines()).digest == D0
+    switched = locks.history_line("switched", reference=REFERENCE, to=D1, **{"from": D0})
+    history.write_text("\n".join([*lines, switched, *lines[1:]]) + "\n")
+    output = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
+    assert HeadHistory().process(output.stdout.splitlines()).digest == D1
+    missing = moves_command(shlex.quote(str(tmp_path / "none.jsonl")))
+    assert subprocess.run(["sh", "-c", missing], capture_output=True, text=True).stdout == ""
