@@ -229,6 +229,11 @@ def resolved(host: Any) -> Resolved:
 
 
 def pinned(host: Any) -> str | None:
-    """`NAME@sha256:...` every node runs, None when the head could not resolve it."""
+    """`NAME@sha256:...` every node runs, None when the head could not resolve it; the lock's
+    own pin for the lock's digest (its reference's name, which `image` may no longer be)."""
     found = resolved(host)
-    return f"{image_name(host.data.halo_image)}@{found.digest}" if found.digest else None
+    if not found.digest:
+        return None
+    if found.digest == host.data.halo_container_digest and host.data.halo_container_pinned:
+        return host.data.halo_container_pinned
+    return f"{image_name(host.data.halo_image)}@{found.digest}"

@@ -31,6 +31,7 @@ READS = (
     "halo_image",
     # what derive() below gives, from the lock
     "halo_container_digest",
+    "halo_container_pinned",
     "halo_container_locked",
     "halo_container_lock",
     "halo_container_members",
@@ -69,7 +70,11 @@ def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Container:
         _check_lock(found, cluster.image, head, path, problems)
         digest = found.digest
         left, leaving = locks.moved(found, members(cluster))
-    pinned = f"{image_name(cluster.image)}@{digest}" if digest else ""
+    # while a lock exists, its reference's name: what the nodes really run, also after `image`
+    # moved to another repository name (then `halo-cluster upgrade` moves them, and its converged
+    # check must find them as they are)
+    named = found.reference if found is not None else cluster.image
+    pinned = f"{image_name(named)}@{digest}" if digest else ""
     locked = found is not None and found.digest == digest
     return Container(
         cluster.image,
@@ -120,7 +125,7 @@ def _check_lock(found: locks.Lock, image: str, head: str, path: Path, problems: 
     if not same:
         problems.error(
             "image",
-            f"changed from {found.reference} to {image}: {path.name} pins {found.digest}; set "
-            f"image back, or delete {path} to resolve {image} again at the next deploy (every "
-            "node then moves to that build)",
+            f"changed from {found.reference} to {image}: {path.name} pins {found.digest}; "
+            f"`halo-cluster upgrade` moves the cluster to {image} (pulled, switched and gated, "
+            "rolled back on failure), or set image back",
         )

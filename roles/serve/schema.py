@@ -163,6 +163,7 @@ READS = (
     "halo_cluster_user",
     "halo_image",
     "halo_container_digest",  # the cluster's digest from the lock (the container derivation)
+    "halo_container_pinned",  # NAME@DIGEST the lock pins (its reference's name)
     "halo_container_left",  # the nodes that left cluster.yml (the lock's `left`)
     "halo_role",
     "halo_data_address",

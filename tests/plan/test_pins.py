@@ -192,3 +192,19 @@ def test_an_upgraded_lock_agrees_with_the_heads_switch(tmp_path: Path, monkeypat
     locks.write(tmp_path / locks.LOCK_FILE, locks.Lock("halo1", f"{NAME}:latest", RESOLVED))
     aborted = plan_cluster(serve_cluster(tmp_path=tmp_path), history=[*lines[:2]])
     assert aborted.refused == {}
+
+
+def test_an_image_moved_to_another_name_keeps_the_locks_pin_until_the_upgrade(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The upgrade's converged check (its own dry run, which accepts the new `image`) plans
+    the nodes as they run: the lock's name at its digest, nothing pulled, no unit rewritten."""
+    locks.write(tmp_path / locks.LOCK_FILE, locks.Lock("halo1", f"{NAME}:latest", OTHER))
+    monkeypatch.setenv(locks.UPGRADING, "1")
+    fork = "docker.io/someone/vllm-fork:latest"
+    result = plan_cluster(serve_cluster(tmp_path=tmp_path, top=f"image: {fork}\n"))
+    for node in ("halo1", "halo2"):
+        assert f"--quiet {NAME}@{OTHER} " in pulls(result, node)[0]
+        ray = result.uploads(node)[f"{UNITS}/halo-ray.container"]
+        assert f"Image={NAME}@{OTHER}" in ray.splitlines()
+    assert "vllm-fork" not in " ".join(c for n in ("halo1", "halo2") for c in result.commands(n))

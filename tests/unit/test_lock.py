@@ -79,9 +79,10 @@ def test_a_changed_image_is_refused_with_its_fix(tmp_path: Path) -> None:
     path = write(tmp_path)
     assert problems(tmp_path, f"image: {NAME}:dev\n") == [
         f"cluster.yml: image: changed from {NAME}:latest to {NAME}:dev: halo-cluster.lock pins "
-        f"{DIGEST}; set image back, or delete {path.resolve()} to resolve {NAME}:dev again at the "
-        "next deploy (every node then moves to that build)"
+        f"{DIGEST}; `halo-cluster upgrade` moves the cluster to {NAME}:dev (pulled, switched and "
+        "gated, rolled back on failure), or set image back"
     ]
+    assert str(path.resolve()) not in problems(tmp_path, f"image: {NAME}:dev\n")[0]  # no delete
     assert "changed from" in problems(tmp_path, f"image: {NAME}@{OTHER}\n")[0]
 
 
@@ -135,3 +136,15 @@ def test_history_line_has_the_common_fields() -> None:
 def test_the_pinned_name_drops_tag_and_digest(reference: str, name: str) -> None:
     assert image_name(reference) == name
     assert image_digest(reference) == (DIGEST if "@" in reference else None)
+
+
+def test_the_lock_pins_its_own_name_while_the_image_moves_to_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`image` moved to another repository name: the upgrade's own loads accept it, and the
+    pin stays what the nodes run (the lock's name at its digest), not the new name at the old
+    digest, which no node runs and which the upgrade's converged check would see as drift."""
+    write(tmp_path)
+    monkeypatch.setenv(locks.UPGRADING, "1")
+    container = load(tmp_path, "image: docker.io/someone/vllm-fork:latest\n").container
+    assert (container.digest, container.pinned) == (DIGEST, f"{NAME}@{DIGEST}")
