@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import posixpath
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypedDict
 
 from pyinfra.api import FactBase
@@ -26,11 +26,13 @@ from halo_cluster.node.reads import cached
 @dataclass(frozen=True)
 class Resolved:
     """The cluster's digest for this run, or the node's refusal line when there is none;
-    `adopted`: taken from the head's history (no lock in this checkout)."""
+    `adopted`: taken from the head's history (no lock in this checkout); `skopeo_missing`: the
+    head has no skopeo yet (a fresh head: the packages role installs it in this same run)."""
 
     digest: str | None
     error: str
     adopted: bool = False
+    skopeo_missing: bool = False
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,9 @@ class ResolvedImage(FactBase[Resolved]):
 
     @staticmethod
     def default() -> Resolved:
-        return Resolved(None, "skopeo is not installed on the head (the packages role installs it)")
+        return Resolved(
+            None, "skopeo is not installed on the head (the packages role installs it)", False, True
+        )
 
     def requires_command(self, user: str, reference: str) -> str:
         return "skopeo"
@@ -220,6 +224,14 @@ def resolved(host: Any) -> Resolved:
         return Resolved(history.digest, "", adopted=True)
     fact, kwargs = read(data)
     found = cached(head, fact, **kwargs)
+    if found.skopeo_missing:
+        # the reads run before any role, so a fresh head always lacks it on its first run: the
+        # line says so, and `halo-cluster deploy` runs once more by itself (report.SKOPEO_PENDING)
+        return replace(
+            found,
+            error=f"image: skopeo is not installed on the head ({data.halo_node}) yet: the "
+            f"packages role installs it in this run, the next run resolves {image}",
+        )
     where = "here" if host.name == head.name else "on the head"
     error = (
         f"image: {image} could not be resolved to a digest {where} "

@@ -18,6 +18,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 
 from halo_cluster.config.loader import ConfigError
@@ -116,22 +117,61 @@ def run_verify(args: list[str]) -> int:
 
 
 def run_deploy(args: list[str]) -> int:
-    """pyinfra over inventory.py and deploy.py; pyinfra's exit code."""
+    """pyinfra over inventory.py and deploy.py; pyinfra's exit code. A run whose only refusals
+    are a fresh head's missing skopeo runs once more (the packages role installed it)."""
+    from halo_cluster.node import report
+
     found = _files("deploy")
     if found is None:
         return ERROR
+    code, events = _deploy_once(found, args)
+    if code != 0 and "--dry" not in args and report.only_skopeo_pending(events):
+        print(
+            "halo-cluster deploy: the head had no skopeo yet (installed in this run): "
+            "deploying once more to resolve the image",
+            file=sys.stderr,
+        )
+        code, _ = _deploy_once(found, args)
+    return _image_update(args) if code == 0 and "--dry" not in args else code
+
+
+def _deploy_once(found: project.Files, args: list[str]) -> tuple[int, list[dict]]:
+    """One pyinfra run and the report events it wrote (to $HALO_REPORT's file when it names
+    one, else to a file of its own)."""
+    from halo_cluster.node import report
+
     argv = [*project.PYINFRA, *args, "inventory.py", "deploy.py"]
-    code = subprocess.run(argv, cwd=found.entry, env=_env()).returncode
-    return _image_update() if code == 0 and "--dry" not in args else code
+    env = _env()
+    with tempfile.TemporaryDirectory(prefix="halo-deploy.") as folder:
+        target = env.setdefault(report.REPORT_ENV, os.path.join(folder, "report.jsonl"))
+        start = os.path.getsize(target) if os.path.exists(target) else 0
+        code = subprocess.run(argv, cwd=found.entry, env=env).returncode
+        return code, report.read_events(target, start)
 
 
-def _image_update() -> int:
+# pyinfra's options that take nodes out of a run
+LIMITING = ("--limit", "--exclude")
+
+
+def limited(args: list[str]) -> bool:
+    """Whether pyinfra's ARGS limit the run to some nodes (`--limit`, `--exclude`): the image
+    upgrade then does not run, since it moves the whole cluster or nothing."""
+    return any(arg in LIMITING or arg.startswith(tuple(f"{o}=" for o in LIMITING)) for arg in args)
+
+
+def _image_update(args: list[str]) -> int:
     """`image_update: true`: after the deploy converged, the cluster-wide upgrade (its exit)."""
     try:
         cluster = project.load(project.config())
     except ConfigError:
         return 0  # the deploy that just passed loaded it: it cannot be refused now
     if not cluster.settings.get("image_update"):
+        return 0
+    if limited(args):
+        print(
+            "halo-cluster deploy: image_update: no upgrade in a run limited to some nodes "
+            "(--limit, --exclude), since it moves every node: `halo-cluster upgrade` runs it"
+        )
         return 0
     from halo_cluster.tools import upgrade
 

@@ -11,7 +11,7 @@ from halo_cluster.node import image as cluster_image
 from halo_cluster.node import toolbox as toolbox_files
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.nodefiles import STORAGE, node_files
-from halo_cluster.node.report import fail
+from halo_cluster.node.report import SKOPEO_PENDING, fail, record
 from halo_cluster.roles.container.operations import pull_image, record_image, toolbox_container
 
 ORDER = 60
@@ -39,6 +39,8 @@ def apply(node: NodeContext) -> None:
     user, name = host.data.halo_cluster_user, host.data.halo_toolbox
     found = cluster_image.resolved(host)
     if found.digest is None:
+        if found.skopeo_missing:
+            record(host, SKOPEO_PENDING, reason=found.error)
         fail(host, found.error)
         return
     image = cluster_image.pinned(host) or ""

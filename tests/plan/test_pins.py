@@ -8,7 +8,9 @@ import json
 from pathlib import Path
 
 from halo_cluster.config import lock as locks
+from halo_cluster.node import report
 from halo_cluster.node.image import ContainerImages, HeadHistory, ResolvedImage
+from halo_cluster.node.reads import NO_COMMAND
 from tests.plan.harness import fact_reads, plan
 from tests.plan.nodes import HOME, PINNED, RESOLVED, converged, plan_cluster, serve_cluster
 from tests.recorded import container_image_line, fixture
@@ -208,3 +210,30 @@ def test_an_image_moved_to_another_name_keeps_the_locks_pin_until_the_upgrade(
         ray = result.uploads(node)[f"{UNITS}/halo-ray.container"]
         assert f"Image={NAME}@{OTHER}" in ray.splitlines()
     assert "vllm-fork" not in " ".join(c for n in ("halo1", "halo2") for c in result.commands(n))
+
+
+def test_a_head_without_skopeo_installs_it_and_says_the_next_run_resolves(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A fresh head: its one read runs before the packages role, so skopeo is missing (the
+    read's guard answers). Skopeo is still installed in this run, nothing is pulled or started
+    by tag, each node's line says so, and the events are the ones `halo-cluster deploy` runs
+    once more on (report.only_skopeo_pending)."""
+    events = tmp_path / "report.jsonl"
+    monkeypatch.setenv(report.REPORT_ENV, str(events))
+    result = plan_cluster(serve_cluster(tmp_path=tmp_path), resolved=[NO_COMMAND])
+    line = (
+        "image: skopeo is not installed on the head (halo1) yet: the packages role installs it "
+        f"in this run, the next run resolves {NAME}:latest"
+    )
+    assert result.refused == {"halo1": line, "halo2": line}
+    dnf = next(c for c in result.commands("halo1") if c.startswith("dnf install"))
+    assert "skopeo" in dnf.split()
+    for node in ("halo1", "halo2"):
+        assert pulls(result, node) == [] and records(result, node) == []
+        assert not [p for p in result.uploads(node) if p.startswith(UNITS)]
+        assert not [c for c in result.commands(node) if "toolbox create" in c]
+    found = report.read_events(str(events))
+    pending = [e for e in found if e["kind"] == report.SKOPEO_PENDING]
+    assert sorted((e["node"], e["reason"]) for e in pending) == [("halo1", line), ("halo2", line)]
+    assert report.only_skopeo_pending(found)

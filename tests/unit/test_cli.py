@@ -257,6 +257,8 @@ def test_help_starts_with_what_each_command_does(capsys: pytest.CaptureFixture[s
     ("image_update: true\n", ["-y"], True),
     ("", ["-y"], False),
     ("image_update: true\n", ["--dry"], False),
+    ("image_update: true\n", ["-y", "--limit", "node1"], False),
+    ("image_update: true\n", ["-y", "--exclude=node2"], False),
 ])  # fmt: skip
 def test_image_update_runs_the_upgrade_after_a_passed_deploy(
     lab_config: Path, monkeypatch: pytest.MonkeyPatch, extra: str, pyinfra_args: list[str],
@@ -272,3 +274,91 @@ def test_image_update_runs_the_upgrade_after_a_passed_deploy(
     monkeypatch.setattr(upgrade, "main_upgrade", lambda args, converged: ran.append(converged) or 6)
     code = cli.main(["deploy", "--config", str(lab_config), *pyinfra_args])
     assert (code, ran) == ((6, [True]) if upgraded else (0, []))
+
+
+def test_a_limited_deploy_says_the_upgrade_is_not_run(
+    lab_config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lab_config.write_text(LAB_CONFIG + "image_update: true\n")
+    monkeypatch.setattr(
+        cli.subprocess, "run", lambda argv, **_: subprocess.CompletedProcess(argv, 0)
+    )
+    assert cli.main(["deploy", "--config", str(lab_config), "-y", "--limit", "node1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "halo-cluster deploy: image_update: no upgrade in a run limited to some nodes (--limit, "
+        "--exclude), since it moves every node: `halo-cluster upgrade` runs it"
+    ]
+
+
+SKOPEO_LINE = (
+    "image: skopeo is not installed on the head (node1) yet: the packages role installs it in "
+    "this run, the next run resolves docker.io/kyuz0/vllm-therock-gfx1151:latest"
+)
+
+
+def skopeo_refusals(*nodes: str) -> list[dict]:
+    """The events a first run on a fresh head records for `nodes` (the container role's)."""
+    return [
+        {"node": node, "kind": kind, "reason": SKOPEO_LINE}
+        for node in nodes
+        for kind in ("skopeo-pending", "refused")
+    ]
+
+
+@pytest.mark.parametrize(("events", "again"), [
+    (skopeo_refusals("node1", "node2"), True),
+    ([*skopeo_refusals("node1", "node2"), {"node": "node2", "kind": "refused",
+                                           "reason": "data port ens1 is down"}], False),
+    ([{"node": "node1", "kind": "refused", "reason": SKOPEO_LINE}], False),  # no pending event
+    ([{"node": "node1", "kind": "reached"}], False),  # failed, but not refused
+])  # fmt: skip
+def test_the_deploy_runs_again_only_when_every_refusal_is_the_missing_skopeo(
+    events: list[dict], again: bool
+) -> None:
+    from halo_cluster.node import report
+
+    assert report.only_skopeo_pending(events) is again
+
+
+def test_a_deploy_refused_only_for_skopeo_runs_once_more(
+    lab_config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pyinfra's run stood in for: the first writes the fresh head's events to the report
+    file the tool names and exits 1, the second passes."""
+    lab_config.write_text(LAB_CONFIG)
+    runs: list[list[str]] = []
+
+    def pyinfra(argv: list[str], env: dict[str, str], **_) -> subprocess.CompletedProcess:
+        runs.append(argv)
+        if len(runs) == 1:
+            with open(env["HALO_REPORT"], "a") as out:
+                out.writelines(json.dumps(e) + "\n" for e in skopeo_refusals("node1", "node2"))
+        return subprocess.CompletedProcess(argv, 1 if len(runs) == 1 else 0)
+
+    monkeypatch.delenv("HALO_REPORT", raising=False)
+    monkeypatch.setattr(cli.subprocess, "run", pyinfra)
+    assert cli.main(["deploy", "--config", str(lab_config), "-y"]) == 0
+    assert len(runs) == 2 and runs[0] == runs[1]
+    assert capsys.readouterr().err.splitlines() == [
+        "halo-cluster deploy: the head had no skopeo yet (installed in this run): deploying once "
+        "more to resolve the image"
+    ]
+
+
+def test_a_deploy_refused_for_another_reason_runs_once(
+    lab_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lab_config.write_text(LAB_CONFIG)
+    runs: list[list[str]] = []
+    other = {"node": "node2", "kind": "refused", "reason": "data port ens1 is down"}
+
+    def pyinfra(argv: list[str], env: dict[str, str], **_) -> subprocess.CompletedProcess:
+        runs.append(argv)
+        with open(env["HALO_REPORT"], "a") as out:
+            out.writelines(json.dumps(e) + "\n" for e in [*skopeo_refusals("node1"), other])
+        return subprocess.CompletedProcess(argv, 1)
+
+    monkeypatch.delenv("HALO_REPORT", raising=False)
+    monkeypatch.setattr(cli.subprocess, "run", pyinfra)
+    assert cli.main(["deploy", "--config", str(lab_config), "-y"]) == 1 and len(runs) == 1
