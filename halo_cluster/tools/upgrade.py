@@ -342,15 +342,8 @@ class Upgrade:
         rejected = (*failed.rejected, locks.Rejected(failed.digest, locks.now(), reason))
         if before is None:  # an interrupted upgrade gated again: the build before is not known
             before = replace(failed, previous=None, **_fields(back))
-        # the members as this run left them (the deploy's loads record them), not as before
-        return replace(
-            before,
-            serving_since="",
-            trial=False,
-            rejected=rejected,
-            members=failed.members,
-            left=failed.left,
-        )
+        # its own reference too: after an upgrade to another repository name, the name D0 has
+        return replace(before, serving_since="", trial=False, rejected=rejected)
 
     def rollback(self) -> int:
         """`halo-cluster rollback`: from the lock's current to its previous, by hand."""

@@ -459,3 +459,15 @@ def test_the_last_move_is_found_behind_300_later_lines(tmp_path: Path) -> None:
     assert HeadHistory().process(output.stdout.splitlines()).digest == D1
     missing = moves_command(shlex.quote(str(tmp_path / "none.jsonl")))
     assert subprocess.run(["sh", "-c", missing], capture_output=True, text=True).stdout == ""
+
+
+def test_a_rollback_from_another_repository_name_returns_to_the_old_name(tmp_path: Path) -> None:
+    """`image` moved to another name and its build failed the gate: the nodes go back to what
+    they ran, the old name at D0 (the new name at D0 may not exist), and the lock says so."""
+    fork = "docker.io/someone/vllm-fork"
+    path = serving_lock(tmp_path)
+    runner = FakeRunner(completion_errors={f"{fork}@{D1}": "HTTP 500: engine dead"})
+    up = Upgrade(path, f"{fork}:latest", runner, [].append)
+    assert up.upgrade() == upgrade.ROLLED_BACK
+    assert runner.switched == [f"{fork}@{D1}", f"{NAME}@{D0}"]
+    assert (lock_of(path).reference, lock_of(path).digest) == (REFERENCE, D0)
