@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -161,9 +162,6 @@ def test_an_image_whose_client_lacks_flags_is_refused_naming_them(tmp_path) -> N
 
 
 def test_the_key_reaches_vllm_from_the_containers_environment_only(tmp_path) -> None:
-    the_cluster = (
-        cluster(tmp_path, "  api_key_file: key.txt\n".replace("  ", "")) if False else None
-    )
     the_cluster = cluster(tmp_path)
     line = bench.level_command(the_cluster, bench.bench_argv(the_cluster, head(), "r", 1), "r", 1)
     words = shlex.split(line)
@@ -171,6 +169,63 @@ def test_the_key_reaches_vllm_from_the_containers_environment_only(tmp_path) -> 
     assert words[words.index("exec") + 1] == "halo-vllm"
     assert script.startswith(bench.BENCH_SHELL + 'OPENAI_API_KEY="$VLLM_API_KEY" vllm bench serve ')
     assert "Bearer" not in line and "--header" not in script
+
+
+KEY = "sk-the-secret-0123"
+# stand-ins on PATH for the head's tools, each recording its argv (what /proc/PID/cmdline shows
+# every user) one word a line; curl also its stdin, podman runs `exec`'s command with the key in
+# the container's environment, runuser what follows `--`
+FAKE_TOOLS = {
+    "curl": 'printf "%s\\n" "$@" >> "$ARGV_LOG"; cat >> "$STDIN_LOG"; echo \'{"data": []}\'\n',
+    "runuser": 'printf "%s\\n" "$@" >> "$ARGV_LOG"\nwhile [ "$1" != -- ]; do shift; done\n'
+    'shift; exec "$@"\n',
+    # the test machine's /etc/profile would reset PATH, so the image's prologue is left out
+    "podman": 'printf "%s\\n" "$@" >> "$ARGV_LOG"\n'
+    f'[ "$1" = exec ] && VLLM_API_KEY={KEY} exec sh -c "${{5#{bench.BENCH_SHELL}}}"\n',
+    "vllm": 'printf "%s\\n" "$@" "env:$OPENAI_API_KEY" >> "$ARGV_LOG"\n',
+}
+
+
+def run_on_fake_head(tmp_path: Path, line: str) -> tuple[str, str]:
+    """`line` in a real shell with FAKE_TOOLS first on PATH and the cluster user's secrets.env
+    holding KEY: every argv the tools were given, and what curl read on stdin."""
+    tools, home = tmp_path / "bin", tmp_path / "home"
+    tools.mkdir()
+    for name, body in FAKE_TOOLS.items():
+        (tools / name).write_text("#!/bin/sh\n" + body)
+        (tools / name).chmod(0o755)
+    secrets = home / bench.status.SECRETS
+    secrets.parent.mkdir(parents=True)
+    secrets.write_text(f"VLLM_API_KEY={KEY}\n")
+    argv_log, stdin_log = tmp_path / "argv", tmp_path / "stdin"
+    env = {"PATH": f"{tools}:/usr/bin:/bin", "ARGV_LOG": str(argv_log), "STDIN_LOG": str(stdin_log)}
+    subprocess.run(["sh", "-c", line.replace("~vllm/", f"{home}/")], env=env, check=False,
+                   capture_output=True, timeout=30)  # fmt: skip
+    return argv_log.read_text(), stdin_log.read_text() if stdin_log.exists() else ""
+
+
+def test_models_command_gives_curl_the_key_on_stdin_never_in_argv(tmp_path) -> None:
+    argv, stdin = run_on_fake_head(tmp_path, bench.status.models_command(cluster(tmp_path)))
+    assert "-H\n@-\n" in argv and KEY not in argv
+    assert stdin == f"Authorization: Bearer {KEY}\n"
+
+
+def test_models_command_without_a_key_sends_no_header(tmp_path) -> None:
+    line = bench.status.models_command(cluster(tmp_path)).replace("VLLM_API_KEY=", "NO_KEY=")
+    argv, stdin = run_on_fake_head(tmp_path, line)
+    assert "/v1/models" in argv and stdin == ""
+
+
+def test_no_bench_command_puts_the_key_in_an_argv(tmp_path) -> None:
+    the_cluster = cluster(tmp_path)
+    lines = [
+        bench.gather_script(the_cluster, the_cluster.head),
+        bench.level_command(the_cluster, bench.bench_argv(the_cluster, head(), "r", 1), "r", 1),
+        bench.help_command(the_cluster),
+    ]
+    argv, _ = run_on_fake_head(tmp_path, "\n".join(lines))
+    assert "bench\nserve\n--backend" in argv and f"env:{KEY}" in argv  # vLLM got it, by env
+    assert argv.count(KEY) == 1
 
 
 # ---- comparison, verdicts and exit codes
