@@ -264,6 +264,17 @@ def test_the_regression_says_the_level_the_fall_and_the_tolerance(tmp_path) -> N
     )
 
 
+def test_a_regression_is_never_the_next_comparison_base(tmp_path) -> None:
+    the_cluster = cluster(tmp_path)
+    good = dict(run_line(the_cluster, head()), verdict="baseline")
+    slow = dict(run_line(the_cluster, head(OTHER), 0.8), verdict="regression")
+    still_slow = run_line(the_cluster, head(OTHER), 0.8)
+    lines = [good, slow, still_slow]
+    assert benchresults.previous_of(lines, still_slow) is good
+    assert benchresults.compare(still_slow, good, 10).verdict == "regression"
+    assert benchresults.baseline_of(lines[:2], good["config_id"], OTHER) is good
+
+
 def test_the_gate_baseline_is_the_last_run_on_the_image_being_left(tmp_path) -> None:
     the_cluster = cluster(tmp_path)
     on_old = run_line(the_cluster, head(), 1.0)
