@@ -16,6 +16,7 @@ The API key never reaches a command line: the container's shell is given the tex
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import posixpath
 import re
@@ -42,6 +43,7 @@ ERROR, REGRESSION = 1, 3
 CONTAINER = "halo-vllm"
 RESULT_DIR = "/tmp/halo-bench"  # inside the container: the result files, removed once read
 PROGRESS_SECONDS = 10
+READ_SECONDS = 60  # one SSH read of a node: versions, images, /v1/models, --help=all, history
 REVISION = re.compile(r"[0-9a-f]{40}")
 # the image's login environment puts vllm on PATH (ROCm's and the venv's), as the image's own
 # scripts see it; vLLM's stdout goes to stderr, so that stdout carries the result file alone
@@ -218,10 +220,10 @@ class Remote:
         self.cluster = cluster
         self.config = sshconfig.write(cluster, folder)
 
-    def run(self, node: Node, script: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    def run(self, node: Node, script: str) -> subprocess.CompletedProcess:
         argv = ["ssh", "-F", str(self.config), sshconfig.alias(node), "sh", "-s"]
         return subprocess.run(
-            argv, input=script, capture_output=True, text=True, timeout=timeout, check=False
+            argv, input=script, capture_output=True, text=True, timeout=READ_SECONDS, check=False
         )
 
     def start(self, node: Node, script: str, out: Path, errors: Path) -> subprocess.Popen:
@@ -238,7 +240,15 @@ class Remote:
 
     def close(self) -> None:
         names = [sshconfig.alias(n) for n in self.cluster.nodes]
-        subprocess.run(["ssh", "-F", str(self.config), "-O", "exit", *names], capture_output=True)
+        # a failure here is said by the run's own error, if any; a master left ends by
+        # ControlPersist, and raising here would hide why the run stopped
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            subprocess.run(
+                ["ssh", "-F", str(self.config), "-O", "exit", *names],
+                capture_output=True,
+                timeout=READ_SECONDS,
+                check=False,
+            )
 
 
 def read_cluster(remote: Remote) -> Head:
@@ -475,12 +485,20 @@ def compare_only(cluster: Cluster, folder: Path) -> int:
     return comparison.exit_code
 
 
+def not_run(error: subprocess.SubprocessError | OSError) -> str:
+    """What stopped a run outside vLLM (ssh missing or hung, reports/ not writable): one line."""
+    if isinstance(error, subprocess.TimeoutExpired):
+        return f"{error.cmd[0]} gave no answer in {error.timeout:g} s"
+    return str(error)
+
+
 def gate(config: str | Path, baseline_digest: str, folder: Path | None = None) -> GateResult:
     """The image upgrade's bench check (design section 5, "Gate"): `skipped` with
     `bench.gate: false`; else a run, recorded like any, compared with the baseline (the latest
     run of this configuration on `baseline_digest`, the image being left, else the latest run of
     this configuration): `failed` on a regression or a run that could not measure, `passed`
-    within the tolerance, `baseline` when there was none (this run becomes it)."""
+    within the tolerance, `baseline` when there was none (this run becomes it). It never
+    raises: the upgrade rolls back on a failed gate, so an exception would leave the trial."""
     folder = folder or reports()
     try:
         cluster = project.load(config)
@@ -492,6 +510,8 @@ def gate(config: str | Path, baseline_digest: str, folder: Path | None = None) -
         line, comparison = measure(cluster, folder, baseline_digest)
     except BenchError as error:
         return GateResult("failed", f"bench: {error}")
+    except (subprocess.SubprocessError, OSError) as error:
+        return GateResult("failed", f"bench: {not_run(error)}")
     if comparison.verdict == benchresults.BASELINE:
         return GateResult(
             "baseline", f"bench: baseline (no earlier run of config {line['config_id']})"
@@ -526,6 +546,9 @@ def main(argv: list[str]) -> int:
         line, comparison = measure(cluster, folder)
     except BenchError as error:
         print(f"bench: {error}", file=sys.stderr)
+        return ERROR
+    except (subprocess.SubprocessError, OSError) as error:
+        print(f"bench: {not_run(error)}", file=sys.stderr)
         return ERROR
     previous = next((x for x in read_index(folder) if x["run_id"] == line["compared_to"]), None)
     print("\n".join(said(line, comparison, previous)))

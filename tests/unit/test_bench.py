@@ -291,6 +291,43 @@ def test_the_gate_is_skipped_when_bench_gate_is_false(tmp_path) -> None:
     assert result == bench.GateResult("skipped", "bench: skipped (bench.gate: false)")
 
 
+def fake_ssh(tmp_path: Path, monkeypatch, body: str | None) -> None:
+    """PATH with `ssh` as `body` (None: no ssh at all), so the run fails before vLLM."""
+    tools = tmp_path / "fakebin"
+    tools.mkdir()
+    if body is not None:
+        (tools / "ssh").write_text("#!/bin/sh\n" + body)
+        (tools / "ssh").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tools))
+
+
+@pytest.mark.parametrize(
+    ("ssh", "reason"),
+    [
+        (None, "No such file or directory: 'ssh'"),
+        ("exec /bin/sleep 30\n", "ssh gave no answer in 0.2 s"),
+    ],
+)
+def test_the_gate_never_raises_a_run_that_could_not_start_fails_it(
+    tmp_path, monkeypatch, ssh, reason
+) -> None:
+    fake_ssh(tmp_path, monkeypatch, ssh)
+    monkeypatch.setattr(bench, "READ_SECONDS", 0.2)
+    result = bench.gate(write(tmp_path, SERVING), skopeo_digest(), folder=tmp_path)
+    assert result.status == "failed" and reason in result.reason, result
+
+
+def test_bench_that_cannot_reach_the_head_is_an_error_not_a_traceback(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    fake_ssh(tmp_path, monkeypatch, "exec /bin/sleep 30\n")
+    monkeypatch.setattr(bench, "READ_SECONDS", 0.2)
+    monkeypatch.setattr(project, "ROOT", tmp_path)
+    monkeypatch.setenv("CLUSTER_CONFIG", str(write(tmp_path, SERVING)))
+    assert bench.main([]) == bench.ERROR
+    assert capsys.readouterr().err == "bench: ssh gave no answer in 0.2 s\n"
+
+
 # ---- what is kept: the run's file, index.jsonl, report.md
 
 
