@@ -102,6 +102,9 @@ def key(cluster: Cluster, head: Head) -> dict:
         "max_num_seqs": serve.max_num_seqs,
         "enforce_eager": serve.enforce_eager,
         "extra_args": list(serve.extra_args),
+        # the user's own environment of vLLM and Ray (e.g. an allocator or NCCL setting) changes
+        # throughput as a flag does; secrets are never in it (secrets.env, the token file)
+        "env": dict(sorted(serve.env.items())),
         "nodes": head.nodes,
         "workload": workload(cluster),
         "lab": head.lab,

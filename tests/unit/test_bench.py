@@ -131,6 +131,16 @@ def test_config_id_ignores_the_image_kernel_and_firmware_and_key_id_does_not(tmp
     )
 
 
+def test_the_users_serve_env_is_part_of_the_configuration(tmp_path) -> None:
+    plain = bench.key(cluster(tmp_path), head())
+    text = VALID_ROCE + (
+        "serve: {enabled: true, model: Qwen/Qwen3-14B, env: {PYTORCH_TUNABLEOP_ENABLED: '1'}}\n"
+    )
+    tuned = bench.key(project.load(write(tmp_path, text)), head())
+    assert tuned["env"] == {"PYTORCH_TUNABLEOP_ENABLED": "1"} and plain["env"] == {}
+    assert benchresults.config_id(tuned) != benchresults.config_id(plain)
+
+
 def test_the_model_is_read_from_the_mounted_snapshot(tmp_path) -> None:
     argv = bench.bench_argv(cluster(tmp_path), head(), "ab12cd34", 8)
     folder = f"/root/.cache/huggingface/hub/models--Qwen--Qwen3-14B/snapshots/{REVISION}"
