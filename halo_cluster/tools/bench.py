@@ -43,6 +43,7 @@ ERROR, REGRESSION = 1, 3
 CONTAINER = "halo-vllm"
 RESULT_DIR = "/tmp/halo-bench"  # inside the container: the result files, removed once read
 PROGRESS_SECONDS = 10
+KILL_AFTER = 10  # seconds after a level's timeout until a client that ignored TERM is killed
 READ_SECONDS = 60  # one SSH read of a node: versions, images, /v1/models, --help=all, history
 REVISION = re.compile(r"[0-9a-f]{40}")
 # the image's login environment puts vllm on PATH (ROCm's and the venv's), as the image's own
@@ -131,10 +132,19 @@ def bench_argv(cluster: Cluster, head: Head, run_id: str, concurrency: int) -> l
         "--dataset-name", "random", "--random-input-len", str(bench.input_len),
         "--random-output-len", str(bench.output_len), "--num-prompts", str(bench.num_prompts),
         "--max-concurrency", str(concurrency), "--seed", str(bench.seed),
-        "--num-warmups", str(bench.warmups), "--temperature", "0", "--save-result",
+        "--num-warmups", str(warmups(bench.warmups, concurrency)), "--temperature", "0",
+        "--save-result",
         "--result-dir", RESULT_DIR, "--result-filename", result_name(run_id, concurrency),
         "--metadata", f"halo_run={run_id}",
     ]  # fmt: skip
+
+
+def warmups(configured: int, concurrency: int) -> int:
+    """At least one request per slot of the level: vLLM sends its warm-ups under the level's
+    `--max-concurrency` (benchmarks/serve.py, `warmup_semaphore`), so fewer than `concurrency`
+    of them never reach the level's batch size, and its first-use costs (graph capture,
+    allocations at that size) would land in the measured requests."""
+    return max(configured, concurrency)
 
 
 def flags(argv: list[str]) -> list[str]:
@@ -151,18 +161,22 @@ def in_container(cluster: Cluster, script: str) -> str:
     return as_user(cluster.cluster_user, exec_)
 
 
-def level_script(argv: list[str], run_id: str, concurrency: int) -> str:
+def level_script(argv: list[str], run_id: str, concurrency: int, seconds: int) -> str:
     """One level in the container's shell: vLLM's client with the key from the container's
-    environment, then its result file printed and removed."""
+    environment, stopped after `seconds` in the container itself (ending the SSH session does
+    not end a `podman exec`: the client would go on loading the cluster), then its result file
+    printed and removed."""
     path = shlex.quote(posixpath.join(RESULT_DIR, result_name(run_id, concurrency)))
     return (
-        f'OPENAI_API_KEY="$VLLM_API_KEY" vllm bench serve {shlex.join(argv)} 1>&2 && '
+        f'OPENAI_API_KEY="$VLLM_API_KEY" timeout -k {KILL_AFTER} {seconds} '
+        f"vllm bench serve {shlex.join(argv)} 1>&2 && "
         f"cat {path}; code=$?; rm -f {path}; exit $code"
     )
 
 
 def level_command(cluster: Cluster, argv: list[str], run_id: str, concurrency: int) -> str:
-    return in_container(cluster, level_script(argv, run_id, concurrency))
+    script = level_script(argv, run_id, concurrency, cluster.bench.timeout)
+    return in_container(cluster, script)
 
 
 def help_command(cluster: Cluster) -> str:
@@ -406,32 +420,46 @@ def measure(
             results = {
                 str(c): run_level(remote, head, run_id, c) for c in cluster.bench.concurrency
             }
+            line, comparison = keep(cluster, folder, head, results, baseline_digest)
+            # on the shared connection, before it is closed: a new one per append would be a
+            # second login to the head, and could fail where the run's own did not
+            history(remote, cluster, line)
         finally:
             remote.close()
-        the_key = key(cluster, head)
-        date = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        meta = {
-            "run_id": run_id,
-            "date": date,
-            "key": the_key,
-            "config_id": benchresults.config_id(the_key),
-            "key_id": benchresults.key_id(the_key),
-            "lab": head.lab,
-        }
-        record = {"halo_cluster": meta, "results": results}
-        line = index_line(
-            record, f"runs/{date}-{meta['key_id']}.json", vllm_version(cluster, head.digest)
-        )
-        lines = read_index(folder)
-        previous = (
-            benchresults.baseline_of(lines, line["config_id"], baseline_digest)
-            if baseline_digest
-            else benchresults.previous_of([*lines, line], line)
-        )
-        comparison = benchresults.compare(line, previous, cluster.bench.tolerance)
-        line.update(compared_to=previous and previous["run_id"], verdict=comparison.verdict)
-        store(folder, record, line)
-        history(remote, cluster, line)
+    return line, comparison
+
+
+def keep(
+    cluster: Cluster,
+    folder: Path,
+    head: Head,
+    results: dict[str, dict],
+    baseline_digest: str | None,
+) -> tuple[dict, benchresults.Comparison]:
+    """The run's record and index line, compared and stored under `folder`."""
+    the_key = key(cluster, head)
+    date = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    meta = {
+        "run_id": locks.RUN,
+        "date": date,
+        "key": the_key,
+        "config_id": benchresults.config_id(the_key),
+        "key_id": benchresults.key_id(the_key),
+        "lab": head.lab,
+    }
+    record = {"halo_cluster": meta, "results": results}
+    line = index_line(
+        record, f"runs/{date}-{meta['key_id']}.json", vllm_version(cluster, head.digest)
+    )
+    lines = read_index(folder)
+    previous = (
+        benchresults.baseline_of(lines, line["config_id"], baseline_digest)
+        if baseline_digest
+        else benchresults.previous_of([*lines, line], line)
+    )
+    comparison = benchresults.compare(line, previous, cluster.bench.tolerance)
+    line.update(compared_to=previous and previous["run_id"], verdict=comparison.verdict)
+    store(folder, record, line)
     return line, comparison
 
 

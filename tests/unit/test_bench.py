@@ -28,6 +28,13 @@ def cluster(tmp_path: Path, extra: str = ""):
 
 
 def head_sections(digest: str, owned_by: str = "vllm") -> dict[str, dict[str, list[str]]]:
+    head, versions = gather_answers(digest, owned_by)
+    return {"halo1": bench.status.sections("\n".join(head)),
+            "halo2": bench.status.sections("\n".join(versions))}  # fmt: skip
+
+
+def gather_answers(digest: str, owned_by: str = "vllm") -> tuple[list[str], list[str]]:
+    """What the head and a worker print for `gather_script`, from recorded outputs."""
     running, nevras = strix_halo_versions()
     versions = ["@@versions", *versions_output(running, nevras)]
     head = [
@@ -39,8 +46,7 @@ def head_sections(digest: str, owned_by: str = "vllm") -> dict[str, dict[str, li
         "@@models",
         json.dumps({"data": [{"id": "Qwen/Qwen3-14B", "owned_by": owned_by}]}),
     ]
-    return {"halo1": bench.status.sections("\n".join(head)),
-            "halo2": bench.status.sections("\n".join(versions))}  # fmt: skip
+    return head, versions
 
 
 def head(digest: str | None = None, owned_by: str = "vllm") -> bench.Head:
@@ -177,7 +183,9 @@ def test_the_key_reaches_vllm_from_the_containers_environment_only(tmp_path) -> 
     words = shlex.split(line)
     script = words[words.index("-c") + 1]
     assert words[words.index("exec") + 1] == "halo-vllm"
-    assert script.startswith(bench.BENCH_SHELL + 'OPENAI_API_KEY="$VLLM_API_KEY" vllm bench serve ')
+    assert script.startswith(
+        bench.BENCH_SHELL + 'OPENAI_API_KEY="$VLLM_API_KEY" timeout -k 10 3600 vllm bench serve '
+    )
     assert "Bearer" not in line and "--header" not in script
 
 
@@ -236,6 +244,56 @@ def test_no_bench_command_puts_the_key_in_an_argv(tmp_path) -> None:
     argv, _ = run_on_fake_head(tmp_path, "\n".join(lines))
     assert "bench\nserve\n--backend" in argv and f"env:{KEY}" in argv  # vLLM got it, by env
     assert argv.count(KEY) == 1
+
+
+def test_a_level_that_outlives_its_timeout_is_stopped_in_the_container(tmp_path) -> None:
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "vllm").write_text("#!/bin/sh\nexec /bin/sleep 30\n")
+    (tools / "vllm").chmod(0o755)
+    script = bench.level_script(["--seed", "0"], "r", 1, seconds=1)
+    env = {"PATH": f"{tools}:/usr/bin:/bin"}
+    done = subprocess.run(["sh", "-c", script], env=env, capture_output=True, timeout=20)
+    assert done.returncode == 124  # timeout's own: the client was stopped, not left running
+
+
+def test_the_warmups_fill_each_level_once(tmp_path) -> None:
+    the_cluster = cluster(tmp_path)  # bench.warmups: 3
+    for concurrency, wanted in ((1, "3"), (8, "8")):
+        argv = bench.bench_argv(the_cluster, head(), "r", concurrency)
+        assert argv[argv.index("--num-warmups") + 1] == wanted
+
+
+FAKE_SSH = """#!/bin/sh
+# argv $1 -F, $2 config, $3 the alias (or -O for the master's exit)
+if [ "$3" = -O ]; then echo close >> "$LOG"; exit 0; fi
+script=$(cat)
+case "$script" in
+  *@@images*) echo "read $3" >> "$LOG"; cat "$ANSWERS/head" ;;
+  *@@versions*) echo "read $3" >> "$LOG"; cat "$ANSWERS/worker" ;;
+  *--help=all*) echo help >> "$LOG"; cat "$ANSWERS/help" ;;
+  *"vllm bench serve"*) echo level >> "$LOG"; cat "$ANSWERS/result" ;;
+  *history.jsonl*) echo history >> "$LOG" ;;
+esac
+"""
+
+
+def test_a_run_appends_the_history_before_closing_its_ssh_master(tmp_path, monkeypatch) -> None:
+    answers = tmp_path / "answers"
+    answers.mkdir()
+    head_lines, worker_lines = gather_answers(skopeo_digest())
+    (answers / "head").write_text("\n".join(head_lines) + "\n")
+    (answers / "worker").write_text("\n".join(worker_lines) + "\n")
+    (answers / "help").write_text(fixture("vllm-bench-serve-flags-009e6d4.txt"))
+    (answers / "result").write_text(json.dumps(RESULT))
+    fake_ssh(tmp_path, monkeypatch, FAKE_SSH)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'fakebin'}:/usr/bin:/bin")
+    monkeypatch.setenv("LOG", str(tmp_path / "log"))
+    monkeypatch.setenv("ANSWERS", str(answers))
+    line, comparison = bench.measure(cluster(tmp_path), tmp_path / "reports")
+    assert comparison.verdict == "baseline" and bench.read_index(tmp_path / "reports") == [line]
+    calls = (tmp_path / "log").read_text().split()
+    assert calls[-4:] == ["level", "level", "history", "close"], calls
 
 
 # ---- comparison, verdicts and exit codes
