@@ -16,6 +16,7 @@ The API key never reaches a command line: the container's shell is given the tex
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import posixpath
 import re
@@ -42,6 +43,8 @@ ERROR, REGRESSION = 1, 3
 CONTAINER = "halo-vllm"
 RESULT_DIR = "/tmp/halo-bench"  # inside the container: the result files, removed once read
 PROGRESS_SECONDS = 10
+KILL_AFTER = 10  # seconds after a level's timeout until a client that ignored TERM is killed
+READ_SECONDS = 60  # one SSH read of a node: versions, images, /v1/models, --help=all, history
 REVISION = re.compile(r"[0-9a-f]{40}")
 # the image's login environment puts vllm on PATH (ROCm's and the venv's), as the image's own
 # scripts see it; vLLM's stdout goes to stderr, so that stdout carries the result file alone
@@ -100,6 +103,9 @@ def key(cluster: Cluster, head: Head) -> dict:
         "max_num_seqs": serve.max_num_seqs,
         "enforce_eager": serve.enforce_eager,
         "extra_args": list(serve.extra_args),
+        # the user's own environment of vLLM and Ray (e.g. an allocator or NCCL setting) changes
+        # throughput as a flag does; secrets are never in it (secrets.env, the token file)
+        "env": dict(sorted(serve.env.items())),
         "nodes": head.nodes,
         "workload": workload(cluster),
         "lab": head.lab,
@@ -126,10 +132,19 @@ def bench_argv(cluster: Cluster, head: Head, run_id: str, concurrency: int) -> l
         "--dataset-name", "random", "--random-input-len", str(bench.input_len),
         "--random-output-len", str(bench.output_len), "--num-prompts", str(bench.num_prompts),
         "--max-concurrency", str(concurrency), "--seed", str(bench.seed),
-        "--num-warmups", str(bench.warmups), "--temperature", "0", "--save-result",
+        "--num-warmups", str(warmups(bench.warmups, concurrency)), "--temperature", "0",
+        "--save-result",
         "--result-dir", RESULT_DIR, "--result-filename", result_name(run_id, concurrency),
         "--metadata", f"halo_run={run_id}",
     ]  # fmt: skip
+
+
+def warmups(configured: int, concurrency: int) -> int:
+    """At least one request per slot of the level: vLLM sends its warm-ups under the level's
+    `--max-concurrency` (benchmarks/serve.py, `warmup_semaphore`), so fewer than `concurrency`
+    of them never reach the level's batch size, and its first-use costs (graph capture,
+    allocations at that size) would land in the measured requests."""
+    return max(configured, concurrency)
 
 
 def flags(argv: list[str]) -> list[str]:
@@ -146,18 +161,22 @@ def in_container(cluster: Cluster, script: str) -> str:
     return as_user(cluster.cluster_user, exec_)
 
 
-def level_script(argv: list[str], run_id: str, concurrency: int) -> str:
+def level_script(argv: list[str], run_id: str, concurrency: int, seconds: int) -> str:
     """One level in the container's shell: vLLM's client with the key from the container's
-    environment, then its result file printed and removed."""
+    environment, stopped after `seconds` in the container itself (ending the SSH session does
+    not end a `podman exec`: the client would go on loading the cluster), then its result file
+    printed and removed."""
     path = shlex.quote(posixpath.join(RESULT_DIR, result_name(run_id, concurrency)))
     return (
-        f'OPENAI_API_KEY="$VLLM_API_KEY" vllm bench serve {shlex.join(argv)} 1>&2 && '
+        f'OPENAI_API_KEY="$VLLM_API_KEY" timeout -k {KILL_AFTER} {seconds} '
+        f"vllm bench serve {shlex.join(argv)} 1>&2 && "
         f"cat {path}; code=$?; rm -f {path}; exit $code"
     )
 
 
 def level_command(cluster: Cluster, argv: list[str], run_id: str, concurrency: int) -> str:
-    return in_container(cluster, level_script(argv, run_id, concurrency))
+    script = level_script(argv, run_id, concurrency, cluster.bench.timeout)
+    return in_container(cluster, script)
 
 
 def help_command(cluster: Cluster) -> str:
@@ -218,10 +237,10 @@ class Remote:
         self.cluster = cluster
         self.config = sshconfig.write(cluster, folder)
 
-    def run(self, node: Node, script: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    def run(self, node: Node, script: str) -> subprocess.CompletedProcess:
         argv = ["ssh", "-F", str(self.config), sshconfig.alias(node), "sh", "-s"]
         return subprocess.run(
-            argv, input=script, capture_output=True, text=True, timeout=timeout, check=False
+            argv, input=script, capture_output=True, text=True, timeout=READ_SECONDS, check=False
         )
 
     def start(self, node: Node, script: str, out: Path, errors: Path) -> subprocess.Popen:
@@ -238,7 +257,15 @@ class Remote:
 
     def close(self) -> None:
         names = [sshconfig.alias(n) for n in self.cluster.nodes]
-        subprocess.run(["ssh", "-F", str(self.config), "-O", "exit", *names], capture_output=True)
+        # a failure here is said by the run's own error, if any; a master left ends by
+        # ControlPersist, and raising here would hide why the run stopped
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            subprocess.run(
+                ["ssh", "-F", str(self.config), "-O", "exit", *names],
+                capture_output=True,
+                timeout=READ_SECONDS,
+                check=False,
+            )
 
 
 def read_cluster(remote: Remote) -> Head:
@@ -393,32 +420,46 @@ def measure(
             results = {
                 str(c): run_level(remote, head, run_id, c) for c in cluster.bench.concurrency
             }
+            line, comparison = keep(cluster, folder, head, results, baseline_digest)
+            # on the shared connection, before it is closed: a new one per append would be a
+            # second login to the head, and could fail where the run's own did not
+            history(remote, cluster, line)
         finally:
             remote.close()
-        the_key = key(cluster, head)
-        date = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        meta = {
-            "run_id": run_id,
-            "date": date,
-            "key": the_key,
-            "config_id": benchresults.config_id(the_key),
-            "key_id": benchresults.key_id(the_key),
-            "lab": head.lab,
-        }
-        record = {"halo_cluster": meta, "results": results}
-        line = index_line(
-            record, f"runs/{date}-{meta['key_id']}.json", vllm_version(cluster, head.digest)
-        )
-        lines = read_index(folder)
-        previous = (
-            benchresults.baseline_of(lines, line["config_id"], baseline_digest)
-            if baseline_digest
-            else benchresults.previous_of([*lines, line], line)
-        )
-        comparison = benchresults.compare(line, previous, cluster.bench.tolerance)
-        line.update(compared_to=previous and previous["run_id"], verdict=comparison.verdict)
-        store(folder, record, line)
-        history(remote, cluster, line)
+    return line, comparison
+
+
+def keep(
+    cluster: Cluster,
+    folder: Path,
+    head: Head,
+    results: dict[str, dict],
+    baseline_digest: str | None,
+) -> tuple[dict, benchresults.Comparison]:
+    """The run's record and index line, compared and stored under `folder`."""
+    the_key = key(cluster, head)
+    date = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    meta = {
+        "run_id": locks.RUN,
+        "date": date,
+        "key": the_key,
+        "config_id": benchresults.config_id(the_key),
+        "key_id": benchresults.key_id(the_key),
+        "lab": head.lab,
+    }
+    record = {"halo_cluster": meta, "results": results}
+    line = index_line(
+        record, f"runs/{date}-{meta['key_id']}.json", vllm_version(cluster, head.digest)
+    )
+    lines = read_index(folder)
+    previous = (
+        benchresults.baseline_of(lines, line["config_id"], baseline_digest)
+        if baseline_digest
+        else benchresults.previous_of([*lines, line], line)
+    )
+    comparison = benchresults.compare(line, previous, cluster.bench.tolerance)
+    line.update(compared_to=previous and previous["run_id"], verdict=comparison.verdict)
+    store(folder, record, line)
     return line, comparison
 
 
@@ -475,12 +516,20 @@ def compare_only(cluster: Cluster, folder: Path) -> int:
     return comparison.exit_code
 
 
+def not_run(error: subprocess.SubprocessError | OSError) -> str:
+    """What stopped a run outside vLLM (ssh missing or hung, reports/ not writable): one line."""
+    if isinstance(error, subprocess.TimeoutExpired):
+        return f"{error.cmd[0]} gave no answer in {error.timeout:g} s"
+    return str(error)
+
+
 def gate(config: str | Path, baseline_digest: str, folder: Path | None = None) -> GateResult:
     """The image upgrade's bench check (design section 5, "Gate"): `skipped` with
     `bench.gate: false`; else a run, recorded like any, compared with the baseline (the latest
     run of this configuration on `baseline_digest`, the image being left, else the latest run of
     this configuration): `failed` on a regression or a run that could not measure, `passed`
-    within the tolerance, `baseline` when there was none (this run becomes it)."""
+    within the tolerance, `baseline` when there was none (this run becomes it). It never
+    raises: the upgrade rolls back on a failed gate, so an exception would leave the trial."""
     folder = folder or reports()
     try:
         cluster = project.load(config)
@@ -492,6 +541,8 @@ def gate(config: str | Path, baseline_digest: str, folder: Path | None = None) -
         line, comparison = measure(cluster, folder, baseline_digest)
     except BenchError as error:
         return GateResult("failed", f"bench: {error}")
+    except (subprocess.SubprocessError, OSError) as error:
+        return GateResult("failed", f"bench: {not_run(error)}")
     if comparison.verdict == benchresults.BASELINE:
         return GateResult(
             "baseline", f"bench: baseline (no earlier run of config {line['config_id']})"
@@ -526,6 +577,9 @@ def main(argv: list[str]) -> int:
         line, comparison = measure(cluster, folder)
     except BenchError as error:
         print(f"bench: {error}", file=sys.stderr)
+        return ERROR
+    except (subprocess.SubprocessError, OSError) as error:
+        print(f"bench: {not_run(error)}", file=sys.stderr)
         return ERROR
     previous = next((x for x in read_index(folder) if x["run_id"] == line["compared_to"]), None)
     print("\n".join(said(line, comparison, previous)))

@@ -126,16 +126,22 @@ def compare(latest: dict, previous: dict | None, tolerance: float) -> Comparison
     return Comparison(verdict, tuple(reasons), deltas, changed)
 
 
+def comparable(line: dict, config: str) -> bool:
+    """A run of `config` that may be compared with: not a regression, or a second slow run
+    would compare with the first and pass, and a cluster could grow slower run by run."""
+    return line["config_id"] == config and line.get("verdict") != REGRESSION
+
+
 def previous_of(lines: list[dict], latest: dict) -> dict | None:
-    """The index line before `latest` with its config_id."""
+    """The index line before `latest` with its config_id, regressions skipped."""
     earlier = lines[: lines.index(latest)] if latest in lines else lines
-    return next((x for x in reversed(earlier) if x["config_id"] == latest["config_id"]), None)
+    return next((x for x in reversed(earlier) if comparable(x, latest["config_id"])), None)
 
 
 def baseline_of(lines: list[dict], config: str, digest: str) -> dict | None:
     """The upgrade gate's baseline: the latest run of `config` on `digest` (the image being
-    left), else the latest run of `config`."""
-    mine = [x for x in lines if x["config_id"] == config]
+    left), else the latest run of `config`; regressions skipped, as in `previous_of`."""
+    mine = [x for x in lines if comparable(x, config)]
     on_digest = [x for x in mine if x["image_digest"] == digest]
     return (on_digest or mine or [None])[-1]
 

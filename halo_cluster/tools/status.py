@@ -77,12 +77,15 @@ class NodeStatus:
 
 
 def models_command(cluster: Cluster) -> str:
-    """On the head: vLLM's /v1/models, with the key read by the shell from secrets.env (never
-    in a command line); `bench` reads the same answer."""
+    """On the head: vLLM's /v1/models, with the key read by the shell from secrets.env; `bench`
+    reads the same answer. The header goes to curl on stdin (`-H @-`): printf is the shell's
+    builtin, so the key is in no process's argv (/proc/PID/cmdline is world-readable); with no
+    key, curl reads no header."""
     user, url = cluster.cluster_user, cluster.serve.head_url
     return (
         f"key=$(sed -n 's/^VLLM_API_KEY=//p' ~{user}/{SECRETS} 2>/dev/null); "
-        f'curl -s -m 5 ${{key:+-H "Authorization: Bearer $key"}} {url}/v1/models'
+        '{ [ -z "$key" ] || printf \'Authorization: Bearer %s\\n\' "$key"; } | '
+        f"curl -s -m 5 -H @- {url}/v1/models"
     )
 
 

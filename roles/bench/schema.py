@@ -65,7 +65,8 @@ SECTION: tuple[Field, ...] = (
         "bench.warmups",
         "integer",
         3,
-        "Warm-up requests before each level (`--num-warmups`), not counted.",
+        "Warm-up requests before each level, not counted; at least the level's concurrency is "
+        "sent (`--num-warmups max(this, C)`), so that the warm-up reaches the level's batch size.",
         rule=_count,
     ),
     Field(
@@ -87,7 +88,8 @@ SECTION: tuple[Field, ...] = (
         "bench.timeout",
         "integer",
         3600,
-        "Seconds one concurrency level may take before the run fails.",
+        "Seconds one concurrency level may take before the run fails; the client is stopped "
+        "in the container then (`timeout`).",
         rule=rules.positive,
     ),
 )

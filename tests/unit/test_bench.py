@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,13 @@ def cluster(tmp_path: Path, extra: str = ""):
 
 
 def head_sections(digest: str, owned_by: str = "vllm") -> dict[str, dict[str, list[str]]]:
+    head, versions = gather_answers(digest, owned_by)
+    return {"halo1": bench.status.sections("\n".join(head)),
+            "halo2": bench.status.sections("\n".join(versions))}  # fmt: skip
+
+
+def gather_answers(digest: str, owned_by: str = "vllm") -> tuple[list[str], list[str]]:
+    """What the head and a worker print for `gather_script`, from recorded outputs."""
     running, nevras = strix_halo_versions()
     versions = ["@@versions", *versions_output(running, nevras)]
     head = [
@@ -38,8 +46,7 @@ def head_sections(digest: str, owned_by: str = "vllm") -> dict[str, dict[str, li
         "@@models",
         json.dumps({"data": [{"id": "Qwen/Qwen3-14B", "owned_by": owned_by}]}),
     ]
-    return {"halo1": bench.status.sections("\n".join(head)),
-            "halo2": bench.status.sections("\n".join(versions))}  # fmt: skip
+    return head, versions
 
 
 def head(digest: str | None = None, owned_by: str = "vllm") -> bench.Head:
@@ -130,6 +137,16 @@ def test_config_id_ignores_the_image_kernel_and_firmware_and_key_id_does_not(tmp
     )
 
 
+def test_the_users_serve_env_is_part_of_the_configuration(tmp_path) -> None:
+    plain = bench.key(cluster(tmp_path), head())
+    text = VALID_ROCE + (
+        "serve: {enabled: true, model: Qwen/Qwen3-14B, env: {PYTORCH_TUNABLEOP_ENABLED: '1'}}\n"
+    )
+    tuned = bench.key(project.load(write(tmp_path, text)), head())
+    assert tuned["env"] == {"PYTORCH_TUNABLEOP_ENABLED": "1"} and plain["env"] == {}
+    assert benchresults.config_id(tuned) != benchresults.config_id(plain)
+
+
 def test_the_model_is_read_from_the_mounted_snapshot(tmp_path) -> None:
     argv = bench.bench_argv(cluster(tmp_path), head(), "ab12cd34", 8)
     folder = f"/root/.cache/huggingface/hub/models--Qwen--Qwen3-14B/snapshots/{REVISION}"
@@ -161,16 +178,122 @@ def test_an_image_whose_client_lacks_flags_is_refused_naming_them(tmp_path) -> N
 
 
 def test_the_key_reaches_vllm_from_the_containers_environment_only(tmp_path) -> None:
-    the_cluster = (
-        cluster(tmp_path, "  api_key_file: key.txt\n".replace("  ", "")) if False else None
-    )
     the_cluster = cluster(tmp_path)
     line = bench.level_command(the_cluster, bench.bench_argv(the_cluster, head(), "r", 1), "r", 1)
     words = shlex.split(line)
     script = words[words.index("-c") + 1]
     assert words[words.index("exec") + 1] == "halo-vllm"
-    assert script.startswith(bench.BENCH_SHELL + 'OPENAI_API_KEY="$VLLM_API_KEY" vllm bench serve ')
+    assert script.startswith(
+        bench.BENCH_SHELL + 'OPENAI_API_KEY="$VLLM_API_KEY" timeout -k 10 3600 vllm bench serve '
+    )
     assert "Bearer" not in line and "--header" not in script
+
+
+KEY = "sk-the-secret-0123"
+# stand-ins on PATH for the head's tools, each recording its argv (what /proc/PID/cmdline shows
+# every user) one word a line; curl also its stdin, podman runs `exec`'s command with the key in
+# the container's environment, runuser what follows `--`
+FAKE_TOOLS = {
+    "curl": 'printf "%s\\n" "$@" >> "$ARGV_LOG"; cat >> "$STDIN_LOG"; echo \'{"data": []}\'\n',
+    "runuser": 'printf "%s\\n" "$@" >> "$ARGV_LOG"\nwhile [ "$1" != -- ]; do shift; done\n'
+    'shift; exec "$@"\n',
+    # the test machine's /etc/profile would reset PATH, so the image's prologue is left out
+    "podman": 'printf "%s\\n" "$@" >> "$ARGV_LOG"\n'
+    f'[ "$1" = exec ] && VLLM_API_KEY={KEY} exec sh -c "${{5#{bench.BENCH_SHELL}}}"\n',
+    "vllm": 'printf "%s\\n" "$@" "env:$OPENAI_API_KEY" >> "$ARGV_LOG"\n',
+}
+
+
+def run_on_fake_head(tmp_path: Path, line: str) -> tuple[str, str]:
+    """`line` in a real shell with FAKE_TOOLS first on PATH and the cluster user's secrets.env
+    holding KEY: every argv the tools were given, and what curl read on stdin."""
+    tools, home = tmp_path / "bin", tmp_path / "home"
+    tools.mkdir()
+    for name, body in FAKE_TOOLS.items():
+        (tools / name).write_text("#!/bin/sh\n" + body)
+        (tools / name).chmod(0o755)
+    secrets = home / bench.status.SECRETS
+    secrets.parent.mkdir(parents=True)
+    secrets.write_text(f"VLLM_API_KEY={KEY}\n")
+    argv_log, stdin_log = tmp_path / "argv", tmp_path / "stdin"
+    env = {"PATH": f"{tools}:/usr/bin:/bin", "ARGV_LOG": str(argv_log), "STDIN_LOG": str(stdin_log)}
+    subprocess.run(["sh", "-c", line.replace("~vllm/", f"{home}/")], env=env, check=False,
+                   capture_output=True, timeout=30)  # fmt: skip
+    return argv_log.read_text(), stdin_log.read_text() if stdin_log.exists() else ""
+
+
+def test_models_command_gives_curl_the_key_on_stdin_never_in_argv(tmp_path) -> None:
+    argv, stdin = run_on_fake_head(tmp_path, bench.status.models_command(cluster(tmp_path)))
+    assert "-H\n@-\n" in argv and KEY not in argv
+    assert stdin == f"Authorization: Bearer {KEY}\n"
+
+
+def test_models_command_without_a_key_sends_no_header(tmp_path) -> None:
+    line = bench.status.models_command(cluster(tmp_path)).replace("VLLM_API_KEY=", "NO_KEY=")
+    argv, stdin = run_on_fake_head(tmp_path, line)
+    assert "/v1/models" in argv and stdin == ""
+
+
+def test_no_bench_command_puts_the_key_in_an_argv(tmp_path) -> None:
+    the_cluster = cluster(tmp_path)
+    lines = [
+        bench.gather_script(the_cluster, the_cluster.head),
+        bench.level_command(the_cluster, bench.bench_argv(the_cluster, head(), "r", 1), "r", 1),
+        bench.help_command(the_cluster),
+    ]
+    argv, _ = run_on_fake_head(tmp_path, "\n".join(lines))
+    assert "bench\nserve\n--backend" in argv and f"env:{KEY}" in argv  # vLLM got it, by env
+    assert argv.count(KEY) == 1
+
+
+def test_a_level_that_outlives_its_timeout_is_stopped_in_the_container(tmp_path) -> None:
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "vllm").write_text("#!/bin/sh\nexec /bin/sleep 30\n")
+    (tools / "vllm").chmod(0o755)
+    script = bench.level_script(["--seed", "0"], "r", 1, seconds=1)
+    env = {"PATH": f"{tools}:/usr/bin:/bin"}
+    done = subprocess.run(["sh", "-c", script], env=env, capture_output=True, timeout=20)
+    assert done.returncode == 124  # timeout's own: the client was stopped, not left running
+
+
+def test_the_warmups_fill_each_level_once(tmp_path) -> None:
+    the_cluster = cluster(tmp_path)  # bench.warmups: 3
+    for concurrency, wanted in ((1, "3"), (8, "8")):
+        argv = bench.bench_argv(the_cluster, head(), "r", concurrency)
+        assert argv[argv.index("--num-warmups") + 1] == wanted
+
+
+FAKE_SSH = """#!/bin/sh
+# argv $1 -F, $2 config, $3 the alias (or -O for the master's exit)
+if [ "$3" = -O ]; then echo close >> "$LOG"; exit 0; fi
+script=$(cat)
+case "$script" in
+  *@@images*) echo "read $3" >> "$LOG"; cat "$ANSWERS/head" ;;
+  *@@versions*) echo "read $3" >> "$LOG"; cat "$ANSWERS/worker" ;;
+  *--help=all*) echo help >> "$LOG"; cat "$ANSWERS/help" ;;
+  *"vllm bench serve"*) echo level >> "$LOG"; cat "$ANSWERS/result" ;;
+  *history.jsonl*) echo history >> "$LOG" ;;
+esac
+"""
+
+
+def test_a_run_appends_the_history_before_closing_its_ssh_master(tmp_path, monkeypatch) -> None:
+    answers = tmp_path / "answers"
+    answers.mkdir()
+    head_lines, worker_lines = gather_answers(skopeo_digest())
+    (answers / "head").write_text("\n".join(head_lines) + "\n")
+    (answers / "worker").write_text("\n".join(worker_lines) + "\n")
+    (answers / "help").write_text(fixture("vllm-bench-serve-flags-009e6d4.txt"))
+    (answers / "result").write_text(json.dumps(RESULT))
+    fake_ssh(tmp_path, monkeypatch, FAKE_SSH)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'fakebin'}:/usr/bin:/bin")
+    monkeypatch.setenv("LOG", str(tmp_path / "log"))
+    monkeypatch.setenv("ANSWERS", str(answers))
+    line, comparison = bench.measure(cluster(tmp_path), tmp_path / "reports")
+    assert comparison.verdict == "baseline" and bench.read_index(tmp_path / "reports") == [line]
+    calls = (tmp_path / "log").read_text().split()
+    assert calls[-4:] == ["level", "level", "history", "close"], calls
 
 
 # ---- comparison, verdicts and exit codes
@@ -209,6 +332,17 @@ def test_the_regression_says_the_level_the_fall_and_the_tolerance(tmp_path) -> N
     )
 
 
+def test_a_regression_is_never_the_next_comparison_base(tmp_path) -> None:
+    the_cluster = cluster(tmp_path)
+    good = dict(run_line(the_cluster, head()), verdict="baseline")
+    slow = dict(run_line(the_cluster, head(OTHER), 0.8), verdict="regression")
+    still_slow = run_line(the_cluster, head(OTHER), 0.8)
+    lines = [good, slow, still_slow]
+    assert benchresults.previous_of(lines, still_slow) is good
+    assert benchresults.compare(still_slow, good, 10).verdict == "regression"
+    assert benchresults.baseline_of(lines[:2], good["config_id"], OTHER) is good
+
+
 def test_the_gate_baseline_is_the_last_run_on_the_image_being_left(tmp_path) -> None:
     the_cluster = cluster(tmp_path)
     on_old = run_line(the_cluster, head(), 1.0)
@@ -223,6 +357,43 @@ def test_the_gate_is_skipped_when_bench_gate_is_false(tmp_path) -> None:
     config = write(tmp_path, SERVING + "bench: {gate: false}\n")
     result = bench.gate(config, skopeo_digest(), folder=tmp_path)
     assert result == bench.GateResult("skipped", "bench: skipped (bench.gate: false)")
+
+
+def fake_ssh(tmp_path: Path, monkeypatch, body: str | None) -> None:
+    """PATH with `ssh` as `body` (None: no ssh at all), so the run fails before vLLM."""
+    tools = tmp_path / "fakebin"
+    tools.mkdir()
+    if body is not None:
+        (tools / "ssh").write_text("#!/bin/sh\n" + body)
+        (tools / "ssh").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tools))
+
+
+@pytest.mark.parametrize(
+    ("ssh", "reason"),
+    [
+        (None, "No such file or directory: 'ssh'"),
+        ("exec /bin/sleep 30\n", "ssh gave no answer in 0.2 s"),
+    ],
+)
+def test_the_gate_never_raises_a_run_that_could_not_start_fails_it(
+    tmp_path, monkeypatch, ssh, reason
+) -> None:
+    fake_ssh(tmp_path, monkeypatch, ssh)
+    monkeypatch.setattr(bench, "READ_SECONDS", 0.2)
+    result = bench.gate(write(tmp_path, SERVING), skopeo_digest(), folder=tmp_path)
+    assert result.status == "failed" and reason in result.reason, result
+
+
+def test_bench_that_cannot_reach_the_head_is_an_error_not_a_traceback(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    fake_ssh(tmp_path, monkeypatch, "exec /bin/sleep 30\n")
+    monkeypatch.setattr(bench, "READ_SECONDS", 0.2)
+    monkeypatch.setattr(project, "ROOT", tmp_path)
+    monkeypatch.setenv("CLUSTER_CONFIG", str(write(tmp_path, SERVING)))
+    assert bench.main([]) == bench.ERROR
+    assert capsys.readouterr().err == "bench: ssh gave no answer in 0.2 s\n"
 
 
 # ---- what is kept: the run's file, index.jsonl, report.md

@@ -11,11 +11,15 @@ import os
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from lab import hub
 
 STANDIN = Path(__file__).resolve().parents[2] / "lab" / "standin" / "vllm"
 KEY = "sk-lab-test-key"
@@ -63,10 +67,18 @@ def url(standin) -> Iterator[str]:
     yield from server(standin)
 
 
+def tokenizer_folder(folder: Path) -> Path:
+    """A folder holding the lab model's tokenizer, as its snapshot does (lab/hub.py)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tokenizer.json").write_bytes(hub.files()["tokenizer.json"])
+    return folder
+
+
 def run(module: ModuleType, url: str, folder: Path, name: str, level: int = 4) -> dict:
+    tokenizer = str(tokenizer_folder(folder / "tokenizer"))
     argv = [
         "--backend", "openai", "--base-url", url, "--endpoint", "/v1/completions",
-        "--model", "/models/opt", "--served-model-name", "opt", "--tokenizer", "/models/opt",
+        "--model", "/models/opt", "--served-model-name", "opt", "--tokenizer", tokenizer,
         "--dataset-name", "random", "--random-input-len", "12", "--random-output-len", "6",
         "--num-prompts", "8", "--max-concurrency", str(level), "--seed", "0",
         "--num-warmups", "1", "--temperature", "0", "--save-result",
@@ -102,11 +114,13 @@ def test_without_the_key_every_request_fails_and_is_counted(
 
 def test_the_default_file_name_is_vllms(standin, url, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    argv = ["--base-url", url, "--model", "/models/opt", "--served-model-name", "opt",
+    model = str(tokenizer_folder(tmp_path / "models" / "opt"))  # the tokenizer is the model's
+    out = tmp_path / "out"
+    argv = ["--base-url", url, "--model", model, "--served-model-name", "opt",
             "--random-input-len", "4", "--random-output-len", "2", "--num-prompts", "2",
-            "--max-concurrency", "1", "--save-result", "--result-dir", str(tmp_path)]  # fmt: skip
+            "--max-concurrency", "1", "--save-result", "--result-dir", str(out)]  # fmt: skip
     assert standin.bench(argv) == 0
-    (found,) = tmp_path.iterdir()
+    (found,) = out.iterdir()
     assert found.name.startswith("openai-infqps-concurrency1-opt-") and found.suffix == ".json"
 
 
@@ -153,13 +167,60 @@ def test_the_tools_level_script_passes_the_key_by_environment_and_prints_the_res
         1,
     )
     argv[argv.index("--base-url") + 1] = url
+    argv[argv.index("--tokenizer") + 1] = str(tokenizer_folder(tmp_path / "snapshot"))
+    argv[argv.index("--served-model-name") + 1] = "opt"  # the test server's name
     monkeypatch.setenv("PATH", f"{wrapper.parent}:{os.environ['PATH']}")
     monkeypatch.setenv("VLLM_API_KEY", KEY)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    script = bench.level_script(argv, "t1", 1)
+    script = bench.level_script(argv, "t1", 1, 120)
     assert KEY not in script
     done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert (result["completed"], result["failed"], result["halo_run"]) == (4, 0, "t1")
     assert not (Path(bench.RESULT_DIR) / "t1-c1.json").exists()
+
+
+def post(url: str, path: str, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(
+        url + path,
+        json.dumps(body).encode(),
+        {"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+@pytest.mark.parametrize("path", ["/v1/completions", "/v1/chat/completions"])
+def test_a_request_for_another_model_gets_vllms_404(url, path) -> None:
+    status, body = post(url, path, {"model": "gpt-4", "prompt": "ping", "max_tokens": 2})
+    assert (status, body) == (404, {"error": {
+        "message": "The model `gpt-4` does not exist.", "type": "NotFoundError",
+        "param": "model", "code": 404,
+    }})  # fmt: skip
+
+
+def test_the_served_name_or_no_model_is_served(url) -> None:
+    for body in ({"model": "opt", "prompt": "ping"}, {"prompt": "ping"}):
+        status, answer = post(url, "/v1/completions", {**body, "max_tokens": 2})
+        assert status == 200 and answer["model"] == "opt"
+
+
+@pytest.mark.parametrize("flag", ["--tokenizer", "--model"])
+def test_bench_refuses_a_folder_that_is_not_a_tokenizer(
+    standin, url, tmp_path, capsys, flag
+) -> None:
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    (snapshot / "config.json").write_text("{}")  # a model's config, no tokenizer
+    argv = ["--base-url", url, "--model", str(snapshot), "--num-prompts", "2",
+            "--save-result", "--result-dir", str(tmp_path / "out")]  # fmt: skip
+    if flag == "--tokenizer":
+        argv[argv.index("--model") + 1] = str(tokenizer_folder(tmp_path / "model"))
+        argv += ["--tokenizer", str(snapshot)]
+    assert standin.bench(argv) == 1
+    assert f"OSError: Can't load tokenizer for '{snapshot}'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # no request was sent, no result written
