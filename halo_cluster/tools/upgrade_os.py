@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -50,6 +51,13 @@ ROLLBACK = "/var/lib/halo-cluster/rollback"  # the running firmware's RPMs: its 
 DNF = "dnf --assumeyes --quiet"
 POLL = 2.0  # seconds between attempts to reach a rebooting node
 BOOT_ATTEMPT = 60  # seconds one attempt may wait for a rebooting node's boot to finish
+# the boot marker's "booted" comes before NetworkManager has raised the data link and its MTU:
+# the gate observes again for up to this long before it calls the boot failed
+GATE_SETTLE = 60
+# rpm's EVR: [EPOCH:]VERSION-RELEASE, neither part holding a "-"
+EVR = re.compile(r"(\d+:)?[0-9A-Za-z._+~^]+-[0-9A-Za-z._+~^]+")
+ARCHES = ("x86_64", "noarch", "aarch64", "i686", "src")
+EXAMPLES = {"--kernel": "6.18.9-200.fc43", "--firmware": "20260110-1.fc43"}
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,17 @@ class Targets:
     def describe(self) -> str:
         kernel = [f"{KERNEL} {self.kernel}"] if self.kernel else []
         return " and ".join(kernel + ([f"{FIRMWARE} {self.firmware}"] if self.firmware else []))
+
+
+def target_problem(option: str, value: str) -> str | None:
+    """Why VALUE is not an EVR without the arch (a NEVRA's `.noarch` would pass the known-bad
+    list's comparison and then install that very build), or None."""
+    how = f"give the EVR without the arch, as rpm prints it: {EXAMPLES[option]}"
+    if value.rsplit(".", 1)[-1] in ARCHES:
+        return f"{option} {value}: ends in an arch: {how}"
+    if not EVR.fullmatch(value):
+        return f"{option} {value}: not VERSION-RELEASE: {how}"
+    return None
 
 
 class Stop(Exception):
@@ -282,11 +301,24 @@ def firmware_backup_script(info: VersionsInfo) -> str:
     )
 
 
+# GRUB's tool reads the default block for FILE "-" (grub-editenv(1))
+SAVED_ENTRY = "grub2-editenv - list 2>/dev/null | sed -n 's/^saved_entry=//p'"
+
 FIRMWARE_BACK = (
     f"set -e\n{DNF} downgrade {ROLLBACK}/*.rpm\n"
     # the amdgpu blobs load from the initramfs (the lab's nodes have no dracut, nor initramfs)
     'if command -v dracut >/dev/null; then dracut -f --kver "$(uname -r)"; fi\n'
 )
+
+
+@dataclass(frozen=True)
+class NodeRead:
+    """What P0 read on one node."""
+
+    info: VersionsInfo
+    interface: str  # the data link's, the one with the node's address
+    entries: list[str]  # the BLS entry files
+    saved: str  # grubenv's saved_entry, "" when unset
 
 
 @dataclass
@@ -317,13 +349,15 @@ class Upgrade:
             print(f"warning: {self.cluster.head.name}: history line {event} not written")
 
     # P0
-    def read_all(self) -> dict[str, tuple[VersionsInfo, str, list[str]]]:
-        """Every node's versions, data interface and boot entries; an unreachable node refuses."""
+    def read_all(self) -> dict[str, NodeRead]:
+        """Every node's versions, data interface, boot entries and default entry; an unreachable
+        node refuses."""
         found = {}
         for node in self.cluster.nodes:
             script = (
                 f"{versions_command()}\n"
                 f"echo \"iface $(ip -o -4 addr show to {node.address} | awk '{{print $2}}')\"\n"
+                f'echo "saved $({SAVED_ENTRY})"\n'
                 f"ls -1 {ENTRIES} | sed 's/^/entry /'"
             )
             result = self.run(node, "read", script)
@@ -334,17 +368,54 @@ class Upgrade:
             if not interface:
                 raise Stop(REFUSED, f"{node.name}: no interface has {node.address}: deploy first")
             entries = [ln.split(" ", 1)[1] for ln in lines if ln.startswith("entry ")]
-            found[node.name] = (versions_process(lines), interface, entries)
+            saved = next((ln[6:].strip() for ln in lines if ln.startswith("saved ")), "")
+            found[node.name] = NodeRead(versions_process(lines), interface, entries, saved)
         return found
 
     def locks_wanted(self) -> bool:
         return bool(self.cluster.settings["os.lock"])
 
+    def kept_default(self, read: NodeRead) -> str | None:
+        """The entry P1 keeps as the default: the running kernel's, unless the node runs the
+        target kernel without having passed its gate (a run stopped at its trial boot, exit 7):
+        then the default it had, so that an ungated kernel never becomes the default."""
+        running = entry_id(read.entries, read.info["running"])
+        ungated = self.targets.kernel == without_arch(read.info["running"]) and (
+            read.saved != running
+        )
+        if ungated and f"{read.saved}.conf" in read.entries:
+            return read.saved
+        return running
+
+    def done(self, read: NodeRead) -> bool:
+        """The node runs the targets and its default is the running kernel (it passed its gate in
+        an earlier run): no reboot."""
+        return self.already(read.info) and read.saved == entry_id(
+            read.entries, read.info["running"]
+        )
+
+    def new_release(self, info: VersionsInfo) -> str:
+        old = info["running"]
+        return f"{self.targets.kernel}.{old.rsplit('.', 1)[1]}" if self.targets.kernel else old
+
+    def checked(self, node: Node, what: str, script: str, step: str) -> Result:
+        """A step whose failure stops the upgrade here (exit 5) with the step and its stderr."""
+        result = self.run(node, what, script)
+        if result.code != 0:
+            err = (result.err.strip().splitlines() or [f"exit {result.code}"])[-1]
+            raise Stop(ABORTED, f"{node.name}: {step} failed: {err}")
+        return result
+
     # P1
-    def prepare(self, reads: dict) -> None:
+    def prepare(self, reads: dict[str, NodeRead]) -> dict[str, str]:
+        """The targets installed on every node at once; each node's new entry id (kernel
+        targets), checked here so that a missing entry stops before any node reboots."""
+        new_ids: dict[str, str] = {}
+
         def one(node: Node) -> str | None:
-            info, _, entries = reads[node.name]
-            default = entry_id(entries, info["running"])
+            read = reads[node.name]
+            info = read.info
+            default = self.kept_default(read)
             if default is None:
                 return f"{node.name}: no boot entry of the running kernel {info['running']}"
             if self.locks_wanted():
@@ -354,6 +425,13 @@ class Upgrade:
             if result.code != 0:
                 return f"{node.name}: {result.err.strip()[-300:] or 'dnf install failed'}"
             self.history("os-prepared", node=node.name, installed=install_specs(info, self.targets))
+            if self.targets.kernel:
+                release = self.new_release(info)
+                listed = self.run(node, "entries", f"ls -1 {ENTRIES}").out.split()
+                new_id = entry_id(listed, release)
+                if new_id is None:
+                    return f"{node.name}: no boot entry for {release} after install"
+                new_ids[node.name] = new_id
             return None
 
         with ThreadPoolExecutor(len(self.cluster.nodes)) as pool:
@@ -362,17 +440,22 @@ class Upgrade:
             failed = ["the deploy (reboot: never) failed"]
         if self.locks_wanted():
             for node in self.cluster.nodes:
-                info = reads[node.name][0]
+                info = reads[node.name].info
                 specs = running_specs(info) + ([] if failed else install_specs(info, self.targets))
                 names = [*kernel_names(info), *firmware_names(info)]
-                self.run(node, "locks", locks_script(names, specs))
+                locked = self.run(node, "locks", locks_script(names, specs))
+                if locked.code != 0:
+                    failed.append(f"{node.name}: the locks: {locked.err.strip()[-200:]}")
         if failed:
             raise Stop(ABORTED, f"prepare failed: {'; '.join(failed)}: no node rebooted")
+        return new_ids
 
     # P2
     def reboot(self, node: Node, why: str) -> None:
         """Reboot and wait for the new boot (the reboot role's marker), or stop with 7."""
-        self.run(node, "reboot", f"{boot.MARK}\n{boot.REBOOT}")
+        # without the marker the old boot would pass for the new one
+        self.checked(node, "mark", boot.MARK, "the boot marker")
+        self.run(node, "reboot", boot.REBOOT)  # its SSH session may end with the node: no code
         timeout = self.cluster.settings["reboot_timeout"]
         deadline = self.clock() + timeout
         self.sleep(POLL)
@@ -393,19 +476,27 @@ class Upgrade:
         )
         return self.run(self.cluster.head, "serving", script).code == 0
 
-    def trial(self, node: Node, info: VersionsInfo, interface: str) -> None:
+    def gate(self, node: Node, interface: str, before: Observed) -> tuple[Observed, str | None]:
+        """The gate's observation, made again every POLL seconds for up to GATE_SETTLE while
+        it fails (the data link and its MTU come up after the boot marker): the last one."""
+        tries = max(1, int(GATE_SETTLE / POLL))
+        for attempt in range(1, tries + 1):
+            after = observed(self.run(node, "observe", observe_script(interface)).out, interface)
+            failed = gate_failure(self.cluster, interface, self.targets, before, after)
+            if failed is None or attempt == tries:
+                return after, failed
+            self.sleep(POLL)
+        raise AssertionError("unreachable: the last attempt returns")
+
+    def trial(self, node: Node, read: NodeRead, new_id: str | None) -> None:
+        info, interface = read.info, read.interface
         before = observed(self.run(node, "observe", observe_script(interface)).out, interface)
-        old = info["running"]
-        new_release = (
-            f"{self.targets.kernel}.{old.rsplit('.', 1)[1]}" if self.targets.kernel else old
-        )
-        new_id = None
-        if self.targets.kernel:
-            entries = self.run(node, "entries", f"ls -1 {ENTRIES}").out.split()
-            new_id = entry_id(entries, new_release)
-            if new_id is None:
-                raise Stop(ABORTED, f"{node.name}: no boot entry for {new_release} after install")
-            self.run(node, "one-time", f"grub2-reboot {shlex.quote(new_id)}")
+        default = self.kept_default(read)
+        # the kernel a revert boots: the default's (the running one's, unless it is ungated)
+        old = default.split("-", 1)[1] if default else info["running"]
+        new_release = self.new_release(info)
+        if new_id:
+            self.checked(node, "one-time", f"grub2-reboot {shlex.quote(new_id)}", "grub2-reboot")
             self.history("os-trial", node=node.name, entry=new_id)
         back = (
             f"it boots {without_arch(old)} (its default)"
@@ -413,8 +504,7 @@ class Upgrade:
             else f"`dnf downgrade {ROLLBACK}/*.rpm` returns its firmware"
         )
         self.reboot(node, f"from its trial boot of {new_release}: power-cycle it; {back}")
-        after = observed(self.run(node, "observe", observe_script(interface)).out, interface)
-        failed = gate_failure(self.cluster, interface, self.targets, before, after)
+        after, failed = self.gate(node, interface, before)
         if failed is None and not self.serving():
             failed = f"not serving again within {self.cluster.settings['serve.ready_timeout']} s"
         self.history(
@@ -427,15 +517,12 @@ class Upgrade:
         if failed:
             self.revert(node, old, after.running, failed)
         if new_id:
-            self.run(node, "promote", f"grub2-set-default {shlex.quote(new_id)}")
+            promote = f"grub2-set-default {shlex.quote(new_id)}"
+            self.checked(node, "promote", promote, "grub2-set-default")
         if self.locks_wanted():
-            self.run(
-                node,
-                "locks",
-                locks_script(
-                    [*kernel_names(info), *firmware_names(info)], self.promoted_specs(info)
-                ),
-            )
+            names = [*kernel_names(info), *firmware_names(info)]
+            script = locks_script(names, self.promoted_specs(info))
+            self.checked(node, "locks", script, "moving the locks")
         self.history(
             "os-promoted",
             node=node.name,
@@ -460,7 +547,8 @@ class Upgrade:
 
     def revert(self, node: Node, old: str, booted: str, failed: str) -> None:
         """Back to the previous kernel (the default: the one-time entry is used up) and, for a
-        firmware target, the saved firmware; then stop, touching no other node."""
+        firmware target, the saved firmware; then stop with 6, touching no other node (the line
+        says which kernel it came back on when that is not the old one)."""
         if self.targets.firmware:
             self.run(node, "firmware-back", FIRMWARE_BACK)
         self.reboot(node, f"from its revert to {without_arch(old)}: power-cycle it")
@@ -468,7 +556,7 @@ class Upgrade:
         self.history("os-reverted", node=node.name, running=back)
         where = f"back on {without_arch(back)}" if back == old else f"running {back}, not {old}"
         line = f"{node.name}: gate failed after booting {without_arch(booted)}: {failed}; {where}"
-        raise Stop(GATE_FAILED if back == old else NOT_BACK, line)
+        raise Stop(GATE_FAILED, line)
 
     def upgrade(self) -> int:
         nodes = order(self.cluster)
@@ -479,7 +567,7 @@ class Upgrade:
             reads = self.read_all()
             if self.targets.firmware:
                 for node in nodes:
-                    back = self.run(node, "backup", firmware_backup_script(reads[node.name][0]))
+                    back = self.run(node, "backup", firmware_backup_script(reads[node.name].info))
                     if back.code != 0:
                         raise Stop(
                             REFUSED,
@@ -492,13 +580,13 @@ class Upgrade:
                 firmware=self.targets.firmware,
                 nodes=[n.name for n in nodes],
             )
-            self.prepare(reads)
+            new_ids = self.prepare(reads)
             for node in nodes:
-                info, interface, _ = reads[node.name]
-                if self.already(info):  # a run again after one that stopped: no reboot
+                read = reads[node.name]
+                if self.done(read):  # a run again after one that stopped: no reboot
                     print(f"{node.name}: already runs {self.targets.describe()}")
                     continue
-                self.trial(node, info, interface)
+                self.trial(node, read, new_ids.get(node.name))
         except Stop as stop:
             print(stop.line, file=sys.stderr)
             if stop.code != REFUSED:
@@ -515,8 +603,17 @@ def main(args: list[str]) -> int:
     parser.add_argument("--kernel", metavar="VERSION", help="kernel-core's EVR, 6.18.9-200.fc43")
     parser.add_argument("--firmware", metavar="VERSION", help="amd-gpu-firmware's, 20260110-1.fc43")
     parsed = parser.parse_args(args)
+    # refused in one line with exit 1 before the config is read (argparse's error is 2 lines, 2)
+    problems = [
+        problem
+        for option, value in (("--kernel", parsed.kernel), ("--firmware", parsed.firmware))
+        if value is not None and (problem := target_problem(option, value))
+    ]
     if not (parsed.kernel or parsed.firmware):
-        parser.error("give --kernel VERSION, --firmware VERSION or both")
+        problems = ["halo-cluster upgrade --os: give --kernel VERSION, --firmware VERSION or both"]
+    if problems:
+        print("; ".join(problems), file=sys.stderr)
+        return REFUSED
     try:
         cluster = project.load(project.config())
     except ConfigError as error:

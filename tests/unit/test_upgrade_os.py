@@ -48,10 +48,11 @@ class SimNode:
             nevras = [f"kernel-core-{k}.x86_64" for k in self.kernels]
             nevras += [f"{n}-{FIRMWARE}.noarch" for n in upgrade_os.FIRMWARE_PACKAGES]
             lines = versions_output(f"{self.running}.x86_64", nevras, dnf5=False)
-            lines += [f"iface {INTERFACE}", *(f"entry {entry(k)}.conf" for k in self.kernels)]
+            lines += [f"iface {INTERFACE}", f"saved {self.saved}"]
+            lines += [f"entry {entry(k)}.conf" for k in self.kernels]
             return Result(0, "\n".join(lines), "")
         if what == "install":
-            self.kernels.append(NEW)
+            self.kernels += [] if NEW in self.kernels else [NEW]
             self.saved = entry(NEW)  # kernel-install's UPDATEDEFAULT=yes
             self.saved = script.split("grub2-set-default ")[1].split()[0]
         elif what == "entries":
@@ -274,3 +275,168 @@ def test_the_lab_grubenv_is_grub_s_1024_byte_block(tmp_path: Path) -> None:
     data = env.read_bytes()
     assert len(data) == 1024 and data.startswith(b"# GRUB Environment Block\n")
     assert data.rstrip(b"#").endswith(f"saved_entry={entry(OLD)}\n".encode())
+
+
+# the review of issue 27 (m25)
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["--firmware", "20251125-1.fc43.noarch"],
+            "--firmware 20251125-1.fc43.noarch: ends in an arch: give the EVR without the arch, "
+            "as rpm prints it: 20260110-1.fc43",
+        ),
+        (
+            ["--kernel", "6.18.9-200.fc43.x86_64"],
+            "--kernel 6.18.9-200.fc43.x86_64: ends in an arch: give the EVR without the arch, "
+            "as rpm prints it: 6.18.9-200.fc43",
+        ),
+        (
+            ["--kernel", "6.18.9"],
+            "--kernel 6.18.9: not VERSION-RELEASE: give the EVR without the arch, "
+            "as rpm prints it: 6.18.9-200.fc43",
+        ),
+        ([], "halo-cluster upgrade --os: give --kernel VERSION, --firmware VERSION or both"),
+    ],
+)
+def test_a_target_not_an_evr_without_arch_is_one_line_and_exit_1_before_any_read(
+    argv: list[str], line: str, capsys, monkeypatch
+) -> None:
+    """A NEVRA's arch passed the known-bad list and installed that build on every node."""
+    monkeypatch.setattr(project, "load", lambda _: pytest.fail("the config was read"))
+    assert upgrade_os.main(["--os", *argv]) == upgrade_os.REFUSED
+    assert capsys.readouterr().err == f"{line}\n"
+
+
+class LateLinkNode(SimNode):
+    """A node whose data link NetworkManager raises a few observations after the boot."""
+
+    late: int = 3
+
+    def answer(self, what: str, script: str) -> Result:
+        if what == "reboot":
+            self.late = 3
+        if what == "observe" and self.boots and self.late:
+            self.late -= 1
+            return Result(0, self.observed().replace('"UP"]', '"DOWN"]'), "")
+        return super().answer(what, script)
+
+
+def test_the_gate_observes_again_until_the_link_is_up(cluster) -> None:
+    sim = SimCluster(cluster)
+    sim.nodes["halo2"] = LateLinkNode("halo2", " ".join(cluster.kernel.args))
+    assert upgrade(cluster, sim, Targets(NEW, None)) == upgrade_os.OK
+    assert sim.nodes["halo2"].saved == entry(NEW)
+
+
+def test_a_link_that_stays_down_fails_after_the_settle_bound(cluster) -> None:
+    sim = SimCluster(cluster, broken=(NEW,))
+    assert upgrade(cluster, sim, Targets(NEW, None)) == upgrade_os.GATE_FAILED
+    observes = sim.nodes["halo2"].scripts.count("observe")
+    assert observes == 1 + upgrade_os.GATE_SETTLE / upgrade_os.POLL  # before, then each try
+
+
+class FailingNode(SimNode):
+    """A node where one step's command fails with a line on stderr."""
+
+    fails: str = ""
+
+    def answer(self, what: str, script: str) -> Result:
+        if what == self.fails:
+            self.scripts.append(what)
+            return Result(1, "", f"{what}: error: no space left on device\n")
+        return super().answer(what, script)
+
+
+@pytest.mark.parametrize(
+    ("step", "named", "rebooted"),
+    [
+        ("one-time", "grub2-reboot", []),
+        ("mark", "the boot marker", []),
+        ("promote", "grub2-set-default", ["halo2"]),
+    ],
+)
+def test_a_failed_boot_loader_step_stops_with_its_stderr_and_promotes_nothing(
+    cluster, capsys, step: str, named: str, rebooted: list[str]
+) -> None:
+    sim = SimCluster(cluster)
+    worker = FailingNode("halo2", " ".join(cluster.kernel.args))
+    worker.fails = step
+    sim.nodes["halo2"] = worker
+    assert upgrade(cluster, sim, Targets(NEW, None)) == upgrade_os.ABORTED
+    assert capsys.readouterr().err == (
+        f"halo2: {named} failed: {step}: error: no space left on device\n"
+    )
+    assert reboots(sim) == rebooted
+    assert "os-promoted" not in [line["event"] for line in sim.history]
+    assert sim.history[-1]["result"] == upgrade_os.ABORTED
+
+
+def test_a_failed_lock_stops_before_the_promotion_is_recorded(cluster, capsys) -> None:
+    cluster.settings["os.lock"] = True
+    sim = SimCluster(cluster)
+    run = Upgrade(cluster, Targets(NEW, None), sim, lambda: 0, sleep=lambda _: None)
+    reads = run.read_all()
+    new_ids = run.prepare(reads)
+    worker = FailingNode("halo2", " ".join(cluster.kernel.args))
+    worker.fails, worker.kernels = "locks", [*sim.nodes["halo2"].kernels]
+    sim.nodes["halo2"] = worker
+    with pytest.raises(upgrade_os.Stop) as stop:
+        run.trial(cluster.workers[0], reads["halo2"], new_ids["halo2"])
+    assert (
+        stop.value.line == "halo2: moving the locks failed: locks: error: no space left on device"
+    )
+    assert "os-promoted" not in [line["event"] for line in sim.history]
+
+
+def test_a_run_after_an_ungated_boot_gates_the_node_and_keeps_its_default_until_then(
+    cluster,
+) -> None:
+    """Exit 7, then the node came up on its trial kernel: it runs the target, its default is
+    the old one; a run again must neither skip it nor make the running kernel the default."""
+    sim = SimCluster(cluster, broken=(NEW,))
+    worker = sim.nodes["halo2"]
+    worker.running, worker.kernels = NEW, [*worker.kernels, NEW]  # saved: the old entry
+    assert upgrade(cluster, sim, Targets(NEW, None)) == upgrade_os.GATE_FAILED
+    assert reboots(sim) == ["halo2", "halo2"]
+    assert (worker.running, worker.saved) == (OLD, entry(OLD))
+    assert "promote" not in worker.scripts
+
+
+def test_a_missing_boot_entry_after_install_is_5_before_any_reboot(cluster, capsys) -> None:
+    sim = SimCluster(cluster)
+    head = sim.nodes["halo1"]
+    head.answer = lambda what, script: (  # type: ignore[method-assign]
+        Result(0, f"{entry(OLD)}.conf\n", "")
+        if what == "entries"
+        else SimNode.answer(head, what, script)
+    )
+    assert upgrade(cluster, sim, Targets(NEW, None)) == upgrade_os.ABORTED
+    assert reboots(sim) == []
+    assert capsys.readouterr().err.strip() == (
+        f"prepare failed: halo1: no boot entry for {NEW}.x86_64 after install: no node rebooted"
+    )
+
+
+class ThirdKernelNode(SimNode):
+    """A node whose revert boots neither the trial kernel nor its old default."""
+
+    def answer(self, what: str, script: str) -> Result:
+        if what == "reboot" and self.boots:
+            self.running, self.boots = "6.18.5-200.fc43", self.boots + 1
+            return Result(0, "", "")
+        return super().answer(what, script)
+
+
+def test_a_revert_landing_on_a_third_kernel_is_6_naming_it(cluster, capsys) -> None:
+    sim = SimCluster(cluster)
+    sim.nodes["halo2"] = ThirdKernelNode("halo2", " ".join(cluster.kernel.args), broken=(NEW,))
+    assert upgrade(cluster, sim, Targets(NEW, None)) == upgrade_os.GATE_FAILED
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(f"running 6.18.5-200.fc43.x86_64, not {OLD}.x86_64")
+    )
+    assert "halo1" not in reboots(sim)
