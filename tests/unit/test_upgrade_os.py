@@ -440,3 +440,36 @@ def test_a_revert_landing_on_a_third_kernel_is_6_naming_it(cluster, capsys) -> N
         .endswith(f"running 6.18.5-200.fc43.x86_64, not {OLD}.x86_64")
     )
     assert "halo1" not in reboots(sim)
+
+
+# the lab's boot loader chooses as GRUB's 00_header with GRUB_DEFAULT=saved
+
+
+def choose(tmp_path: Path, kernels: list[str], **env: str) -> str:
+    entries = tmp_path / "entries"
+    entries.mkdir(exist_ok=True)
+    for evr in kernels:
+        (entries / f"{entry(evr)}.conf").write_text(f"version {evr}.x86_64\n")
+    grubenv = tmp_path / "grubenv"
+    for name, value in env.items():
+        editenv(grubenv, "set", f"{name}={value}")
+    tool = ROOT / "lab/rootfs/usr/local/libexec/lab-boot-choose"
+    editor = str(ROOT / "lab/rootfs/usr/local/sbin/grub2-editenv")
+    found = subprocess.run(
+        [str(tool), str(entries), str(grubenv), editor], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    return Path(found).name.removesuffix(".conf")
+
+
+def test_the_lab_boots_next_entry_once_then_saved_entry(tmp_path: Path) -> None:
+    kernels = ["6.18.5-200.fc43", OLD, NEW]
+    assert choose(tmp_path, kernels, saved_entry=entry(OLD), next_entry=entry(NEW)) == entry(NEW)
+    assert choose(tmp_path, kernels) == entry(OLD)  # next_entry used up
+
+
+def test_a_next_entry_naming_no_entry_boots_entry_0_not_saved_entry(tmp_path: Path) -> None:
+    """GRUB sets default to next_entry whatever it names; an unknown one is entry 0, the
+    newest version in blscfg's order."""
+    kernels = ["6.18.5-200.fc43", OLD, NEW]
+    gone = entry("6.18.16-200.fc43")
+    assert choose(tmp_path, kernels, saved_entry=entry(OLD), next_entry=gone) == entry(NEW)
