@@ -43,7 +43,7 @@ from halo_cluster.node.versions import (
     versions_command,
     versions_process,
 )
-from halo_cluster.tools import project, sshconfig
+from halo_cluster.tools import project, remote, sshconfig
 
 OK, REFUSED, ABORTED, GATE_FAILED, NOT_BACK = 0, 1, 5, 6, 7
 ENTRIES = "/boot/loader/entries"
@@ -331,6 +331,9 @@ class Upgrade:
     deploy: Callable[[], int]
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
+    # the image upgrade's completion gate (remote.Remote.completion: one completion with the
+    # configured model), why it failed or None; None here: no model is asked (unit tests)
+    completion: Callable[[], str | None] | None = None
 
     def run(self, node: Node, what: str, script: str) -> Result:
         return self.remote.run(node, what, script)
@@ -507,6 +510,9 @@ class Upgrade:
         after, failed = self.gate(node, interface, before)
         if failed is None and not self.serving():
             failed = f"not serving again within {self.cluster.settings['serve.ready_timeout']} s"
+        if failed is None and self.cluster.settings["serve.enabled"] and self.completion:
+            problem = self.completion()
+            failed = f"no completion after the reboot: {problem}" if problem else None
         self.history(
             "os-gate",
             node=node.name,
@@ -629,7 +635,10 @@ def main(args: list[str]) -> int:
         env = dict(os.environ, CLUSTER_CONFIG=os.path.abspath(project.config()))
         return subprocess.run(argv, cwd=found.entry, env=env).returncode
 
-    with tempfile.TemporaryDirectory(prefix="halo-upgrade-") as folder:
-        remote = Ssh(sshconfig.write(cluster, Path(folder)))
+    with (
+        tempfile.TemporaryDirectory(prefix="halo-upgrade-") as folder,
+        remote.Remote(cluster, project.config(), found) as reach,
+    ):
+        nodes = Ssh(sshconfig.write(cluster, Path(folder)))
         targets = Targets(parsed.kernel, parsed.firmware)
-        return Upgrade(cluster, targets, remote, deploy).upgrade()
+        return Upgrade(cluster, targets, nodes, deploy, completion=reach.completion).upgrade()

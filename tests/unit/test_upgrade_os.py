@@ -473,3 +473,29 @@ def test_a_next_entry_naming_no_entry_boots_entry_0_not_saved_entry(tmp_path: Pa
     kernels = ["6.18.5-200.fc43", OLD, NEW]
     gone = entry("6.18.16-200.fc43")
     assert choose(tmp_path, kernels, saved_entry=entry(OLD), next_entry=gone) == entry(NEW)
+
+
+def test_the_gate_asks_the_image_upgrade_s_completion_after_each_reboot(
+    tmp_path: Path, capsys
+) -> None:
+    """/health answers before the model does: the image upgrade's completion decides."""
+    path = tmp_path / "serving.yml"
+    path.write_text(f"{VALID_ROCE}serve:\n  enabled: true\n  model: facebook/opt-125m\n")
+    cluster = project.load(path)
+    sim = SimCluster(cluster)
+    answers = iter([None, "HTTP 503: model not loaded"])
+    asked: list[str] = []
+
+    def completion() -> str | None:
+        asked.append(reboots(sim)[-1])
+        return next(answers)
+
+    run = Upgrade(
+        cluster, Targets(NEW, None), sim, lambda: 0, sleep=lambda _: None, completion=completion
+    )
+    assert run.upgrade() == upgrade_os.GATE_FAILED
+    assert asked == ["halo2", "halo1"]
+    assert capsys.readouterr().err.strip() == (
+        f"halo1: gate failed after booting {NEW}: no completion after the reboot: "
+        f"HTTP 503: model not loaded; back on {OLD}"
+    )
