@@ -2,12 +2,13 @@
 on every node, each node booting the new kernel once before it keeps it (docs/kernel-upgrades.md,
 docs/design/day-after.md section 6).
 
-P0 refuses a known-bad target and reads every node; P1 installs the targets on every node at
-once, keeps each node's default boot entry on its running kernel and runs the deploy without
-reboots; P2 takes the workers in config order, then the head: `grub2-reboot` into the new entry,
-reboot, gate; passed: `grub2-set-default`, locks moved; failed: reboot into the old default (the
-one-time entry is used up), stop. Exit codes as docs/ci.md: 0, 1 refused, 5 aborted before any
-reboot, 6 a gate failed (that node back on its old kernel), 7 a node did not come back.
+P0 refuses a known-bad target and reads every node; P1 installs the kernel target on every node
+at once, keeps each node's default boot entry on its running kernel and runs the deploy without
+reboots; P2 takes the workers in config order, then the head: the firmware target installed
+(with its initramfs), `grub2-reboot` into the new entry, reboot, gate; passed:
+`grub2-set-default`, locks moved; failed: reboot into the old default (the one-time entry is
+used up), stop. Exit codes as docs/ci.md: 0, 1 refused, 5 a step failed (in P1: before any
+reboot), 6 a gate failed (that node rebooted into its old default), 7 a node did not come back.
 """
 
 from __future__ import annotations
@@ -257,11 +258,17 @@ def firmware_names(info: VersionsInfo) -> list[str]:
     return [n for n in FIRMWARE_PACKAGES if installed(info, n)] or [FIRMWARE]
 
 
+def kernel_specs(info: VersionsInfo, targets: Targets) -> list[str]:
+    return [f"{n}-{targets.kernel}" for n in kernel_names(info)] if targets.kernel else []
+
+
+def firmware_specs(info: VersionsInfo, targets: Targets) -> list[str]:
+    return [f"{n}-{targets.firmware}" for n in firmware_names(info)] if targets.firmware else []
+
+
 def install_specs(info: VersionsInfo, targets: Targets) -> list[str]:
-    specs = [f"{n}-{targets.kernel}" for n in kernel_names(info)] if targets.kernel else []
-    if targets.firmware:
-        specs += [f"{n}-{targets.firmware}" for n in firmware_names(info)]
-    return specs
+    """Every target's packages: what the locks allow from P1 on."""
+    return kernel_specs(info, targets) + firmware_specs(info, targets)
 
 
 def running_specs(info: VersionsInfo) -> list[str]:
@@ -282,12 +289,22 @@ def locks_script(names: list[str], specs: list[str]) -> str:
 
 
 def prepare_script(info: VersionsInfo, targets: Targets, default_id: str) -> str:
-    """P1 on one node: the targets installed, the default entry kept on the running kernel
-    (kernel-install made the new one the default, UPDATEDEFAULT=yes)."""
+    """P1 on one node: the target kernel installed, the default entry kept on the running
+    kernel (kernel-install made the new one the default, UPDATEDEFAULT=yes)."""
     return (
         "set -e\n"
-        f"{DNF} install {' '.join(install_specs(info, targets))}\n"
+        f"{DNF} install {' '.join(kernel_specs(info, targets))}\n"
         f"grub2-set-default {shlex.quote(default_id)}\n"
+    )
+
+
+def firmware_script(info: VersionsInfo, targets: Targets, release: str) -> str:
+    """P2 on one node, in its turn: the target firmware installed and the initramfs of the
+    kernel its trial boots rebuilt (the amdgpu blobs load from it). Firmware applies to every
+    kernel: installed in P1, it would be on every node before the first gate."""
+    return (
+        f"set -e\n{DNF} install {' '.join(firmware_specs(info, targets))}\n"
+        f"if command -v dracut >/dev/null; then dracut -f --kver {shlex.quote(release)}; fi\n"
     )
 
 
@@ -424,11 +441,12 @@ class Upgrade:
             if self.locks_wanted():
                 names = [*kernel_names(info), *firmware_names(info)]
                 self.run(node, "unlock", f"{DNF} versionlock delete {' '.join(names)} || true")
-            result = self.run(node, "install", prepare_script(info, self.targets, default))
-            if result.code != 0:
-                return f"{node.name}: {result.err.strip()[-300:] or 'dnf install failed'}"
-            self.history("os-prepared", node=node.name, installed=install_specs(info, self.targets))
-            if self.targets.kernel:
+            if self.targets.kernel:  # the firmware waits for the node's turn (firmware_script)
+                result = self.run(node, "install", prepare_script(info, self.targets, default))
+                if result.code != 0:
+                    return f"{node.name}: {result.err.strip()[-300:] or 'dnf install failed'}"
+                installed = kernel_specs(info, self.targets)
+                self.history("os-prepared", node=node.name, installed=installed)
                 release = self.new_release(info)
                 listed = self.run(node, "entries", f"ls -1 {ENTRIES}").out.split()
                 new_id = entry_id(listed, release)
@@ -498,6 +516,11 @@ class Upgrade:
         # the kernel a revert boots: the default's (the running one's, unless it is ungated)
         old = default.split("-", 1)[1] if default else info["running"]
         new_release = self.new_release(info)
+        if self.targets.firmware:
+            script = firmware_script(info, self.targets, new_release)
+            self.checked(node, "firmware", script, "installing the firmware")
+            installed = firmware_specs(info, self.targets)
+            self.history("os-prepared", node=node.name, installed=installed)
         if new_id:
             self.checked(node, "one-time", f"grub2-reboot {shlex.quote(new_id)}", "grub2-reboot")
             self.history("os-trial", node=node.name, entry=new_id)

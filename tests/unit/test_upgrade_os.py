@@ -39,6 +39,7 @@ class SimNode:
     saved: str = entry(OLD)
     next: str = ""
     broken: tuple[str, ...] = ()  # kernels whose boot leaves the data link down
+    firmware: str = FIRMWARE
     boots: int = 0
     scripts: list[str] = field(default_factory=list)
 
@@ -46,7 +47,7 @@ class SimNode:
         self.scripts.append(what)
         if what == "read":
             nevras = [f"kernel-core-{k}.x86_64" for k in self.kernels]
-            nevras += [f"{n}-{FIRMWARE}.noarch" for n in upgrade_os.FIRMWARE_PACKAGES]
+            nevras += [f"{n}-{self.firmware}.noarch" for n in upgrade_os.FIRMWARE_PACKAGES]
             lines = versions_output(f"{self.running}.x86_64", nevras, dnf5=False)
             lines += [f"iface {INTERFACE}", f"saved {self.saved}"]
             lines += [f"entry {entry(k)}.conf" for k in self.kernels]
@@ -65,6 +66,10 @@ class SimNode:
             chosen, self.next = self.next or self.saved, ""  # GRUB's 00_header
             self.running = chosen.removeprefix(f"{TOKEN}-").removesuffix(".x86_64")
             self.boots += 1
+        elif what == "firmware":  # dnf install of the set at the target
+            self.firmware = script.split("amd-gpu-firmware-")[1].split()[0]
+        elif what == "firmware-back":
+            self.firmware = FIRMWARE
         elif what == "observe":
             return Result(0, self.observed(), "")
         elif what == "running":
@@ -77,7 +82,7 @@ class SimNode:
         return (
             f"### running\n{self.running}.x86_64\n### cmdline\n{self.args}\n"
             f"### link\n{json.dumps([link])}\n### rdma\n### gpu\n/dev/dri/renderD128\n/dev/kfd\n"
-            f"### firmware\n{FIRMWARE}\n"
+            f"### firmware\n{self.firmware}\n"
         )
 
 
@@ -499,3 +504,42 @@ def test_the_gate_asks_the_image_upgrade_s_completion_after_each_reboot(
         f"halo1: gate failed after booting {NEW}: no completion after the reboot: "
         f"HTTP 503: model not loaded; back on {OLD}"
     )
+
+
+GOOD_FIRMWARE = "20260110-1.fc43"
+
+
+def test_a_firmware_upgrade_installs_on_each_node_in_its_own_turn(cluster) -> None:
+    sim = SimCluster(cluster)
+    assert upgrade(cluster, sim, Targets(None, GOOD_FIRMWARE)) == upgrade_os.OK
+    steps = [(name, what) for name, what in sim.calls if what in ("install", "firmware", "reboot")]
+    assert steps == [
+        ("halo2", "firmware"),
+        ("halo2", "reboot"),
+        ("halo1", "firmware"),
+        ("halo1", "reboot"),
+    ]
+    assert {n.firmware for n in sim.nodes.values()} == {GOOD_FIRMWARE}
+
+
+def test_a_failed_firmware_gate_leaves_every_other_node_s_firmware_alone(cluster) -> None:
+    """Firmware applies to every kernel: installed on every node in P1, it was on the head
+    (and loaded at its next boot) although the first worker failed its gate."""
+    sim = SimCluster(cluster, broken=(OLD,))
+    assert upgrade(cluster, sim, Targets(None, GOOD_FIRMWARE)) == upgrade_os.GATE_FAILED
+    worker, head = sim.nodes["halo2"], sim.nodes["halo1"]
+    assert (worker.firmware, head.firmware) == (FIRMWARE, FIRMWARE)
+    assert not {"install", "firmware", "reboot"} & set(head.scripts)
+
+
+def test_the_firmware_install_rebuilds_the_initramfs_of_the_kernel_the_trial_boots() -> None:
+    info = upgrade_os.versions_process(
+        versions_output(
+            f"{OLD}.x86_64", [f"kernel-core-{OLD}.x86_64", f"amd-gpu-firmware-{FIRMWARE}.noarch"]
+        )
+    )
+    script = upgrade_os.firmware_script(info, Targets(NEW, GOOD_FIRMWARE), f"{NEW}.x86_64")
+    assert f"install amd-gpu-firmware-{GOOD_FIRMWARE}\n" in script
+    assert f"dracut -f --kver {NEW}.x86_64;" in script
+    prepared = upgrade_os.prepare_script(info, Targets(NEW, GOOD_FIRMWARE), entry(OLD))
+    assert "firmware" not in prepared
