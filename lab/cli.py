@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from halo_cluster.config.lock import LOCK_FILE
-from lab import image, network, node, rootfs, sh
+from lab import image, network, node, rootfs, rpms, sh
 from lab.sh import LabError
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -332,20 +332,33 @@ def install_kernel(name: str, version: str, options: str | None = None) -> None:
     print(f"lab: {name}: installed kernel {version} (default entry {result.stdout.strip()})")
 
 
+def kernel_release(version: str) -> str:
+    """VERSION as `uname -r` prints it (the boot loader's list compares entries' versions),
+    given as rpm prints it (6.18.16-200.fc43, the issue's and `upgrade --os`'s form) or with
+    the arch; one the lab's repository does not offer would silently match nothing."""
+    evr = version.removesuffix(".x86_64")
+    if evr not in rpms.KERNELS:
+        raise LabError(
+            f"break-kernel {version}: the lab offers the kernels {', '.join(rpms.KERNELS)}"
+        )
+    return f"{evr}.x86_64"
+
+
 def break_kernel(version: str, names: list[str] | None = None) -> None:
     """Make booting VERSION fail as a driver regression would: its boot leaves the data link
     down (the lab's boot loader reads the list), on the nodes named (default: every node)."""
+    release = kernel_release(version)
     state = load_state()
     interface = network.DATA_INTERFACE[state["link"]]
     for name in names or state["nodes"]:
-        line = shlex.quote(f"{version} {interface}")
+        line = shlex.quote(f"{release} {interface}")
         script = f"mkdir -p /etc/lab && echo {line} >> {BROKEN_KERNELS}"
         result = subprocess.run(
             [*ssh_argv(node_address(state, name)), script], capture_output=True, text=True
         )
         if result.returncode != 0:
             raise LabError(f"{name}: break-kernel failed: {result.stderr.strip()}")
-        print(f"lab: {name}: booting {version} leaves {interface} down")
+        print(f"lab: {name}: booting {release} leaves {interface} down")
 
 
 def main(argv: list[str]) -> int:
@@ -367,7 +380,9 @@ def main(argv: list[str]) -> int:
     faults.add_argument("--broken", action="store_true", help="its vLLM never serves")
     faults.add_argument("--slow", action="store_true", help="its vLLM is slower per token")
     p_break = sub.add_parser("break-kernel", help="booting VERSION leaves the data link down")
-    p_break.add_argument("version", help="as uname -r prints it, e.g. 6.18.16-200.fc43.x86_64")
+    p_break.add_argument(
+        "version", help="as rpm prints it, e.g. 6.18.16-200.fc43 (or with .x86_64)"
+    )
     p_break.add_argument("--node", action="append", help="this node only (default: every node)")
     args = parser.parse_args(argv)
     try:

@@ -2,12 +2,13 @@
 on every node, each node booting the new kernel once before it keeps it (docs/kernel-upgrades.md,
 docs/design/day-after.md section 6).
 
-P0 refuses a known-bad target and reads every node; P1 installs the targets on every node at
-once, keeps each node's default boot entry on its running kernel and runs the deploy without
-reboots; P2 takes the workers in config order, then the head: `grub2-reboot` into the new entry,
-reboot, gate; passed: `grub2-set-default`, locks moved; failed: reboot into the old default (the
-one-time entry is used up), stop. Exit codes as docs/ci.md: 0, 1 refused, 5 aborted before any
-reboot, 6 a gate failed (that node back on its old kernel), 7 a node did not come back.
+P0 refuses a known-bad target and reads every node; P1 installs the kernel target on every node
+at once, keeps each node's default boot entry on its running kernel and runs the deploy without
+reboots; P2 takes the workers in config order, then the head: the firmware target installed
+(with its initramfs), `grub2-reboot` into the new entry, reboot, gate; passed:
+`grub2-set-default`, locks moved; failed: reboot into the old default (the one-time entry is
+used up), stop. Exit codes as docs/ci.md: 0, 1 refused, 5 a step failed (in P1: before any
+reboot), 6 a gate failed (that node rebooted into its old default), 7 a node did not come back.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -42,7 +44,7 @@ from halo_cluster.node.versions import (
     versions_command,
     versions_process,
 )
-from halo_cluster.tools import project, sshconfig
+from halo_cluster.tools import project, remote, sshconfig
 
 OK, REFUSED, ABORTED, GATE_FAILED, NOT_BACK = 0, 1, 5, 6, 7
 ENTRIES = "/boot/loader/entries"
@@ -50,6 +52,13 @@ ROLLBACK = "/var/lib/halo-cluster/rollback"  # the running firmware's RPMs: its 
 DNF = "dnf --assumeyes --quiet"
 POLL = 2.0  # seconds between attempts to reach a rebooting node
 BOOT_ATTEMPT = 60  # seconds one attempt may wait for a rebooting node's boot to finish
+# the boot marker's "booted" comes before NetworkManager has raised the data link and its MTU:
+# the gate observes again for up to this long before it calls the boot failed
+GATE_SETTLE = 60
+# rpm's EVR: [EPOCH:]VERSION-RELEASE, neither part holding a "-"
+EVR = re.compile(r"(\d+:)?[0-9A-Za-z._+~^]+-[0-9A-Za-z._+~^]+")
+ARCHES = ("x86_64", "noarch", "aarch64", "i686", "src")
+EXAMPLES = {"--kernel": "6.18.9-200.fc43", "--firmware": "20260110-1.fc43"}
 
 
 @dataclass(frozen=True)
@@ -92,6 +101,17 @@ class Targets:
     def describe(self) -> str:
         kernel = [f"{KERNEL} {self.kernel}"] if self.kernel else []
         return " and ".join(kernel + ([f"{FIRMWARE} {self.firmware}"] if self.firmware else []))
+
+
+def target_problem(option: str, value: str) -> str | None:
+    """Why VALUE is not an EVR without the arch (a NEVRA's `.noarch` would pass the known-bad
+    list's comparison and then install that very build), or None."""
+    how = f"give the EVR without the arch, as rpm prints it: {EXAMPLES[option]}"
+    if value.rsplit(".", 1)[-1] in ARCHES:
+        return f"{option} {value}: ends in an arch: {how}"
+    if not EVR.fullmatch(value):
+        return f"{option} {value}: not VERSION-RELEASE: {how}"
+    return None
 
 
 class Stop(Exception):
@@ -238,11 +258,17 @@ def firmware_names(info: VersionsInfo) -> list[str]:
     return [n for n in FIRMWARE_PACKAGES if installed(info, n)] or [FIRMWARE]
 
 
+def kernel_specs(info: VersionsInfo, targets: Targets) -> list[str]:
+    return [f"{n}-{targets.kernel}" for n in kernel_names(info)] if targets.kernel else []
+
+
+def firmware_specs(info: VersionsInfo, targets: Targets) -> list[str]:
+    return [f"{n}-{targets.firmware}" for n in firmware_names(info)] if targets.firmware else []
+
+
 def install_specs(info: VersionsInfo, targets: Targets) -> list[str]:
-    specs = [f"{n}-{targets.kernel}" for n in kernel_names(info)] if targets.kernel else []
-    if targets.firmware:
-        specs += [f"{n}-{targets.firmware}" for n in firmware_names(info)]
-    return specs
+    """Every target's packages: what the locks allow from P1 on."""
+    return kernel_specs(info, targets) + firmware_specs(info, targets)
 
 
 def running_specs(info: VersionsInfo) -> list[str]:
@@ -263,12 +289,22 @@ def locks_script(names: list[str], specs: list[str]) -> str:
 
 
 def prepare_script(info: VersionsInfo, targets: Targets, default_id: str) -> str:
-    """P1 on one node: the targets installed, the default entry kept on the running kernel
-    (kernel-install made the new one the default, UPDATEDEFAULT=yes)."""
+    """P1 on one node: the target kernel installed, the default entry kept on the running
+    kernel (kernel-install made the new one the default, UPDATEDEFAULT=yes)."""
     return (
         "set -e\n"
-        f"{DNF} install {' '.join(install_specs(info, targets))}\n"
+        f"{DNF} install {' '.join(kernel_specs(info, targets))}\n"
         f"grub2-set-default {shlex.quote(default_id)}\n"
+    )
+
+
+def firmware_script(info: VersionsInfo, targets: Targets, release: str) -> str:
+    """P2 on one node, in its turn: the target firmware installed and the initramfs of the
+    kernel its trial boots rebuilt (the amdgpu blobs load from it). Firmware applies to every
+    kernel: installed in P1, it would be on every node before the first gate."""
+    return (
+        f"set -e\n{DNF} install {' '.join(firmware_specs(info, targets))}\n"
+        f"if command -v dracut >/dev/null; then dracut -f --kver {shlex.quote(release)}; fi\n"
     )
 
 
@@ -282,11 +318,24 @@ def firmware_backup_script(info: VersionsInfo) -> str:
     )
 
 
+# GRUB's tool reads the default block for FILE "-" (grub-editenv(1))
+SAVED_ENTRY = "grub2-editenv - list 2>/dev/null | sed -n 's/^saved_entry=//p'"
+
 FIRMWARE_BACK = (
     f"set -e\n{DNF} downgrade {ROLLBACK}/*.rpm\n"
     # the amdgpu blobs load from the initramfs (the lab's nodes have no dracut, nor initramfs)
     'if command -v dracut >/dev/null; then dracut -f --kver "$(uname -r)"; fi\n'
 )
+
+
+@dataclass(frozen=True)
+class NodeRead:
+    """What P0 read on one node."""
+
+    info: VersionsInfo
+    interface: str  # the data link's, the one with the node's address
+    entries: list[str]  # the BLS entry files
+    saved: str  # grubenv's saved_entry, "" when unset
 
 
 @dataclass
@@ -299,6 +348,9 @@ class Upgrade:
     deploy: Callable[[], int]
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
+    # the image upgrade's completion gate (remote.Remote.completion: one completion with the
+    # configured model), why it failed or None; None here: no model is asked (unit tests)
+    completion: Callable[[], str | None] | None = None
 
     def run(self, node: Node, what: str, script: str) -> Result:
         return self.remote.run(node, what, script)
@@ -317,13 +369,15 @@ class Upgrade:
             print(f"warning: {self.cluster.head.name}: history line {event} not written")
 
     # P0
-    def read_all(self) -> dict[str, tuple[VersionsInfo, str, list[str]]]:
-        """Every node's versions, data interface and boot entries; an unreachable node refuses."""
+    def read_all(self) -> dict[str, NodeRead]:
+        """Every node's versions, data interface, boot entries and default entry; an unreachable
+        node refuses."""
         found = {}
         for node in self.cluster.nodes:
             script = (
                 f"{versions_command()}\n"
                 f"echo \"iface $(ip -o -4 addr show to {node.address} | awk '{{print $2}}')\"\n"
+                f'echo "saved $({SAVED_ENTRY})"\n'
                 f"ls -1 {ENTRIES} | sed 's/^/entry /'"
             )
             result = self.run(node, "read", script)
@@ -334,26 +388,71 @@ class Upgrade:
             if not interface:
                 raise Stop(REFUSED, f"{node.name}: no interface has {node.address}: deploy first")
             entries = [ln.split(" ", 1)[1] for ln in lines if ln.startswith("entry ")]
-            found[node.name] = (versions_process(lines), interface, entries)
+            saved = next((ln[6:].strip() for ln in lines if ln.startswith("saved ")), "")
+            found[node.name] = NodeRead(versions_process(lines), interface, entries, saved)
         return found
 
     def locks_wanted(self) -> bool:
         return bool(self.cluster.settings["os.lock"])
 
+    def kept_default(self, read: NodeRead) -> str | None:
+        """The entry P1 keeps as the default: the running kernel's, unless the node runs the
+        target kernel without having passed its gate (a run stopped at its trial boot, exit 7):
+        then the default it had, so that an ungated kernel never becomes the default."""
+        running = entry_id(read.entries, read.info["running"])
+        ungated = self.targets.kernel == without_arch(read.info["running"]) and (
+            read.saved != running
+        )
+        if ungated and f"{read.saved}.conf" in read.entries:
+            return read.saved
+        return running
+
+    def done(self, read: NodeRead) -> bool:
+        """The node runs the targets and its default is the running kernel (it passed its gate in
+        an earlier run): no reboot."""
+        return self.already(read.info) and read.saved == entry_id(
+            read.entries, read.info["running"]
+        )
+
+    def new_release(self, info: VersionsInfo) -> str:
+        old = info["running"]
+        return f"{self.targets.kernel}.{old.rsplit('.', 1)[1]}" if self.targets.kernel else old
+
+    def checked(self, node: Node, what: str, script: str, step: str) -> Result:
+        """A step whose failure stops the upgrade here (exit 5) with the step and its stderr."""
+        result = self.run(node, what, script)
+        if result.code != 0:
+            err = (result.err.strip().splitlines() or [f"exit {result.code}"])[-1]
+            raise Stop(ABORTED, f"{node.name}: {step} failed: {err}")
+        return result
+
     # P1
-    def prepare(self, reads: dict) -> None:
+    def prepare(self, reads: dict[str, NodeRead]) -> dict[str, str]:
+        """The targets installed on every node at once; each node's new entry id (kernel
+        targets), checked here so that a missing entry stops before any node reboots."""
+        new_ids: dict[str, str] = {}
+
         def one(node: Node) -> str | None:
-            info, _, entries = reads[node.name]
-            default = entry_id(entries, info["running"])
+            read = reads[node.name]
+            info = read.info
+            default = self.kept_default(read)
             if default is None:
                 return f"{node.name}: no boot entry of the running kernel {info['running']}"
             if self.locks_wanted():
                 names = [*kernel_names(info), *firmware_names(info)]
                 self.run(node, "unlock", f"{DNF} versionlock delete {' '.join(names)} || true")
-            result = self.run(node, "install", prepare_script(info, self.targets, default))
-            if result.code != 0:
-                return f"{node.name}: {result.err.strip()[-300:] or 'dnf install failed'}"
-            self.history("os-prepared", node=node.name, installed=install_specs(info, self.targets))
+            if self.targets.kernel:  # the firmware waits for the node's turn (firmware_script)
+                result = self.run(node, "install", prepare_script(info, self.targets, default))
+                if result.code != 0:
+                    return f"{node.name}: {result.err.strip()[-300:] or 'dnf install failed'}"
+                installed = kernel_specs(info, self.targets)
+                self.history("os-prepared", node=node.name, installed=installed)
+                release = self.new_release(info)
+                listed = self.run(node, "entries", f"ls -1 {ENTRIES}").out.split()
+                new_id = entry_id(listed, release)
+                if new_id is None:
+                    return f"{node.name}: no boot entry for {release} after install"
+                new_ids[node.name] = new_id
             return None
 
         with ThreadPoolExecutor(len(self.cluster.nodes)) as pool:
@@ -362,17 +461,22 @@ class Upgrade:
             failed = ["the deploy (reboot: never) failed"]
         if self.locks_wanted():
             for node in self.cluster.nodes:
-                info = reads[node.name][0]
+                info = reads[node.name].info
                 specs = running_specs(info) + ([] if failed else install_specs(info, self.targets))
                 names = [*kernel_names(info), *firmware_names(info)]
-                self.run(node, "locks", locks_script(names, specs))
+                locked = self.run(node, "locks", locks_script(names, specs))
+                if locked.code != 0:
+                    failed.append(f"{node.name}: the locks: {locked.err.strip()[-200:]}")
         if failed:
             raise Stop(ABORTED, f"prepare failed: {'; '.join(failed)}: no node rebooted")
+        return new_ids
 
     # P2
     def reboot(self, node: Node, why: str) -> None:
         """Reboot and wait for the new boot (the reboot role's marker), or stop with 7."""
-        self.run(node, "reboot", f"{boot.MARK}\n{boot.REBOOT}")
+        # without the marker the old boot would pass for the new one
+        self.checked(node, "mark", boot.MARK, "the boot marker")
+        self.run(node, "reboot", boot.REBOOT)  # its SSH session may end with the node: no code
         timeout = self.cluster.settings["reboot_timeout"]
         deadline = self.clock() + timeout
         self.sleep(POLL)
@@ -393,19 +497,32 @@ class Upgrade:
         )
         return self.run(self.cluster.head, "serving", script).code == 0
 
-    def trial(self, node: Node, info: VersionsInfo, interface: str) -> None:
+    def gate(self, node: Node, interface: str, before: Observed) -> tuple[Observed, str | None]:
+        """The gate's observation, made again every POLL seconds for up to GATE_SETTLE while
+        it fails (the data link and its MTU come up after the boot marker): the last one."""
+        tries = max(1, int(GATE_SETTLE / POLL))
+        for attempt in range(1, tries + 1):
+            after = observed(self.run(node, "observe", observe_script(interface)).out, interface)
+            failed = gate_failure(self.cluster, interface, self.targets, before, after)
+            if failed is None or attempt == tries:
+                return after, failed
+            self.sleep(POLL)
+        raise AssertionError("unreachable: the last attempt returns")
+
+    def trial(self, node: Node, read: NodeRead, new_id: str | None) -> None:
+        info, interface = read.info, read.interface
         before = observed(self.run(node, "observe", observe_script(interface)).out, interface)
-        old = info["running"]
-        new_release = (
-            f"{self.targets.kernel}.{old.rsplit('.', 1)[1]}" if self.targets.kernel else old
-        )
-        new_id = None
-        if self.targets.kernel:
-            entries = self.run(node, "entries", f"ls -1 {ENTRIES}").out.split()
-            new_id = entry_id(entries, new_release)
-            if new_id is None:
-                raise Stop(ABORTED, f"{node.name}: no boot entry for {new_release} after install")
-            self.run(node, "one-time", f"grub2-reboot {shlex.quote(new_id)}")
+        default = self.kept_default(read)
+        # the kernel a revert boots: the default's (the running one's, unless it is ungated)
+        old = default.split("-", 1)[1] if default else info["running"]
+        new_release = self.new_release(info)
+        if self.targets.firmware:
+            script = firmware_script(info, self.targets, new_release)
+            self.checked(node, "firmware", script, "installing the firmware")
+            installed = firmware_specs(info, self.targets)
+            self.history("os-prepared", node=node.name, installed=installed)
+        if new_id:
+            self.checked(node, "one-time", f"grub2-reboot {shlex.quote(new_id)}", "grub2-reboot")
             self.history("os-trial", node=node.name, entry=new_id)
         back = (
             f"it boots {without_arch(old)} (its default)"
@@ -413,10 +530,12 @@ class Upgrade:
             else f"`dnf downgrade {ROLLBACK}/*.rpm` returns its firmware"
         )
         self.reboot(node, f"from its trial boot of {new_release}: power-cycle it; {back}")
-        after = observed(self.run(node, "observe", observe_script(interface)).out, interface)
-        failed = gate_failure(self.cluster, interface, self.targets, before, after)
+        after, failed = self.gate(node, interface, before)
         if failed is None and not self.serving():
             failed = f"not serving again within {self.cluster.settings['serve.ready_timeout']} s"
+        if failed is None and self.cluster.settings["serve.enabled"] and self.completion:
+            problem = self.completion()
+            failed = f"no completion after the reboot: {problem}" if problem else None
         self.history(
             "os-gate",
             node=node.name,
@@ -427,15 +546,12 @@ class Upgrade:
         if failed:
             self.revert(node, old, after.running, failed)
         if new_id:
-            self.run(node, "promote", f"grub2-set-default {shlex.quote(new_id)}")
+            promote = f"grub2-set-default {shlex.quote(new_id)}"
+            self.checked(node, "promote", promote, "grub2-set-default")
         if self.locks_wanted():
-            self.run(
-                node,
-                "locks",
-                locks_script(
-                    [*kernel_names(info), *firmware_names(info)], self.promoted_specs(info)
-                ),
-            )
+            names = [*kernel_names(info), *firmware_names(info)]
+            script = locks_script(names, self.promoted_specs(info))
+            self.checked(node, "locks", script, "moving the locks")
         self.history(
             "os-promoted",
             node=node.name,
@@ -460,7 +576,8 @@ class Upgrade:
 
     def revert(self, node: Node, old: str, booted: str, failed: str) -> None:
         """Back to the previous kernel (the default: the one-time entry is used up) and, for a
-        firmware target, the saved firmware; then stop, touching no other node."""
+        firmware target, the saved firmware; then stop with 6, touching no other node (the line
+        says which kernel it came back on when that is not the old one)."""
         if self.targets.firmware:
             self.run(node, "firmware-back", FIRMWARE_BACK)
         self.reboot(node, f"from its revert to {without_arch(old)}: power-cycle it")
@@ -468,7 +585,7 @@ class Upgrade:
         self.history("os-reverted", node=node.name, running=back)
         where = f"back on {without_arch(back)}" if back == old else f"running {back}, not {old}"
         line = f"{node.name}: gate failed after booting {without_arch(booted)}: {failed}; {where}"
-        raise Stop(GATE_FAILED if back == old else NOT_BACK, line)
+        raise Stop(GATE_FAILED, line)
 
     def upgrade(self) -> int:
         nodes = order(self.cluster)
@@ -479,7 +596,7 @@ class Upgrade:
             reads = self.read_all()
             if self.targets.firmware:
                 for node in nodes:
-                    back = self.run(node, "backup", firmware_backup_script(reads[node.name][0]))
+                    back = self.run(node, "backup", firmware_backup_script(reads[node.name].info))
                     if back.code != 0:
                         raise Stop(
                             REFUSED,
@@ -492,13 +609,13 @@ class Upgrade:
                 firmware=self.targets.firmware,
                 nodes=[n.name for n in nodes],
             )
-            self.prepare(reads)
+            new_ids = self.prepare(reads)
             for node in nodes:
-                info, interface, _ = reads[node.name]
-                if self.already(info):  # a run again after one that stopped: no reboot
+                read = reads[node.name]
+                if self.done(read):  # a run again after one that stopped: no reboot
                     print(f"{node.name}: already runs {self.targets.describe()}")
                     continue
-                self.trial(node, info, interface)
+                self.trial(node, read, new_ids.get(node.name))
         except Stop as stop:
             print(stop.line, file=sys.stderr)
             if stop.code != REFUSED:
@@ -515,8 +632,17 @@ def main(args: list[str]) -> int:
     parser.add_argument("--kernel", metavar="VERSION", help="kernel-core's EVR, 6.18.9-200.fc43")
     parser.add_argument("--firmware", metavar="VERSION", help="amd-gpu-firmware's, 20260110-1.fc43")
     parsed = parser.parse_args(args)
+    # refused in one line with exit 1 before the config is read (argparse's error is 2 lines, 2)
+    problems = [
+        problem
+        for option, value in (("--kernel", parsed.kernel), ("--firmware", parsed.firmware))
+        if value is not None and (problem := target_problem(option, value))
+    ]
     if not (parsed.kernel or parsed.firmware):
-        parser.error("give --kernel VERSION, --firmware VERSION or both")
+        problems = ["halo-cluster upgrade --os: give --kernel VERSION, --firmware VERSION or both"]
+    if problems:
+        print("; ".join(problems), file=sys.stderr)
+        return REFUSED
     try:
         cluster = project.load(project.config())
     except ConfigError as error:
@@ -532,7 +658,10 @@ def main(args: list[str]) -> int:
         env = dict(os.environ, CLUSTER_CONFIG=os.path.abspath(project.config()))
         return subprocess.run(argv, cwd=found.entry, env=env).returncode
 
-    with tempfile.TemporaryDirectory(prefix="halo-upgrade-") as folder:
-        remote = Ssh(sshconfig.write(cluster, Path(folder)))
+    with (
+        tempfile.TemporaryDirectory(prefix="halo-upgrade-") as folder,
+        remote.Remote(cluster, project.config(), found) as reach,
+    ):
+        nodes = Ssh(sshconfig.write(cluster, Path(folder)))
         targets = Targets(parsed.kernel, parsed.firmware)
-        return Upgrade(cluster, targets, remote, deploy).upgrade()
+        return Upgrade(cluster, targets, nodes, deploy, completion=reach.completion).upgrade()
