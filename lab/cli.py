@@ -134,6 +134,7 @@ def up(count: int, link: str) -> None:
     KNOWN_HOSTS.write_text("".join(known_hosts))
     STATE.write_text(json.dumps(state))
     started = time.monotonic()
+    reset_latest(shared)
     for name in wanted:
         node.start(node_dirs(name), name, shared)
     for name in wanted:
@@ -153,8 +154,15 @@ podman rmi --force {SEED_NAME} >/dev/null
 """
 
 
+# the registry's own record of what `latest` names (distribution's filesystem layout)
+LATEST_LINK = (
+    "docker/registry/v2/repositories/kyuz0/vllm-therock-gfx1151/_manifests/tags/latest/current/link"
+)
+
+
 def seed_registry(state: dict, shared: node.Shared) -> None:
-    """Push the seed image into the shared registry storage once (from the first node)."""
+    """Push the seed image into the shared registry storage once (from the first node); the
+    marker keeps the digest `latest` then named, which every new lab starts from."""
     marker = shared.registry / ".seeded"
     if marker.exists():
         return
@@ -162,7 +170,18 @@ def seed_registry(state: dict, shared: node.Shared) -> None:
     result = subprocess.run(argv, input=SEED, capture_output=True, text=True)
     if result.returncode != 0:
         raise LabError(f"seeding the lab registry failed: {result.stderr.strip()}")
-    marker.touch()
+    marker.write_text((shared.registry / LATEST_LINK).read_text())
+
+
+def reset_latest(shared: node.Shared) -> None:
+    """A new lab is a new cluster on the seed build: `latest` back where the seed put it (a build
+    an earlier lab published stays in the storage, under its digest, but no longer tagged)."""
+    marker, link = shared.registry / ".seeded", shared.registry / LATEST_LINK
+    seeded = marker.read_text().strip() if marker.exists() else ""
+    if not seeded.startswith("sha256:"):
+        marker.unlink(missing_ok=True)  # seeded before the digest was kept: seed again
+    elif link.exists():
+        link.write_text(seeded)  # in place: the file stays the registry user's
 
 
 BUILDS = LAB_DIR / "builds.json"
