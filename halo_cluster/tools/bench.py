@@ -198,11 +198,17 @@ def gather_script(cluster: Cluster, node: Node) -> str:
             "echo @@images",
             f"{as_user(user, inspect)} 2>/dev/null",
             "echo @@revision",
-            f"cat {refs} 2>/dev/null" if refs else "true",
+            revision_command(refs) if refs else "true",
             "echo @@models",
             status.models_command(cluster),
         ]
     return "\n".join(lines) + "\n"
+
+
+def revision_command(refs: str) -> str:
+    """The snapshot's commit: huggingface_hub writes refs/main without a line break, so one is
+    added (else the next section's marker joins the commit's line)."""
+    return f"{{ cat {refs} && echo; }} 2>/dev/null"
 
 
 def node_versions(lines: list[str]) -> dict:

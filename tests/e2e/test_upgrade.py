@@ -39,7 +39,8 @@ def history(lab: Lab) -> list[dict]:
 
 def command(name: str, config: Path) -> tuple[int, str]:
     result = run([HALO_CLUSTER, name, "--config", str(config)], config, timeout=1200)
-    return result.returncode, result.stdout + result.stderr
+    # the tool's own lines last: pyinfra's output of the deploys it runs is long
+    return result.returncode, result.stderr + result.stdout
 
 
 def test_an_upgrade_moves_every_node_and_rollback_returns(serving: Lab) -> None:

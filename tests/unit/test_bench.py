@@ -440,3 +440,13 @@ def test_compare_takes_the_latest_and_the_one_before_of_its_config(tmp_path, cap
 def test_compare_without_runs_is_an_error(tmp_path, capsys) -> None:
     assert bench.compare_only(cluster(tmp_path), tmp_path) == 1
     assert "no runs yet" in capsys.readouterr().err
+
+
+def test_the_revision_read_ends_its_line_before_the_next_marker(tmp_path) -> None:
+    """refs/main as huggingface_hub writes it (no line break): the next marker keeps its line."""
+    commit = "27dcfa74d334bc871f3234de431e71c6eeba5dd6"
+    refs = tmp_path / "main"
+    refs.write_text(commit)
+    script = f"{bench.revision_command(str(refs))}\necho @@models\n"
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True).stdout
+    assert out.splitlines() == [commit, "@@models"]
