@@ -76,7 +76,7 @@ def test_a_run_is_keyed_by_what_served_and_a_second_one_compares(serving: Lab) -
     assert all(level["output_throughput"] > 0 for level in run["levels"].values())
     kept = json.loads((INDEX.parent / run["file"]).read_text())
     assert kept["results"]["4"]["completed"] == 8 and kept["results"]["4"]["halo_run"]
-    assert "lab stand-in, not a model's numbers" in (INDEX.parent / "report.md").read_text()
+    assert "Lab stand-in, not a model's numbers" in (INDEX.parent / "report.md").read_text()
 
     second = bench(config)
     assert second.returncode == 0, second.stdout + second.stderr
