@@ -1,4 +1,6 @@
-"""Lab command line: `python -m lab up|down|status|reboot|install-kernel` (docs/lab.md)."""
+"""Lab command line: `python -m lab up|down|status|reboot|install-kernel|publish-image|
+break-kernel`
+(docs/lab.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from lab import image, network, node, rootfs, sh
+from halo_cluster.config.lock import LOCK_FILE
+from lab import image, network, node, rootfs, rpms, sh
 from lab.sh import LabError
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -131,6 +134,7 @@ def up(count: int, link: str) -> None:
     KNOWN_HOSTS.write_text("".join(known_hosts))
     STATE.write_text(json.dumps(state))
     started = time.monotonic()
+    reset_latest(shared)
     for name in wanted:
         node.start(node_dirs(name), name, shared)
     for name in wanted:
@@ -150,8 +154,15 @@ podman rmi --force {SEED_NAME} >/dev/null
 """
 
 
+# the registry's own record of what `latest` names (distribution's filesystem layout)
+LATEST_LINK = (
+    "docker/registry/v2/repositories/kyuz0/vllm-therock-gfx1151/_manifests/tags/latest/current/link"
+)
+
+
 def seed_registry(state: dict, shared: node.Shared) -> None:
-    """Push the seed image into the shared registry storage once (from the first node)."""
+    """Push the seed image into the shared registry storage once (from the first node); the
+    marker keeps the digest `latest` then named, which every new lab starts from."""
     marker = shared.registry / ".seeded"
     if marker.exists():
         return
@@ -159,7 +170,57 @@ def seed_registry(state: dict, shared: node.Shared) -> None:
     result = subprocess.run(argv, input=SEED, capture_output=True, text=True)
     if result.returncode != 0:
         raise LabError(f"seeding the lab registry failed: {result.stderr.strip()}")
-    marker.touch()
+    marker.write_text((shared.registry / LATEST_LINK).read_text())
+
+
+def reset_latest(shared: node.Shared) -> None:
+    """A new lab is a new cluster on the seed build: `latest` back where the seed put it (a build
+    an earlier lab published stays in the storage, under its digest, but no longer tagged)."""
+    marker, link = shared.registry / ".seeded", shared.registry / LATEST_LINK
+    seeded = marker.read_text().strip() if marker.exists() else ""
+    if not seeded.startswith("sha256:"):
+        marker.unlink(missing_ok=True)  # seeded before the digest was kept: seed again
+    elif link.exists():
+        link.write_text(seeded)  # in place: the file stays the registry user's
+
+
+BUILDS = LAB_DIR / "builds.json"
+PUBLISH = f"""
+set -eu
+old=$(podman pull --quiet --tls-verify=false {SEED_NAME})
+podman rm --force --ignore halo-lab-publish >/dev/null
+podman create --quiet --name halo-lab-publish {SEED_NAME} >/dev/null
+printf 'Metadata-Version: 2.1\\nName: vllm\\nVersion: %s\\n' "$1" > /tmp/halo-lab-METADATA
+podman cp /tmp/halo-lab-METADATA halo-lab-publish:{image.DIST_INFO}/METADATA
+podman commit --quiet --change "ENV {image.FAULT_ENV}=$2" halo-lab-publish {SEED_NAME} >/dev/null
+podman rm halo-lab-publish >/dev/null
+podman push --quiet --tls-verify=false --digestfile /tmp/halo-lab-digest {SEED_NAME} >/dev/null
+podman rmi --force {SEED_NAME} "$old" >/dev/null  # root's storage stays empty (test_host.py)
+cat /tmp/halo-lab-digest
+"""
+
+
+def publish_image(fault: str = "none") -> str:
+    """A new build under the same name: the current `latest` with its stand-in vLLM at another
+    version (0.33.0+labN), pushed to the registry storage every node shares, so `latest` moves
+    on every node's view at once, as upstream's rebuild under the same tag does. Its digest.
+    `fault` (lab/image.py FAULTS): `broken`, a build whose vLLM never serves; `slow`, one whose
+    vLLM answers 10 times slower per token; `none`, a good build (also after a faulty one)."""
+    if fault not in image.FAULTS:
+        raise LabError(f"publish-image: fault {fault!r} is not one of {', '.join(image.FAULTS)}")
+    state = load_state()
+    builds = json.loads(BUILDS.read_text()) if BUILDS.exists() else []
+    version = f"{image.STANDIN_VERSION}+lab{len(builds) + 1}"
+    argv = [*ssh_argv(node_address(state, state["nodes"][0])), "sh", "-s", "--", version, fault]
+    result = subprocess.run(argv, input=PUBLISH, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise LabError(f"publish-image failed: {result.stderr.strip()}")
+    digest = result.stdout.strip()
+    build = {"vllm": version, "digest": digest, "fault": fault}
+    BUILDS.write_text(json.dumps([*builds, build], indent=1))
+    shown = "" if fault == "none" else f", {fault}"
+    print(f"lab: published {SEED_NAME.split('/', 1)[1]} as {digest} (vllm {version}{shown})")
+    return digest
 
 
 def all_running(state: dict) -> bool:
@@ -209,7 +270,8 @@ def down(quiet: bool = False) -> None:
     if (LAB_DIR / "nodes").exists():
         for dirs in (LAB_DIR / "nodes").iterdir():
             node.remove(node.NodeDirs(dirs))
-    for path in (STATE, CONFIG, KNOWN_HOSTS):
+    # the lock is the cluster's: new nodes are a new cluster (the registry and its builds stay)
+    for path in (STATE, CONFIG, KNOWN_HOSTS, LAB_DIR / LOCK_FILE):
         path.unlink(missing_ok=True)
     if sh.ok("mountpoint", "-q", str(node.NSPAWN_RUNTIME)):
         sh.run("umount", str(node.NSPAWN_RUNTIME), check=False)
@@ -273,47 +335,49 @@ def reboot(name: str) -> None:
     print(f"lab: {name} rebooted ({seconds:.1f} s)")
 
 
-INSTALL_KERNEL = r"""
-set -eu
-version=$1
-given=${2:-}
-# What kernel-install's 20-grub.install does: options from /etc/kernel/cmdline, else /proc/cmdline
-# (or, to simulate an install that used stale options, the options given)
-if [ -n "$given" ]; then
-    options=$given
-elif [ -s /etc/kernel/cmdline ]; then
-    options=$(cat /etc/kernel/cmdline)
-else
-    options=$(tr ' ' '\n' < /proc/cmdline | grep -v -e '^BOOT_IMAGE=' -e '^initrd=' | xargs)
-fi
-id=$(ls /boot/loader/entries | head -n 1 | sed 's/-[0-9].*//')
-cat > "/boot/loader/entries/$id-$version.conf" <<EOF
-title Fedora Linux ($version) 43 (Workstation Edition)
-version $version
-linux /vmlinuz-$version
-initrd /initramfs-$version.img
-options $options
-grub_users \$grub_users
-grub_arg --unrestricted
-grub_class fedora
-EOF
-echo "lab stand-in: not a kernel" > "/boot/vmlinuz-$version"
-mkdir -p /boot/grub2
-printf 'saved_entry=%s\n' "$id-$version" > /boot/grub2/grubenv
-echo "$id-$version"
-"""
+KERNEL_INSTALL = "/usr/local/libexec/lab-kernel-install"  # lab/rootfs, as the RPMs run it
+BROKEN_KERNELS = "/etc/lab/broken-kernels"  # read by lab/rootfs/usr/local/libexec/lab-bootloader
 
 
 def install_kernel(name: str, version: str, options: str | None = None) -> None:
     """Add a newer boot entry as kernel-install would and make it the default."""
     state = load_state()
-    argv = [*ssh_argv(node_address(state, name)), "sh", "-s", "--", version]
+    argv = [*ssh_argv(node_address(state, name)), KERNEL_INSTALL, "add", version]
     if options:
         argv.append(shlex.quote(options))
-    result = subprocess.run(argv, input=INSTALL_KERNEL, capture_output=True, text=True)
+    result = subprocess.run(argv, capture_output=True, text=True)
     if result.returncode != 0:
         raise LabError(f"{name}: install-kernel failed: {result.stderr.strip()}")
     print(f"lab: {name}: installed kernel {version} (default entry {result.stdout.strip()})")
+
+
+def kernel_release(version: str) -> str:
+    """VERSION as `uname -r` prints it (the boot loader's list compares entries' versions),
+    given as rpm prints it (6.18.16-200.fc43, the issue's and `upgrade --os`'s form) or with
+    the arch; one the lab's repository does not offer would silently match nothing."""
+    evr = version.removesuffix(".x86_64")
+    if evr not in rpms.KERNELS:
+        raise LabError(
+            f"break-kernel {version}: the lab offers the kernels {', '.join(rpms.KERNELS)}"
+        )
+    return f"{evr}.x86_64"
+
+
+def break_kernel(version: str, names: list[str] | None = None) -> None:
+    """Make booting VERSION fail as a driver regression would: its boot leaves the data link
+    down (the lab's boot loader reads the list), on the nodes named (default: every node)."""
+    release = kernel_release(version)
+    state = load_state()
+    interface = network.DATA_INTERFACE[state["link"]]
+    for name in names or state["nodes"]:
+        line = shlex.quote(f"{release} {interface}")
+        script = f"mkdir -p /etc/lab && echo {line} >> {BROKEN_KERNELS}"
+        result = subprocess.run(
+            [*ssh_argv(node_address(state, name)), script], capture_output=True, text=True
+        )
+        if result.returncode != 0:
+            raise LabError(f"{name}: break-kernel failed: {result.stderr.strip()}")
+        print(f"lab: {name}: booting {release} leaves {interface} down")
 
 
 def main(argv: list[str]) -> int:
@@ -330,6 +394,15 @@ def main(argv: list[str]) -> int:
     p_kernel.add_argument("node")
     p_kernel.add_argument("--version", default="6.18.7-200.fc43.x86_64")
     p_kernel.add_argument("--options", help="options for the entry (default: as kernel-install)")
+    p_publish = sub.add_parser("publish-image", help="a new build of the image under the same tag")
+    faults = p_publish.add_mutually_exclusive_group()
+    faults.add_argument("--broken", action="store_true", help="its vLLM never serves")
+    faults.add_argument("--slow", action="store_true", help="its vLLM is slower per token")
+    p_break = sub.add_parser("break-kernel", help="booting VERSION leaves the data link down")
+    p_break.add_argument(
+        "version", help="as rpm prints it, e.g. 6.18.16-200.fc43 (or with .x86_64)"
+    )
+    p_break.add_argument("--node", action="append", help="this node only (default: every node)")
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
@@ -350,6 +423,10 @@ def main(argv: list[str]) -> int:
             reboot(args.node)
         elif args.command == "install-kernel":
             install_kernel(args.node, args.version, args.options)
+        elif args.command == "publish-image":
+            publish_image("broken" if args.broken else "slow" if args.slow else "none")
+        elif args.command == "break-kernel":
+            break_kernel(args.version, args.node)
     except LabError as error:
         print(f"lab: {error}", file=sys.stderr)
         return 1

@@ -2,10 +2,10 @@
 huggingface_hub 1.x keeps a download (models--ORG--NAME/{blobs,refs/main,snapshots/SHA/}), so that
 the real `hf download` with HF_HUB_OFFLINE=1 resolves it and vLLM's stand-in finds it by id.
 
-The files are a few KB: a model's configuration and a valid safetensors file with no tensors
-(weights are what no lab can hold). A second model, SPARSE, has weight files of SPARSE_FILE_BYTES
-each in apparent size and a few KB on disk (sparse files): the memory budget must refuse it
-(docs/roles/serve.md), the lab never loads it."""
+The files are a few KB: a model's configuration, a word-level tokenizer and a valid safetensors
+file with no tensors (weights are what no lab can hold). A second model, SPARSE, has weight files
+of SPARSE_FILE_BYTES each in apparent size and a few KB on disk (sparse files): the memory budget
+must refuse it (docs/roles/serve.md), the lab never loads it."""
 
 from __future__ import annotations
 
@@ -46,6 +46,24 @@ def files() -> dict[str, bytes]:
         "config.json": json.dumps(config, indent=2).encode() + b"\n",
         "generation_config.json": b'{"bos_token_id": 2, "eos_token_id": 2}\n',
         "model.safetensors": struct.pack("<Q", len(header)) + header,
+        "tokenizer.json": json.dumps(tokenizer(), indent=1).encode() + b"\n",
+    }
+
+
+def tokenizer() -> dict:
+    """A word-level tokenizer in the `tokenizers` library's format, one token a word as the
+    stand-in counts them: what `vllm bench serve --tokenizer SNAPSHOT` must find in the snapshot
+    (the stand-in's client refuses a folder without one, as vLLM's does)."""
+    vocab = {word: i for i, word in enumerate(["<unk>", "stand", "in", "lab", "token", "not",
+                                               "a", "model", "word"])}  # fmt: skip
+    return {
+        "version": "1.0",
+        "added_tokens": [],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "WhitespaceSplit"},
+        "post_processor": None,
+        "decoder": None,
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "<unk>"},
     }
 
 

@@ -19,7 +19,15 @@ PACKAGES = ("sudo", "libcap2-bin", "passwd", "bash", "python3", "python3-venv", 
 # Real Ray and huggingface_hub in the lab image, from PyPI; huggingface_hub 1.x is what current
 # vLLM requires (its `hf` CLI replaced `huggingface-cli`)
 WHEELS = ("ray==2.60.0", "huggingface_hub==1.33.0")  # lab/hubserver.py follows 1.33.0
+# the stand-in's own dist-info, so that the image reports its vLLM version as a real one does
+# (importlib.metadata, read by the deploy without importing vllm); `publish-image` rewrites it
+STANDIN_VERSION = "0.33.0"
+# what `publish-image --broken|--slow` builds into the image's environment, HALO_STANDIN_FAULT,
+# which the stand-in reads: a build that never serves, or one slower per token
+FAULT_ENV = "HALO_STANDIN_FAULT"
+FAULTS = ("none", "broken", "slow")
 PYTHON = "3.13"  # trixie's python3
+DIST_INFO = f"/opt/ray/lib/python{PYTHON}/site-packages/vllm-{STANDIN_VERSION}.dist-info"
 HERE = Path(__file__).resolve().parent
 STANDIN = HERE / "standin"
 FILES = HERE / "image"
@@ -58,6 +66,9 @@ def ensure_image() -> Path:
             '--customize-hook=ln -s /opt/ray/bin/hf "$1/usr/local/bin/hf"',
             f"--customize-hook=copy-in {STANDIN / 'vllm'} /usr/local/bin",
             '--customize-hook=chmod 755 "$1/usr/local/bin/vllm"',
+            f'--customize-hook=mkdir -p "$1{DIST_INFO}" && printf '
+            f"'Metadata-Version: 2.1\\nName: vllm\\nVersion: {STANDIN_VERSION}\\n' "
+            f'> "$1{DIST_INFO}/METADATA"',
             f"--customize-hook=copy-in {FILES / 'halo-lab-profile.sh'} /etc/profile.d",
             "--format=tar",
             SUITE,

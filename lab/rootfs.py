@@ -14,6 +14,7 @@ from pathlib import Path
 
 from halo_cluster.roles import all_packages
 from lab import sh
+from lab.rpms import FIRMWARE_PACKAGES
 
 CACHE = Path("/var/cache/halo-cluster-lab")
 OVERLAY_FILES = Path(__file__).resolve().parent / "rootfs"
@@ -25,14 +26,19 @@ PACKAGES = (
     # the parts the deploy drives: NetworkManager, dnf/rpm, iproute2, ethtool
     "network-manager iproute2 iputils-ping ethtool python3 dnf rpm curl firewalld rsync "
     # rootless podman and toolbox for the cluster user
-    "podman crun nftables uidmap passt catatonit podman-toolbox libpam-systemd "
+    "podman crun nftables uidmap passt catatonit podman-toolbox libpam-systemd skopeo "
+    # dnf 4's versionlock plugin: the command lines of Fedora 43's dnf5 versionlock (os.lock)
+    "dnf-plugins-core "
     "dbus-user-session systemd-container libcap2-bin "
     # the lab's image registry
     "docker-registry"
 ).split()
-# Fedora 43 kernels the seed guide verified; the second is the default boot entry.
-KERNELS = ("6.18.5-200.fc43.x86_64", "6.18.6-200.fc43.x86_64")
-MACHINE_ID = "5e0d1c3b2a4f48e6b7c8d9e0f1a2b3c4"
+# Fedora 43 kernels the seed guide verified, installed in this order from the stand-in RPMs: the
+# second becomes the default boot entry, as kernel-install makes the newest one; the firmware
+# set a node starts with (docs/design/day-after.md section 7)
+KERNELS = ("6.18.5-200.fc43", "6.18.6-200.fc43")
+FIRMWARE = "20251111-1.fc43"
+MACHINE_ID = "5e0d1c3b2a4f48e6b7c8d9e0f1a2b3c4"  # lab/rootfs/etc/kernel/entry-token
 ROOT_UUID = "7138d111-30d8-4fe0-af64-0d8cf3b01c3c"
 BLS_OPTIONS = f"root=UUID={ROOT_UUID} ro rootflags=subvol=root rhgb quiet"
 
@@ -42,6 +48,7 @@ def recipe_hash() -> str:
     digest.update(" ".join(PACKAGES).encode())
     # the stand-in RPMs: one per package a role declares
     digest.update(" ".join(all_packages()).encode())
+    digest.update((Path(__file__).parent / "rpms.py").read_bytes())
     folder_digest(digest, OVERLAY_FILES)
     return digest.hexdigest()[:12]
 
@@ -110,11 +117,12 @@ def _customize(root: Path) -> None:
     shutil.copytree(OVERLAY_FILES, root, dirs_exist_ok=True, symlinks=True)
     (root / "etc/os-release").unlink(missing_ok=True)
     shutil.copy(root / "usr/lib/os-release", root / "etc/os-release")
-    _write_boot_entries(root)
     (root / "etc/machine-id").write_text("")  # systemd makes a transient one per node and boot
-    for script in (root / "usr/local/libexec").glob("lab-*"):
-        script.chmod(0o755)
+    for folder in ("usr/local/libexec", "usr/local/sbin", "usr/local/bin"):
+        for script in (root / folder).iterdir():
+            script.chmod(0o755)
     chroot = ("chroot", str(root))
+    _install_kernels_and_firmware(root)
     sh.run(*chroot, "passwd", "-d", "root")
     # The cluster user; its home lives on the node's own /home (see lab.node.prepare).
     sh.run(
@@ -147,27 +155,25 @@ def _customize(root: Path) -> None:
         key.unlink()
 
 
-def _write_boot_entries(root: Path) -> None:
-    entries = root / "boot/loader/entries"
-    entries.mkdir(parents=True, exist_ok=True)
-    for version in KERNELS:
-        entry = bls_entry(version, BLS_OPTIONS)
-        (entries / f"{MACHINE_ID}-{version}.conf").write_text(entry)
-        (root / f"boot/vmlinuz-{version}").write_text("lab stand-in: not a kernel\n")
-
-
-def bls_entry(version: str, options: str) -> str:
-    """A BLS entry as Fedora's kernel-install writes it."""
-    return (
-        f"title Fedora Linux ({version}) 43 (Workstation Edition)\n"
-        f"version {version}\n"
-        f"linux /vmlinuz-{version}\n"
-        f"initrd /initramfs-{version}.img\n"
-        f"options {options}\n"
-        "grub_users $grub_users\n"
-        "grub_arg --unrestricted\n"
-        "grub_class fedora\n"
-    )
+def _install_kernels_and_firmware(root: Path) -> None:
+    """The stand-in kernels and firmware through dnf, so that rpm knows them: each kernel's
+    scriptlet writes its BLS entry with the options a Fedora install has (the entries come
+    from the packages, as on Fedora). The repository is copied in for the build only (a node
+    has it bind-mounted there); /etc/kernel/cmdline is the deploy's to write."""
+    repo = root / "srv/halo-lab-repo"
+    shutil.copytree(ensure_repo(), repo, dirs_exist_ok=True)
+    cmdline = root / "etc/kernel/cmdline"
+    cmdline.write_text(f"{BLS_OPTIONS}\n")
+    dnf = ("chroot", str(root), "dnf", "--quiet", "--assumeyes", "--releasever=43", "install")
+    try:
+        for version in KERNELS:  # one at a time: the last one installed becomes the default
+            sh.run(*dnf, f"kernel-core-{version}")
+        sh.run(*dnf, *(f"{name}-{FIRMWARE}" for name in FIRMWARE_PACKAGES))
+        sh.run("chroot", str(root), "dnf", "--quiet", "clean", "all")
+    finally:
+        cmdline.unlink(missing_ok=True)
+        shutil.rmtree(repo, ignore_errors=True)
+        repo.mkdir(parents=True)
 
 
 def registry_storage(root: Path, image_key: str) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -253,3 +254,23 @@ def strix_halo_versions() -> tuple[str, list[str]]:
     )
     kernels = [f"{name}-{version}.{arch}" for name in names if name.startswith("kernel")]
     return running, kernels + fixture("rpm-qa-firmware-fedora43-strix-halo-rocm5824.txt").split()
+
+
+def skopeo_digest(name: str = "skopeo-inspect-no-tags-python.json") -> str:
+    """What `skopeo inspect --format '{{.Digest}}'` prints for a recorded `skopeo inspect`: its
+    top-level `Digest` line (the recording elides parts, so it is not parsed as JSON)."""
+    found = re.search(r'^    "Digest": "(sha256:[0-9a-f]{64})",$', fixture(name), re.MULTILINE)
+    assert found, name
+    return found[1]
+
+
+def container_image_line(name: str = "podman-container-inspect-foobar-excerpt.json") -> str:
+    """What `podman container inspect --format '{{.Name}} {{.ImageName}} {{.Image}}'` prints for
+    a recorded inspect: its three values on one line."""
+    text = fixture(name)
+    values = [re.search(rf'^ +"{key}": "([^"]+)",$', text, re.MULTILINE) for key in KEYS]
+    assert all(values), name
+    return " ".join(v[1] for v in values if v)
+
+
+KEYS = ("Name", "ImageName", "Image")

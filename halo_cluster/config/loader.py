@@ -382,6 +382,8 @@ class _Checker:
             "mapping": isinstance(value, dict),
             "list of mappings": isinstance(value, list),
             "list of strings": isinstance(value, list) and all(isinstance(v, str) for v in value),
+            "list of integers": isinstance(value, list)
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in value),
             "number": isinstance(value, int | float) and not isinstance(value, bool),
             "map of strings": isinstance(value, dict)
             and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()),

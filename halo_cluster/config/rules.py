@@ -218,6 +218,18 @@ def environment(item: object) -> str | None:
     return None
 
 
+def image_name(reference: str) -> str:
+    """The reference's name without its tag and digest: what `NAME@sha256:...` is made of."""
+    rest = reference.partition("@")[0]
+    name, colon, tag = rest.rpartition(":")
+    return rest if not colon or "/" in tag else name
+
+
+def image_digest(reference: str) -> str | None:
+    """The digest a `name@sha256:...` reference pins, None for a tag."""
+    return reference.partition("@")[2] or None
+
+
 def image_reference(value: object) -> str | None:
     """An image reference as the distribution spec's grammar has it, refused here rather than by
     `podman pull` on every node."""

@@ -30,7 +30,7 @@ DERIVED = object()  # sentinel default: computed from other keys (see `meaning`)
 @dataclass(frozen=True)
 class Field:
     path: str  # dotted, with `[]` for list items: "nodes[].ssh.host"
-    type: str  # string, integer, boolean, list of strings, mapping, list of mappings
+    type: str  # string, integer, boolean, list of strings or integers, mapping, list of mappings
     default: Any
     meaning: str
     choices: tuple[str, ...] = ()
@@ -49,7 +49,7 @@ class Field:
         if isinstance(self.default, bool):
             return str(self.default).lower()
         if isinstance(self.default, list):
-            return "[]"
+            return "[" + ", ".join(str(item) for item in self.default) + "]"
         return str(self.default)
 
 
@@ -85,7 +85,8 @@ CORE: tuple[Field, ...] = (
         "image",
         "string",
         DEFAULT_IMAGE,
-        "Container image of the vLLM toolbox; `name@sha256:...` pins a digest.",
+        "Container image of the toolbox and the services, resolved once to the digest every "
+        "node runs (halo-cluster.lock beside cluster.yml); `name@sha256:...` is that digest.",
         rule=rules.image_reference,
     ),
     Field(
@@ -292,6 +293,7 @@ PYTHON_TYPES: dict[str, Any] = {
     "number": float,
     "boolean": bool,
     "list of strings": tuple[str, ...],
+    "list of integers": tuple[int, ...],
     "map of strings": dict[str, str],
 }
 

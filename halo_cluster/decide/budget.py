@@ -101,13 +101,14 @@ def decide(
     utilization: float,
     object_store_mib: int | None,
     weights_bytes: int | None,
-    tp: int,
-    pp: int,
+    gpus: int,
+    parallelism: str,
     hidden: bool = False,
     model: str = "the model",
 ) -> Budget:
-    """The budget of one node. `weights_bytes`: the model's safetensors in all (None: not found);
-    `hidden`: a container, whose MemTotal is its host's."""
+    """The budget of one node. `weights_bytes`: the model's safetensors in all (None: not found),
+    split over `gpus`, one per node, as `parallelism` names it (`TP 2 x PP 1`: both derived in
+    the serve role's model.py); `hidden`: a container, whose MemTotal is its host's."""
     memtotal = memtotal_kib * 1024
     vllm = int(gtt_bytes * utilization)
     if object_store_mib:
@@ -115,7 +116,7 @@ def decide(
     else:
         store, store_source = int(memtotal * RAY_DEFAULT_SHARE), "Ray's default, 30%"
     reserve = RESERVE_GIB * GIB
-    weights = None if weights_bytes is None else -(-weights_bytes // (tp * pp))
+    weights = None if weights_bytes is None else -(-weights_bytes // gpus)
     problems: list[str] = []
     notes: list[str] = []
     total = vllm + store + reserve
@@ -154,8 +155,8 @@ def decide(
     elif gtt_bytes and weights > vllm * WEIGHTS_SHARE:
         fit_tp = -(-weights_bytes // int(vllm * WEIGHTS_SHARE)) if vllm else 0
         problems.append(
-            f"{model}: weights {gib(weights)} on this node ({gib(weights_bytes)} / TP {tp} x "
-            f"PP {pp}) are more than {WEIGHTS_SHARE:.0%} of what vLLM may take, {gib(vllm)} "
+            f"{model}: weights {gib(weights)} on this node ({gib(weights_bytes)} / {parallelism}) "
+            f"are more than {WEIGHTS_SHARE:.0%} of what vLLM may take, {gib(vllm)} "
             f"(GTT {gib(gtt_bytes)} x {utilization:g}): no room for the KV cache; use a larger "
             f"TP x PP (at least {fit_tp} nodes), a higher serve.gpu_memory_utilization or "
             "kernel.gtt_gib if the memory sum allows, or a smaller (quantized) model"
@@ -199,8 +200,8 @@ def from_reading(
     model: str,
     utilization: float,
     object_store_mib: int | None,
-    tp: int,
-    pp: int,
+    gpus: int,
+    parallelism: str,
     configured_gtt_bytes: int,
 ) -> Budget:
     """A node's budget from what the NodeMemory and ModelWeights facts read (a `MemoryReading`,
@@ -222,8 +223,8 @@ def from_reading(
         utilization=utilization,
         object_store_mib=object_store_mib,
         weights_bytes=sum(weights) if found["dir"] and weights else None,
-        tp=tp,
-        pp=pp,
+        gpus=gpus,
+        parallelism=parallelism,
         hidden=found["virt"] not in ("none", ""),
         model=model,
     )

@@ -1,7 +1,9 @@
 """What the deploy tells drift and the plan tests in structure, not in log lines.
 
 Two kinds of event per node: `refused` (the safety checks stopped it; the reason) and `diff` (a
-file the run changes or would change; its unified diff). They are kept per run in memory and,
+file the run changes or would change; its unified diff); beside them the deploy's `reached` and
+`planned`, the serve role's `image-mismatch` and the container role's `skopeo-pending` (a refusal
+a second run lifts). They are kept per run in memory and,
 when $HALO_REPORT names a file, appended to it as JSON lines (drift reads that file).
 
 A run of the pyinfra CLI with a refused node ends with one line naming every refused node and
@@ -22,6 +24,9 @@ from pyinfra import logger
 from pyinfra.context import ctx_state
 
 REPORT_ENV = "HALO_REPORT"
+# a node refused only because the head had no skopeo when the run read it (the packages role
+# installs it in that run): `halo-cluster deploy` runs once more when every refusal is this one
+SKOPEO_PENDING = "skopeo-pending"
 REFUSED_EXIT = 1  # docs/ci.md: pyinfra's exit code with a failed host
 _EVENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _ENDING: weakref.WeakSet = weakref.WeakSet()  # runs whose end line is registered
@@ -40,12 +45,38 @@ def events(state: Any, kind: str) -> list[dict]:
     return [e for e in _EVENTS.get(state, []) if e["kind"] == kind]
 
 
+def read_events(path: str, start: int = 0) -> list[dict]:
+    """The events a run appended to the report file at `path` from byte `start` on."""
+    try:
+        with open(path, encoding="utf-8") as found:
+            found.seek(start)
+            lines = found.read().splitlines()
+    except FileNotFoundError:
+        return []
+    events = []
+    for line in lines:
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue  # a line torn by a killed run: the others still say what happened
+    return events
+
+
+def only_skopeo_pending(events: list[dict]) -> bool:
+    """Whether a run's refusals are all the head's missing skopeo, each with its own
+    `SKOPEO_PENDING` event: then the same deploy, run again, resolves the image."""
+    refused = {(e.get("node"), e.get("reason")) for e in events if e.get("kind") == "refused"}
+    pending = {(e.get("node"), e.get("reason")) for e in events if e.get("kind") == SKOPEO_PENDING}
+    return bool(refused) and refused <= pending
+
+
 def refuse(host: Any, reason: str) -> None:
     """Stop this node before anything on it changed: one line, and the run exits 1.
 
     The host is taken out of the run directly rather than through `state.fail_hosts`, which
     aborts the whole run when no host is left: every refused node must still print its reason.
     """
+    host = _real(host)
     logger.error(f"{host.print_prefix}refused: {reason}")
     record(host, "refused", reason=reason)
     state = ctx_state.get()
@@ -59,10 +90,19 @@ def fail(host: Any, reason: str) -> None:
 
     Unlike `refuse`, the host stays in the run: what it planned before still happens (the serve
     role writes its files and runs Ray, and withholds only vLLM's start)."""
+    host = _real(host)
     logger.error(f"{host.print_prefix}refused: {reason}")
     record(host, "refused", reason=reason)
     ctx_state.get().failed_hosts.add(host)
     _end_with_refusals(ctx_state.get())
+
+
+def _real(host: Any) -> Any:
+    """The Host behind pyinfra's context proxy (`from pyinfra import host`): the proxy in
+    `failed_hosts` points at no host once the run's context ends, and pyinfra's JSON report
+    then fails on it."""
+    module = getattr(host, "_get_module", None)
+    return module() if callable(module) and module() is not None else host
 
 
 def end_line(refused: list[dict]) -> str | None:

@@ -88,9 +88,15 @@ def summarize(nodes: list[str], result: subprocess.CompletedProcess, events: lis
             "files": {
                 e["path"]: e["lines"] for e in events if e["node"] == node and e["kind"] == "diff"
             },
+            "images": [
+                f"{node}: {e['container']} runs {_digest(e['running'])}, the cluster "
+                f"{_digest(e['cluster'])}"
+                for e in events
+                if e["node"] == node and e["kind"] == "image-mismatch"
+            ],
         }
         if refusal:
-            entry.update(status=REFUSED, reason=refusal, changes=[], files={})
+            entry.update(status=REFUSED, reason=refusal, changes=[], files={}, images=[])
         elif node not in reached:
             reason = _connect_error(result.stderr, node)
             entry.update(status=UNREACHABLE, reason=reason)
@@ -110,6 +116,11 @@ def summarize(nodes: list[str], result: subprocess.CompletedProcess, events: lis
     return summary
 
 
+def _digest(reference: str) -> str:
+    """A container's image as drift names it: its digest, or the reference when it has none."""
+    return reference.partition("@")[2] or reference
+
+
 def report(summary: dict) -> str:
     lines = []
     for node, entry in summary["nodes"].items():
@@ -117,6 +128,7 @@ def report(summary: dict) -> str:
             lines.append(f"{node}: {entry['status']}: {entry['reason']}")
         elif entry["status"] == PENDING:
             lines.append(f"{node}: {len(entry['changes'])} pending change(s)")
+            lines += [f"  {line}" for line in entry["images"]]
             lines += [f"  - {change}" for change in entry["changes"]]
             for diff in entry["files"].values():
                 lines += [f"      {line}" for line in diff]

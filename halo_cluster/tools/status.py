@@ -1,10 +1,11 @@
 """The serving cluster at a glance: `halo-cluster status [--json]` (or `make status`).
 
 One SSH command per node, all nodes at once: each service unit (state, restarts, since when, the
-last error line of a failed one), the kernel and firmware the node runs and has installed (the
-deploy's InstalledVersions read), and from the head the Ray nodes (address, alive, GPUs) and
-vLLM's health, model and URL. Exit 0 when everything is up, 2 when something is down, 1 when a
-node cannot be reached (or the config is bad).
+last error line of a failed one), the image its containers run (its digest, short, and the Ray
+and vLLM versions the lock records for it), the kernel and firmware the node runs and has
+installed (the deploy's InstalledVersions read), and from the head the Ray nodes (address, alive,
+GPUs) and vLLM's health, model and URL. Exit 0 when everything is up, 2 when something is down,
+1 when a node cannot be reached (or the config is bad).
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from halo_cluster.config import lock as locks
 from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.model import Cluster, Node
 from halo_cluster.config.serving import SERVICE_CONFIG
 from halo_cluster.decide import budget
 from halo_cluster.node.facts import as_user
+from halo_cluster.node.image import IMAGES_FORMAT, parse_images
 from halo_cluster.node.memory import memory_command, memory_process
 from halo_cluster.node.versions import firmware, summary, versions_command, versions_process
 from halo_cluster.tools import sshconfig
@@ -70,6 +73,20 @@ class NodeStatus:
     vllm: dict = field(default_factory=dict)  # head only: health, models, url
     memory: dict = field(default_factory=dict)  # the memory budget (decide/budget.py)
     versions: dict = field(default_factory=dict)  # kernel and firmware (node/versions.py)
+    images: dict = field(default_factory=dict)  # container -> the reference it runs (ImageName)
+
+
+def models_command(cluster: Cluster) -> str:
+    """On the head: vLLM's /v1/models, with the key read by the shell from secrets.env; `bench`
+    reads the same answer. The header goes to curl on stdin (`-H @-`): printf is the shell's
+    builtin, so the key is in no process's argv (/proc/PID/cmdline is world-readable); with no
+    key, curl reads no header."""
+    user, url = cluster.cluster_user, cluster.serve.head_url
+    return (
+        f"key=$(sed -n 's/^VLLM_API_KEY=//p' ~{user}/{SECRETS} 2>/dev/null); "
+        '{ [ -z "$key" ] || printf \'Authorization: Bearer %s\\n\' "$key"; } | '
+        f"curl -s -m 5 -H @- {url}/v1/models"
+    )
 
 
 def gather_script(cluster: Cluster, node: Node) -> str:
@@ -77,6 +94,7 @@ def gather_script(cluster: Cluster, node: Node) -> str:
     units = " ".join(f"{s}.service" for s in SERVICES)
     show = f"systemctl --user show -p Id,ActiveState,NRestarts,StateChangeTimestamp {units}"
     failed = as_user(user, "systemctl --user is-failed $u.service")
+    inspect = f"podman container inspect --format {shlex.quote(IMAGES_FORMAT)} {' '.join(SERVICES)}"
     last = as_user(user, "journalctl --user -u $u.service -n 1 -q --no-pager -o cat")
     lines = [
         "echo @@units",
@@ -84,6 +102,8 @@ def gather_script(cluster: Cluster, node: Node) -> str:
         "echo @@errors",
         f"for u in {' '.join(SERVICES)}; do "
         f'if [ "$({failed} 2>/dev/null)" = failed ]; then echo "$u $({last})"; fi; done',
+        "echo @@images",
+        f"{as_user(user, inspect)} 2>/dev/null",
         "echo @@memory",  # the deploy's NodeMemory and ModelWeights reads: MemTotal, GTT, weights
         f"( {memory_command(user, cluster.serve.model)} )",
         "echo @@versions",
@@ -100,8 +120,7 @@ def gather_script(cluster: Cluster, node: Node) -> str:
             f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {url}/health",
             "echo",
             "echo @@models",
-            f"key=$(sed -n 's/^VLLM_API_KEY=//p' ~{user}/{SECRETS} 2>/dev/null); "
-            f'curl -s -m 5 ${{key:+-H "Authorization: Bearer $key"}} {url}/v1/models',
+            models_command(cluster),
         ]
     return "\n".join(lines) + "\n"
 
@@ -176,6 +195,7 @@ def read_node(cluster: Cluster, node: Node, config: Path) -> tuple[NodeStatus, l
     status.units = parse_units(found.get("units", []), filled(found, "errors"))
     status.memory = asdict(node_budget(cluster, node, filled(found, "memory")))
     status.versions = dict(versions_process(filled(found, "versions")))
+    status.images = {n: i["reference"] for n, i in parse_images(filled(found, "images")).items()}
     if node.role == "worker":
         status.units = [u for u in status.units if u.name != "halo-vllm"]
         return status, []
@@ -196,8 +216,8 @@ def node_budget(cluster: Cluster, node: Node, lines: list[str]) -> budget.Budget
         model=serve.model or "the model",
         utilization=serve.gpu_memory_utilization,
         object_store_mib=serve.object_store_mib,
-        tp=serve.tensor_parallel_size,
-        pp=serve.pipeline_parallel_size,
+        gpus=serve.gpus,
+        parallelism=serve.parallelism,
         configured_gtt_bytes=cluster.kernel.gtt_bytes,
     )
 
@@ -266,11 +286,45 @@ def exit_code(cluster: Cluster, statuses: list[NodeStatus]) -> int:
     return UP if up else DOWN
 
 
-def table(cluster: Cluster, statuses: list[NodeStatus]) -> str:
-    rows = [("node", "role", "ray", "node ip", "gpus", "services", "vllm")]
+def image_cell(images: dict, lock: locks.Lock | None) -> str:
+    """A node's image: the digest its Ray container runs (12 hex digits), with the Ray and vLLM
+    versions the lock records for that digest, or what is wrong with it."""
+    running = images.get(SERVICES[0]) or images.get(SERVICES[1])
+    if not running:
+        return "no container"
+    digest = running.partition("@")[2]
+    if not digest:
+        return f"{running} (not a digest)"
+    cell = digest.removeprefix("sha256:")[:12]
+    if lock is None or digest != lock.digest:
+        return f"{cell} (not the cluster's)"
+    if len(set(images.values())) > 1:
+        return f"{cell} (its containers differ)"
+    return f"{cell} (ray {lock.ray or '?'}, vllm {lock.vllm or '?'})"
+
+
+def image_line(lock: locks.Lock | None) -> str:
+    """The cluster's digest, and the build before it (the way `halo-cluster rollback` takes),
+    each with the time it started serving."""
+    if lock is None:
+        return "image: not resolved yet (no halo-cluster.lock: the next deploy resolves it)"
+    since = f", serving since {lock.serving_since}" if lock.serving_since else ""
+    trial = ", switched to but not gated (halo-cluster upgrade gates it)" if lock.trial else ""
+    line = (
+        f"image: {lock.reference} is {lock.digest} (resolved {lock.resolved or '?'}{since}{trial})"
+    )
+    if lock.previous is not None:
+        served = lock.previous.serving_since or "?"
+        line += f"\nprevious: {lock.previous.digest} (served since {served})"
+    return line
+
+
+def table(cluster: Cluster, statuses: list[NodeStatus], lock: locks.Lock | None = None) -> str:
+    rows = [("node", "role", "ray", "node ip", "gpus", "image", "services", "vllm")]
     for s in statuses:
         if not s.reachable:
-            rows.append((s.name, s.role, "?", s.address, "?", "unreachable", s.vllm["error"][0]))
+            row = (s.name, s.role, "?", s.address, "?", "?", "unreachable", s.vllm["error"][0])
+            rows.append(row)
             continue
         services = ", ".join(
             f"{u.name} {u.state}" + (f" ({u.restarts} restarts)" if u.restarts else "")
@@ -282,9 +336,11 @@ def table(cluster: Cluster, statuses: list[NodeStatus]) -> str:
             health = s.vllm.get("health")
             vllm = f"health {health or 'no answer'}, {' '.join(s.vllm['models']) or 'no model'}"
             vllm += f", {s.vllm['url']}"
-        rows.append((s.name, s.role, s.ray, s.address, f"{s.gpus:g}", services, vllm))
+        image = image_cell(s.images, lock)
+        rows.append((s.name, s.role, s.ray, s.address, f"{s.gpus:g}", image, services, vllm))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    lines = [
+    lines = [image_line(lock)]
+    lines += [
         "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
     ]
     lines += [f"{s.name}: {u.name} failed: {u.error}" for s in statuses for u in s.units if u.error]
@@ -308,7 +364,8 @@ def main(argv: list[str]) -> int:
     if args.json:
         print(json.dumps({"exit_code": code, "nodes": [asdict(s) for s in statuses]}, indent=2))
     else:
-        print(table(cluster, statuses))
+        lock, _ = locks.read(Path(cluster.container.lock))
+        print(table(cluster, statuses, lock))
         print(memory_table(statuses))
         print(versions_table(statuses))
         print(f"status: {VERDICTS[code]}")

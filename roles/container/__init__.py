@@ -1,15 +1,22 @@
-"""The gfx1151 vLLM image and its toolbox, rootless for the cluster user, as upstream does it."""
+"""The gfx1151 vLLM image and its toolbox, rootless for the cluster user, as upstream does it;
+every node on the cluster's one digest (the lock beside cluster.yml, docs/roles/container.md)."""
 
-from pyinfra import host
+from pathlib import Path
+
+from pyinfra import host, logger
 from pyinfra.api import deploy
 
+from halo_cluster.config import lock as locks
+from halo_cluster.node import image as cluster_image
 from halo_cluster.node import toolbox as toolbox_files
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.nodefiles import STORAGE, node_files
-from halo_cluster.roles.container.operations import pull_image, toolbox_container
+from halo_cluster.node.report import SKOPEO_PENDING, fail, record
+from halo_cluster.roles.container.operations import pull_image, record_image, toolbox_container
 
 ORDER = 60
-PACKAGES = ("podman", "toolbox")
+# skopeo: the head resolves the configured reference to the cluster's digest
+PACKAGES = ("podman", "toolbox", "skopeo")
 
 
 def paths(data) -> tuple[str, ...]:
@@ -21,14 +28,45 @@ def paths(data) -> tuple[str, ...]:
     )
 
 
+def reads(data) -> tuple[tuple[type, dict], ...]:
+    """On the head: its history of the image, and while the lock records no digest, the
+    registry's answer for cluster.yml's `image`."""
+    return cluster_image.reads(data) if data.halo_role == "head" else ()
+
+
 @deploy("Image and toolbox")
 def apply(node: NodeContext) -> None:
-    user, image, name = host.data.halo_cluster_user, host.data.halo_image, host.data.halo_toolbox
-    update = host.data.halo_image_update
+    user, name = host.data.halo_cluster_user, host.data.halo_toolbox
+    found = cluster_image.resolved(host)
+    if found.digest is None:
+        if found.skopeo_missing:
+            record(host, SKOPEO_PENDING, reason=found.error)
+        fail(host, found.error)
+        return
+    image = cluster_image.pinned(host) or ""
+    if host.data.halo_image_update:
+        logger.warning(
+            f"{host.print_prefix}image_update: a deploy never moves the cluster to another "
+            f"build; this run keeps {found.digest} (`halo-cluster deploy` upgrades after it: "
+            "docs/roles/container.md)"
+        )
     files = node_files(host)
     image_id = files.image_id(user, image)
-    if image_id is None or update:
+    if image_id is None:
         pull_image(name=f"Pull {image} as {user}", user=user, image=image)
+    recording = host.data.halo_role == "head" and not host.data.halo_container_locked
+    if recording and found.adopted:
+        _adopt(image)
+    elif recording:
+        record_image(
+            name=f"Record {found.digest} in {host.data.halo_container_lock}",
+            user=user,
+            lock=host.data.halo_container_lock,
+            head=host.data.halo_node,
+            reference=host.data.halo_image,
+            image=image,
+            members=host.data.halo_container_members,
+        )
 
     options = toolbox_files.options(node.has_infiniband)
     current = (
@@ -37,7 +75,7 @@ def apply(node: NodeContext) -> None:
         and (files.user_file(user, toolbox_files.state_file(name)) or "").strip()
         == toolbox_files.record(image_id, options)
     )
-    if update or not current:
+    if not current:
         toolbox_container(
             name=f"Toolbox {name} from {image}",
             user=user,
@@ -45,3 +83,24 @@ def apply(node: NodeContext) -> None:
             image=image,
             options=options,
         )
+
+
+def _adopt(image: str) -> None:
+    """A checkout without the lock takes the head's digest: written now, under --dry too, since
+    the lock only mirrors what the head already runs (no node changes, so drift stays 0)."""
+    data = host.data
+    recorded = cluster_image.recorded(host)
+    lock = locks.Lock(
+        data.halo_node,
+        data.halo_image,
+        recorded.digest,
+        recorded.time,
+        recorded.ray,
+        recorded.vllm,
+        members=locks.members_of(data.halo_container_members),
+    )
+    locks.write(Path(data.halo_container_lock), lock)
+    logger.info(
+        f"{host.print_prefix}lock adopted from the head: {image} (written to "
+        f"{data.halo_container_lock})"
+    )

@@ -1,13 +1,19 @@
-"""The container role's operations: pull the image, make the user's toolbox from it."""
+"""The container role's operations: pull the image, make the user's toolbox from it, record the
+cluster's digest in the lock and the head's history."""
 
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
+from pyinfra import logger
 from pyinfra.api import FunctionCommand, operation
 
+from halo_cluster.config import lock as locks
+from halo_cluster.config.rules import image_digest
 from halo_cluster.node import toolbox as toolbox_files
 from halo_cluster.node.facts import CONTAINER_IMAGE, IMAGE_ID, as_user
+from halo_cluster.node.image import history_append, versions_command
 from halo_cluster.node.operations import run_saying_what
 
 
@@ -35,8 +41,8 @@ def pull_image(user: str, image: str):
 def toolbox_container(user: str, toolbox: str, image: str, options: list[str]):
     """
     Create the user's toolbox from ``image``, or recreate it when the image or the options
-    changed since it was made (recorded in the user's ~/.local/state/halo-cluster); then remove
-    the image it was made from before, if that one is no longer the current one.
+    changed since it was made (recorded in the user's ~/.local/state/halo-cluster). The image it
+    was made from before stays: an image is never removed by the deploy (the way back).
 
     + user: the cluster user
     + toolbox: container name
@@ -67,9 +73,61 @@ def toolbox_container(user: str, toolbox: str, image: str, options: list[str]):
             f"  {as_user(user, create)} >/dev/null",
             f"  {as_user(user, f'mkdir -p ~{user}/{toolbox_files.STATE_DIR}')}",
             f'  printf "%s\\n" "$want" > {record} && chown {q(user)}: {record}',
-            '  if [ -n "$old" ] && [ "$old" != "$new" ]; then',
-            f"    {as_user(user, 'podman rmi $old')} >/dev/null 2>&1 || true",
-            "  fi",
             "fi",
         )
     )
+
+
+@operation(is_idempotent=False)
+def record_image(
+    user: str, lock: str, head: str, reference: str, image: str, members: dict[str, str]
+):
+    """
+    Record the cluster's digest once it is resolved: the Ray and vLLM versions in the image
+    (read on this node, the head, where the image was just pulled), the lock beside cluster.yml
+    on the controller (atomically), and a ``resolved`` line in the head's history.
+
+    + user: the cluster user
+    + lock: the lock's path on the controller
+    + head: the head's name, recorded in the lock
+    + reference: cluster.yml's ``image``, as written
+    + image: ``NAME@sha256:...``, the digest every node runs
+    + members: the cluster's nodes, {name: data address}, recorded in the lock
+
+    **Example:**
+
+    .. code:: python
+
+        record_image(name="Record the digest", user="vllm", lock="/srv/halo/halo-cluster.lock",
+                     head="node1", reference="docker.io/kyuz0/vllm-therock-gfx1151:latest",
+                     image="docker.io/kyuz0/vllm-therock-gfx1151@sha256:...",
+                     members={"node1": "192.168.100.1", "node2": "192.168.100.2"})
+    """
+    nodes = locks.members_of(members)
+    yield FunctionCommand(_record, (user, lock, head, reference, image, nodes), {})
+
+
+def _record(
+    state,
+    host,
+    user: str,
+    lock: str,
+    head: str,
+    reference: str,
+    image: str,
+    members: tuple[locks.Member, ...],
+) -> bool:
+    digest = image_digest(image) or ""
+    _, output = host.run_shell_command(versions_command(user, image))
+    found = (output.stdout.strip().splitlines() or [""])[-1].split()
+    ray, vllm = found if len(found) == 2 else ("", "")
+    recorded = locks.Lock(head, reference, digest, locks.now(), ray, vllm, members=members)
+    locks.write(Path(lock), recorded)
+    line = locks.history_line(
+        "resolved", reference=reference, digest=digest, changed=True, ray=ray, vllm=vllm
+    )
+    done, output = host.run_shell_command(history_append(user, line))
+    if not done:
+        logger.warning(f"{host.print_prefix}history not written: {output.stderr.strip()[-200:]}")
+    logger.info(f"{host.print_prefix}the cluster runs {image} (recorded in {lock})")
+    return True

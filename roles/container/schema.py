@@ -1,16 +1,131 @@
-"""The container role's key: whether to pull the image again."""
+"""The container role's key (`image_update`: `halo-cluster deploy` upgrades after it) and its
+derivation: the cluster's one image digest, read from the lock beside cluster.yml
+(`halo_cluster/config/lock.py`), the refusals of a lock that does not belong to this config,
+and the cluster's members: a node removed from cluster.yml moves to the lock's `left`
+(`prepare` writes it), which the head's serve role takes out of the cluster."""
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from halo_cluster.config import lock as locks
+from halo_cluster.config.model import Cluster, Problems
+from halo_cluster.config.rules import image_digest, image_name
 from halo_cluster.config.schema import Field, variables
 
 SECTION: tuple[Field, ...] = (
-    Field("image_update", "boolean", False, "Pull the image again even when it is present."),
+    Field(
+        "image_update",
+        "boolean",
+        False,
+        "Move the cluster to the image's newest build after the deploy: `halo-cluster deploy` "
+        "then runs `halo-cluster upgrade` (gated, rolled back on failure: "
+        "docs/roles/container.md); the deploy itself keeps the lock's digest and says so.",
+    ),
 )
 # host data it reads beyond its section: other sections' keys, values hostdata.py derives
 READS = (
     "halo_cluster_user",
     "halo_image",
+    # what derive() below gives, from the lock
+    "halo_container_digest",
+    "halo_container_pinned",
+    "halo_container_locked",
+    "halo_container_lock",
+    "halo_container_members",
+    "halo_container_left",
+    "halo_node",
+    "halo_role",
     "halo_toolbox",
 )
 VARIABLES = variables(SECTION, READS)
+
+
+@dataclass(frozen=True)
+class Container:
+    """`cluster.container`: the image every node runs (host data `halo_container_FIELD`)."""
+
+    reference: str  # cluster.yml's `image`, as written
+    digest: str  # the cluster's digest; "" until the head's first resolve
+    pinned: str  # NAME@DIGEST, what the quadlets, the toolbox and the pull name; "" likewise
+    locked: bool  # the lock records this digest already (nothing to record)
+    lock: str  # the lock's path, beside cluster.yml
+    head: str  # the head's name, recorded in the lock
+    members: dict[str, str]  # the config's nodes: {name: data address}, recorded in the lock
+    left: dict[str, str]  # nodes that left cluster.yml (the lock's `left`, with this load's)
+    leaving: tuple[str, ...]  # the names this load moves to `left` (the Ray token rotates)
+
+
+def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Container:
+    path = (base_dir / locks.LOCK_FILE).resolve()
+    found, lock_problems = locks.read(path)
+    problems.lines.extend(lock_problems)
+    head = next((n.name for n in cluster.nodes if n.role == "head"), "")
+    digest = image_digest(cluster.image) or ""
+    left: tuple[locks.Departed, ...] = ()
+    leaving: list[str] = []
+    if found is not None:
+        _check_lock(found, cluster.image, head, path, problems)
+        digest = found.digest
+        left, leaving = locks.moved(found, members(cluster))
+    # while a lock exists, its reference's name: what the nodes really run, also after `image`
+    # moved to another repository name (then `halo-cluster upgrade` moves them, and its converged
+    # check must find them as they are)
+    named = found.reference if found is not None else cluster.image
+    pinned = f"{image_name(named)}@{digest}" if digest else ""
+    locked = found is not None and found.digest == digest
+    return Container(
+        cluster.image,
+        digest,
+        pinned,
+        locked,
+        str(path),
+        head,
+        members={m.name: m.data_address for m in members(cluster)},
+        left={d.name: d.data_address for d in left},
+        leaving=tuple(leaving),
+    )
+
+
+def members(cluster: Cluster) -> tuple[locks.Member, ...]:
+    return tuple(locks.Member(n.name, n.address) for n in cluster.nodes)
+
+
+def prepare(cluster: Cluster, problems: Problems, base_dir: Path) -> None:
+    """The lock records the config's members: a removed node moves to `left`, a node added
+    again leaves it (a lock written before the members were recorded gets them now). Nothing
+    before the first resolve: the lock is written with them then (`record_image`)."""
+    path = Path(cluster.container.lock)
+    found, _ = locks.read(path)  # its problems are derive's, already reported
+    if found is None:
+        return
+    left, _ = locks.moved(found, members(cluster))
+    if (found.members, found.left) != (members(cluster), left):
+        locks.write(path, replace(found, members=members(cluster), left=left))
+
+
+def _check_lock(found: locks.Lock, image: str, head: str, path: Path, problems: Problems) -> None:
+    """The lock must be this cluster's (its head) and of this image: cluster.yml's `image` as
+    the lock records it, or its name at the lock's digest."""
+    if head and found.head != head:
+        problems.lines.append(
+            f"{path}: the lock of another cluster (head {found.head}): one cluster per folder"
+        )
+    if os.environ.get(locks.UPGRADING):
+        return  # the upgrade's own deploy: it moves the lock itself (halo_cluster/tools/upgrade)
+    if found.trial:
+        back = found.previous.digest if found.previous else "the previous build"
+        problems.lines.append(
+            f"{path}: the upgrade to {found.digest} was not gated (interrupted): `halo-cluster "
+            f"upgrade` gates it, `halo-cluster rollback` returns to {back}"
+        )
+    same = image == found.reference or image == f"{image_name(found.reference)}@{found.digest}"
+    if not same:
+        problems.error(
+            "image",
+            f"changed from {found.reference} to {image}: {path.name} pins {found.digest}; "
+            f"`halo-cluster upgrade` moves the cluster to {image} (pulled, switched and gated, "
+            "rolled back on failure), or set image back",
+        )

@@ -9,7 +9,7 @@ from halo_cluster.node.environment import environment_values
 from halo_cluster.node.nodefiles import node_files
 from halo_cluster.node.operations import text_file
 from halo_cluster.node.render import templates
-from halo_cluster.roles.launcher.blocks import with_block
+from halo_cluster.roles.launcher.blocks import block_lines, with_block
 from halo_cluster.roles.launcher.operations import authorize_key, user_ssh_key
 
 render = templates(__name__)  # templates/launcher/
@@ -72,6 +72,9 @@ def _head_reaches_workers() -> None:
         if key:
             lines.append(f"{address} {' '.join(key.split()[:2])}")
     path = f"{files.home(user) or f'/home/{user}'}/.ssh/known_hosts"
+    # a node that left keeps its pinned key: the serve role logs in there to take it out
+    departed = set(host.data.halo_container_left.values())
+    lines += [line for line in block_lines(files.text(path)) if line.partition(" ")[0] in departed]
     text_file(
         name=f"Workers' host keys in {path}",
         path=path,

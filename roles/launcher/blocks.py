@@ -22,3 +22,12 @@ def with_block(text: str | None, lines: list[str]) -> str:
             (after if seen else before).append(line)
     # an unterminated block (END lost in a hand edit) runs to the end of the file: all ours
     return "\n".join([*before, BEGIN, *lines, END, *after]) + "\n"
+
+
+def block_lines(text: str | None) -> list[str]:
+    """The lines of our block in `text` (none when it has no block)."""
+    lines = (text or "").splitlines()
+    if BEGIN not in lines:
+        return []
+    inside = lines[lines.index(BEGIN) + 1 :]
+    return inside[: inside.index(END)] if END in inside else inside

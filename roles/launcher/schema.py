@@ -16,5 +16,6 @@ READS = (
     "halo_node",
     "halo_interconnect",
     "halo_data_address",
+    "halo_container_left",  # the nodes that left cluster.yml: their host keys stay pinned
 )
 VARIABLES = variables(SECTION, READS)

@@ -83,6 +83,11 @@ class Os:
 
     known_versions: tuple[dict[str, Any], ...]
 
+    def judged(self, package: str, evr: str) -> versions.Entry | None:
+        """The entry deciding this version (`upgrade --os` judges its targets by it)."""
+        entries = (versions.entry(item, item["mine"]) for item in self.known_versions)
+        return versions.judge(entries, package, evr)
+
 
 def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Os:
     mine = [versions.entry(item, mine=True) for item in cluster.settings["os.known_versions"]]

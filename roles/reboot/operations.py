@@ -8,9 +8,8 @@ import time
 
 from pyinfra.api import FunctionCommand, OperationError, operation
 
+from halo_cluster.node.boot import BOOTED, MARK, REBOOT
 from halo_cluster.node.progress import waiting
-
-BOOT_MARKER = "/run/halo-cluster/booted-before"
 
 
 @operation(is_idempotent=False)
@@ -21,8 +20,8 @@ def reboot_and_wait(timeout: int, interval: float = 2.0):
     + timeout: seconds to wait for the node to come back (the caller's `reboot_timeout`)
     + interval: seconds between reconnection attempts
 
-    A marker in /run (a tmpfs, empty after every boot) tells the new boot from the old one;
-    uptime cannot, since containers report the host's.
+    A marker in /run (a tmpfs, empty after every boot) tells the new boot from the old one
+    (halo_cluster/node/boot.py); uptime cannot, since containers report the host's.
 
     **Example:**
 
@@ -30,28 +29,24 @@ def reboot_and_wait(timeout: int, interval: float = 2.0):
 
         reboot_and_wait(name="Reboot for kernel arguments", timeout=900)
     """
-    yield f"mkdir -p {BOOT_MARKER.rsplit('/', 1)[0]} && touch {BOOT_MARKER}"
-    yield "( sleep 1 && systemctl reboot ) </dev/null >/dev/null 2>&1 &"
+    yield MARK
+    yield REBOOT
     yield FunctionCommand(_wait_for_new_boot, (timeout, interval), {})
 
 
 def _wait_for_new_boot(state, host, timeout: int, interval: float) -> bool:
-    new_boot = f"test ! -e {BOOT_MARKER}"
     time.sleep(interval)
     host.disconnect()
     with waiting(host, f"{host.name} to come back from the reboot (up to {timeout} s)"):
-        return _reconnect_after_boot(host, new_boot, timeout, interval)
+        return _reconnect_after_boot(host, timeout, interval)
 
 
-def _reconnect_after_boot(host, new_boot: str, timeout: int, interval: float) -> bool:
+def _reconnect_after_boot(host, timeout: int, interval: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         host.connect(show_errors=False)
         if host.connected:
-            # is-system-running exits non-zero for "degraded": only the marker decides
-            waited, _ = host.run_shell_command(
-                f"{new_boot} && {{ systemctl is-system-running --wait >/dev/null; {new_boot}; }}"
-            )
+            waited, _ = host.run_shell_command(BOOTED)
             if waited:
                 return True
             host.disconnect()

@@ -12,11 +12,18 @@ from pyinfra import host, logger
 from pyinfra.api import deploy
 
 from halo_cluster.decide.safety import e810_ports
+from halo_cluster.node import image as cluster_image
 from halo_cluster.node.context import NodeContext
+from halo_cluster.node.image import ContainerImages
 from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.report import fail
-from halo_cluster.roles.serve import budget, lifecycle, ray, vllm, weights
-from halo_cluster.roles.serve.facts import HttpStatus, RdmaLinks, UserManager, UserUnits
+from halo_cluster.roles.serve import budget, lifecycle, membership, ray, vllm, weights
+from halo_cluster.roles.serve.facts import (
+    HttpStatus,
+    RdmaLinks,
+    UserManager,
+    UserUnits,
+)
 from halo_cluster.roles.serve.files import RAY, UNITS, VLLM, VLLM_FILES
 from halo_cluster.roles.serve.files import paths as service_files
 from halo_cluster.roles.serve.transport import rdma_port_problem
@@ -36,11 +43,18 @@ def paths(data) -> tuple[str, ...]:
 
 def reads(data) -> tuple[tuple[type, dict], ...]:
     """The user's manager and services, and on a waiting head vLLM's /health: what a serving
-    node reads (the /health answer only when nothing was started, a no-op's case)."""
+    node reads (the /health answer only when nothing was started, a no-op's case); on the head,
+    serving or not, whether the nodes that left still run our services."""
+    departed = membership.read(data)
+    return ((departed,) if departed else ()) + _serving_reads(data)
+
+
+def _serving_reads(data) -> tuple[tuple[type, dict], ...]:
     if not data.halo_serve_enabled:
         return ()
     user = data.halo_cluster_user
     found = ((UserManager, {"user": user}), (UserUnits, {"user": user, "units": (RAY, VLLM)}))
+    found += ((ContainerImages, {"user": user, "containers": (RAY, VLLM)}),)  # which digest runs
     found += (budget.read(data),)  # the model's weights: the memory budget (with NodeMemory)
     found += (weights.read(data),)  # the model's files: copied, fetched or checked
     if data.halo_role == "head" and data.halo_serve_wait:
@@ -57,8 +71,11 @@ def apply(node: NodeContext) -> None:
     home = snapshot.home(user) or f"/home/{user}"
     where = {name: f"{home}/{path}" for name, path in service_files().items()}
     lifecycle.remove_other_users_services(user, snapshot)
+    membership.leave(user)  # before Ray restarts: a departed node never rejoins the new cluster
     if not host.data.halo_serve_enabled:
         lifecycle.remove(user, snapshot, list(where.values()), [VLLM, RAY], "the cluster services")
+        return
+    if cluster_image.pinned(host) is None:  # refused by the container role: no other build runs
         return
     head = host.data.halo_role == "head"
     port_refused = _rdma_port_refused(node)  # a refused node runs Ray, never vLLM

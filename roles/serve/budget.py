@@ -27,8 +27,8 @@ def of(name: str, found: MemoryReading, data) -> budget.Budget:
         model=data.halo_serve_model,
         utilization=data.halo_serve_gpu_memory_utilization,
         object_store_mib=data.halo_serve_object_store_mib,
-        tp=data.halo_serve_tensor_parallel_size,
-        pp=data.halo_serve_pipeline_parallel_size,
+        gpus=data.halo_serve_gpus,
+        parallelism=data.halo_serve_parallelism,
         configured_gtt_bytes=data.halo_kernel_gtt_bytes,
     )
 

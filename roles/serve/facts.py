@@ -6,13 +6,60 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import NotRequired, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 from pyinfra.api import FactBase
 
 from halo_cluster.decide.rdmatools import RdmaLink, parse_rdma_link
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.memory import model_dir
+from halo_cluster.roles.serve.files import UNITS
+
+Departure = Literal["present", "absent", "unreachable"]
+SSH_UNREACHABLE = 255  # ssh's own exit status: no connection, or a host key it does not pin
+
+
+def over_data_link(user: str, address: str, command: str) -> str:
+    """`command` run on a node over the data link, as the head's cluster user logs in there:
+    its key, the workers' host keys the launcher role pinned (an unknown key is refused, not
+    asked), never a password; 5 s for a node that is gone."""
+    return (
+        "ssh -n -o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=yes "
+        f"{shlex.quote(f'{user}@{address}')} {shlex.quote(command)}"
+    )
+
+
+class DepartedServices(FactBase[dict[str, Departure]]):
+    """Whether each node that left the cluster (the lock's `left`) still has our services, asked
+    from the head as the cluster user: {data address: present, absent or unreachable}. An
+    address without an answer (the head has no cluster user yet) counts as unreachable."""
+
+    @staticmethod
+    def default() -> dict[str, Departure]:
+        return {}
+
+    def command(self, user: str, addresses: tuple[str, ...]) -> str:
+        probe = f"ls ~/{UNITS}/halo-*.container"
+        lines = [f"id -u {shlex.quote(user)} >/dev/null 2>&1 || exit 0"]
+        for address in addresses:
+            ssh = as_user(user, over_data_link(user, address, probe))
+            lines.append(f"{ssh} >/dev/null 2>&1; echo {shlex.quote(address)} $?")
+        return "; ".join(lines)
+
+    def process(self, output: list[str]) -> dict[str, Departure]:
+        found: dict[str, Departure] = {}
+        for line in output:
+            address, _, status = line.strip().rpartition(" ")
+            if address and status.isdigit():
+                found[address] = departure(int(status))
+        return found
+
+
+def departure(status: int) -> Departure:
+    """The probe's exit status: ssh's 255, else `ls`'s (2: no quadlet of ours matched)."""
+    if status == SSH_UNREACHABLE:
+        return "unreachable"
+    return "present" if status == 0 else "absent"
 
 
 class UserUnits(FactBase[dict[str, str]]):

@@ -12,7 +12,10 @@ from pyinfra import host, logger
 from pyinfra.context import ctx_state
 from pyinfra.operations import server
 
+from halo_cluster.node import image as cluster_image
+from halo_cluster.node import report
 from halo_cluster.node.groups import device_groups
+from halo_cluster.node.image import ContainerImages
 from halo_cluster.node.nodefiles import cached
 from halo_cluster.node.operations import text_file
 from halo_cluster.node.report import events
@@ -93,17 +96,37 @@ def refresh_user_manager(user: str, snapshot) -> bool:
 
 
 def start_or_restart(user: str, vllm: bool, changed: dict[str, bool]) -> bool:
-    """Start what is not running, restart what changed (vLLM also when Ray did); True when
-    anything was."""
+    """Start what is not running, restart what changed or runs another image than the cluster's
+    (vLLM also when Ray did); True when anything was."""
     units = cached(host, UserUnits, user=user, units=(RAY, VLLM))
     if any(changed.get(n) for n in BY_NAME if BY_NAME[n].path.startswith(UNITS)):
         user_systemctl(name="Reload the user's units", user=user, args=["daemon-reload"])
-    ray_changed = any(changed.get(n) for n in restarted_by(RAY))
+    other = other_images(user)
+    ray_changed = RAY in other or any(changed.get(n) for n in restarted_by(RAY))
     acted = _ensure(user, RAY, ray_changed, units.get(RAY))
     if vllm:
-        vllm_changed = ray_changed or any(changed.get(n) for n in restarted_by(VLLM))
+        vllm_changed = ray_changed or VLLM in other
+        vllm_changed = vllm_changed or any(changed.get(n) for n in restarted_by(VLLM))
         acted = _ensure(user, VLLM, vllm_changed, units.get(VLLM)) or acted
     return acted
+
+
+def other_images(user: str) -> set[str]:
+    """The containers of ours running another image than the cluster's (changed by hand, or
+    left from before the lock): each said in one line and recorded for drift; restarting them
+    from their unit is the repair."""
+    pinned = cluster_image.pinned(host)
+    running = cached(host, ContainerImages, user=user, containers=(RAY, VLLM))
+    other = {name: found for name, found in running.items() if found["reference"] != pinned}
+    for name, found in other.items():
+        logger.warning(
+            f"{host.print_prefix}{name} runs {found['reference']}, the cluster {pinned}: "
+            "restarted on the cluster's digest"
+        )
+        report.record(
+            host, "image-mismatch", container=name, running=found["reference"], cluster=pinned
+        )
+    return set(other)
 
 
 def _ensure(user: str, service: str, changed: bool, state: str | None) -> bool:
@@ -119,9 +142,26 @@ def _ensure(user: str, service: str, changed: bool, state: str | None) -> bool:
             user=user,
             args=[verb, service],
             retried_by_systemd=host.data.halo_serve_wait,
+            required_image=_required_image() if service == RAY else None,
             _if=no_node_refused() if service == VLLM else None,
         )
     return verb is not None
+
+
+def _required_image() -> tuple[str, str]:
+    """Ray starts only on the cluster's image: the image, and the line its start fails with
+    when the image is not on this node (naming the node, the cluster's digest and the head's)."""
+    pinned = cluster_image.pinned(host) or ""
+    head = cluster_image.head_host()
+    user = head.data.halo_cluster_user
+    running = cached(head, ContainerImages, user=user, containers=(RAY, VLLM)).get(RAY)
+    head_runs = (running["reference"] if running else pinned).partition("@")[2] or "no image"
+    digest = pinned.partition("@")[2]
+    line = (
+        f"{host.data.halo_node}: image {digest} (cluster) is not present (its pull failed): "
+        f"Ray not started; the head runs {head_runs}"
+    )
+    return pinned, line
 
 
 def no_node_refused() -> Callable[[], bool]:

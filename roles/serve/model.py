@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -32,12 +33,14 @@ class Serving(Serve):  # type: ignore[misc,valid-type]
     only (host data `halo_serve_FIELD`, read by the roles and the tools)."""
 
     gpus: int  # TP x PP: one GPU per node
+    parallelism: str  # `TP 2 x PP 1`: how vLLM splits the model, as the checks name it
     bind_address: str  # vLLM's --host: the head's data address with `listen: data`
     head_url: str  # vLLM's URL as the head reaches it (the deploy's /health wait, status)
     url: str  # vLLM's URL from the controller: the head's SSH host with `listen: all`
     exposed_port: int | None  # vLLM's port the head opens on its management side, if any
     ray_listens: bool  # Ray's ports are open on every node (the cluster serves)
     object_store_reserved_mib: int | None  # the object store Ray is given, when serving
+    ray_token_owned: bool  # no `ray_token_file` given: the tool's, rotated when a node leaves
 
 
 def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Serving:
@@ -76,12 +79,14 @@ def _with_derived(serve: Serve, cluster: Cluster) -> Serving:
     return Serving(
         **keys,
         gpus=serve.tensor_parallel_size * serve.pipeline_parallel_size,
+        parallelism=f"TP {serve.tensor_parallel_size} x PP {serve.pipeline_parallel_size}",
         bind_address=address if data else "0.0.0.0",
         head_url=f"http://{address if data else '127.0.0.1'}:{serve.port}",
         url=f"http://{address if data else ssh_host}:{serve.port}",
         exposed_port=serve.port if serve.enabled and not data else None,
         ray_listens=serve.enabled,
         object_store_reserved_mib=serve.object_store_mib if serve.enabled else None,
+        ray_token_owned=cluster.settings["serve.ray_token_file"] is None,
     )
 
 
@@ -91,9 +96,8 @@ def _check_enabled(serve: Serving, node_count: int, problems: Problems) -> None:
     if serve.gpus != node_count:
         problems.error(
             "serve.tensor_parallel_size",
-            f"TP {serve.tensor_parallel_size} x PP {serve.pipeline_parallel_size} = "
-            f"{serve.gpus} GPUs, but the cluster has {node_count} nodes with one GPU each: "
-            "TP x PP must equal the number of nodes",
+            f"{serve.parallelism} = {serve.gpus} GPUs, but the cluster has {node_count} nodes "
+            "with one GPU each: TP x PP must equal the number of nodes",
         )
     if serve.model and serve.model.startswith("/") and serve.download != "never":
         problems.warn(
@@ -106,13 +110,36 @@ def _check_enabled(serve: Serving, node_count: int, problems: Problems) -> None:
 
 
 def prepare(cluster: Cluster, problems: Problems, base_dir: Path) -> None:
-    """Ray's token made when none is named, then every secret file checked, when serving."""
+    """Ray's token rotated when a node left, made when none is named, then every secret file
+    checked, when serving."""
+    rotate_ray_token(cluster, problems)
     ensure_ray_token(cluster, base_dir)
     serve = cluster.serve
     for name in SECRET_FILES:
         path = getattr(serve, name)
         if serve.enabled and path:
             check_secret(f"serve.{name}", path, problems)
+
+
+def rotate_ray_token(cluster: Cluster, problems: Problems) -> None:
+    """A new token once a node first leaves (this load moved it to the lock's `left`), so that
+    a departed node the head could not reach cannot rejoin: every node's Ray restarts with it.
+    A token file the user gave is never rewritten: a warning names it."""
+    leaving, serve = cluster.container_leaving, cluster.serve
+    path = Path(serve.ray_token_file)
+    if not leaving:
+        return
+    if not serve.ray_token_owned:
+        problems.warn(
+            "serve.ray_token_file",
+            f"{', '.join(leaving)} left the cluster: {path} is yours and never rewritten; write "
+            "a new token into it, or a node that could not be reached can rejoin",
+        )
+    elif path.exists():  # none yet: the one ensure_ray_token makes is new
+        descriptor, partial = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        with os.fdopen(descriptor, "w") as token:  # mkstemp's file is 0600
+            token.write(secrets.token_hex(32) + "\n")
+        os.replace(partial, path)
 
 
 def ensure_ray_token(cluster: Cluster, base_dir: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from pyinfra import host
 
 from halo_cluster.config.serving import NODE_PORTS, PORTS, SERVICE_CONFIG
+from halo_cluster.node import image as cluster_image
 from halo_cluster.node import toolbox as toolbox_files
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.environment import environment_values
@@ -40,7 +41,7 @@ def context(node: NodeContext, env: str) -> dict:
         "node": data.halo_node,
         "role": data.halo_role,
         "user": data.halo_cluster_user,
-        "image": data.halo_image,
+        "image": cluster_image.pinned(host),
         "model": data.halo_serve_model,
         "node_ip": data.halo_data_address,
         "head_ip": data.halo_head_address,

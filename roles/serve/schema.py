@@ -76,7 +76,8 @@ SECTION: tuple[Field, ...] = (
         "string",
         DERIVED,
         "File on the controller holding Ray's cluster token (relative to cluster.yml). Default: "
-        "made once, 64 random hex digits, in `.halo-cluster/ray-token` beside cluster.yml (0600). "
+        "made once, 64 random hex digits, in `.halo-cluster/ray-token` beside cluster.yml (0600), "
+        "and made anew when a node leaves the cluster (a file you give is never rewritten). "
         "Installed 0600 on every node; Ray 2.52 and later refuse a client without it.",
         rule=rules.file_path,
     ),
@@ -161,6 +162,9 @@ SECTION: tuple[Field, ...] = (
 READS = (
     "halo_cluster_user",
     "halo_image",
+    "halo_container_digest",  # the cluster's digest from the lock (the container derivation)
+    "halo_container_pinned",  # NAME@DIGEST the lock pins (its reference's name)
+    "halo_container_left",  # the nodes that left cluster.yml (the lock's `left`)
     "halo_role",
     "halo_data_address",
     "halo_head_address",
@@ -171,8 +175,10 @@ READS = (
     "halo_kernel_gtt_bytes",  # the budget's GTT when neither sysfs nor /proc/cmdline has it
     # what model.py derives from the section (`Serving`)
     "halo_serve_gpus",
+    "halo_serve_parallelism",
     "halo_serve_bind_address",
     "halo_serve_head_url",
+    "halo_serve_ray_token_owned",
 )
 VARIABLES = variables(SECTION, READS)
 # the further tables its page holds, written by `python -m halo_cluster.roles` (roles/docs.py)

@@ -4,21 +4,30 @@ from __future__ import annotations
 
 import shlex
 import time
+from collections.abc import Callable
 
 from pyinfra import logger
 from pyinfra.api import FunctionCommand, operation
 
+from halo_cluster.config.lock import history_line
 from halo_cluster.config.serving import SERVICE_CONFIG
 from halo_cluster.node.facts import as_user
+from halo_cluster.node.image import history_append
 from halo_cluster.node.memory import hub_folder
 from halo_cluster.node.operations import run_saying_what
 from halo_cluster.node.progress import waiting
+from halo_cluster.roles.serve.facts import over_data_link
 
 POLL_SECONDS = 3
 
 
 @operation(is_idempotent=False)
-def user_systemctl(user: str, args: list[str], retried_by_systemd: bool = False):
+def user_systemctl(
+    user: str,
+    args: list[str],
+    retried_by_systemd: bool = False,
+    required_image: tuple[str, str] | None = None,
+):
     """
     Run ``systemctl --user`` as the user, in its lingering systemd session.
 
@@ -26,6 +35,8 @@ def user_systemctl(user: str, args: list[str], retried_by_systemd: bool = False)
     + args: systemctl arguments
     + retried_by_systemd: a failed start job is not an error here: the unit's ``Restart=`` tries
       again, and what follows (the wait for /health) judges the outcome
+    + required_image: (image, line): run nothing and fail with that one line when the image is
+      not in the user's storage (a service never starts on another build than the cluster's)
 
     **Example:**
 
@@ -36,6 +47,10 @@ def user_systemctl(user: str, args: list[str], retried_by_systemd: bool = False)
     command = as_user(user, "systemctl --user " + " ".join(shlex.quote(a) for a in args))
     if retried_by_systemd:
         command += " || echo 'the start failed: systemd tries again (Restart=always)'"
+    if required_image:
+        image, line = required_image
+        present = as_user(user, f"podman image exists {shlex.quote(image)}")
+        yield f"{present} || {{ echo {shlex.quote(line)} >&2; exit 1; }}"
     yield command
 
 
@@ -56,15 +71,70 @@ def remove_user_services(user: str, services: list[str], paths: list[str]):
         remove_user_services(name="Remove vLLM", user="vllm", services=["halo-vllm"],
                              paths=["/home/vllm/.config/containers/systemd/halo-vllm.container"])
     """
+    quoted = [shlex.quote(p) for p in paths]
+    yield from removal(services, quoted, lambda command: as_user(user, command))
+
+
+def removal(services: list[str], paths: list[str], run: Callable[[str], str]) -> list[str]:
+    """The commands that stop `services` and remove their files (`paths`, quoted for a shell),
+    each systemctl and podman command run as the user by `run`."""
     units = " ".join(shlex.quote(f"{s}.service") for s in services)
-    if services:
-        yield f"{as_user(user, f'systemctl --user stop {units}')} || true"
-    yield "rm -f " + " ".join(shlex.quote(p) for p in paths)
+    commands = [f"{run(f'systemctl --user stop {units}')} || true"] if services else []
+    commands.append("rm -f " + " ".join(paths))
     # a manager that is not running (a former cluster user's, not lingering) has nothing loaded
-    yield f"{as_user(user, 'systemctl --user daemon-reload')} || true"
+    commands.append(f"{run('systemctl --user daemon-reload')} || true")
     if services:
         names = " ".join(shlex.quote(s) for s in services)
-        yield f"{as_user(user, f'podman rm --force --ignore {names}')} >/dev/null"
+        commands.append(f"{run(f'podman rm --force --ignore {names}')} >/dev/null")
+    return commands
+
+
+@operation(is_idempotent=False)
+def leave_cluster(
+    user: str,
+    node: str,
+    address: str,
+    services: list[str],
+    paths: list[str],
+    token_rotated: bool,
+    line: str,
+):
+    """
+    Take a node that left cluster.yml out of the cluster, from the head over the data link as
+    the cluster user (the launcher role's key and pinned host keys): stop its services, remove
+    their files (without its quadlet no unit is generated again, at boot neither), reload, remove
+    the containers; then a ``member-left`` line in the head's history, and ``line`` said.
+
+    + user: the cluster user, on the head and on the node
+    + node: the node's name (the history's)
+    + address: its data address
+    + services: service names without ``.service``
+    + paths: the services' files, relative to the user's home on the node
+    + token_rotated: the Ray token was rotated when it left (the history's)
+    + line: what was done on it and about the Ray token, said once it is done
+
+    **Example:**
+
+    .. code:: python
+
+        leave_cluster(name="Take node3 out", user="vllm", node="node3",
+                      address="192.168.100.3", services=["halo-vllm", "halo-ray"],
+                      paths=[".config/containers/systemd/halo-ray.container"],
+                      token_rotated=True, line="node3 (192.168.100.3) left the cluster: ...")
+    """
+    files = [f'"$HOME"/{shlex.quote(p)}' for p in paths]
+    remote = " && ".join(removal(services, files, lambda command: command))
+    yield f"{as_user(user, over_data_link(user, address, remote))} >/dev/null"
+    event = history_line(
+        "member-left", node=node, address=address, stopped=True, token_rotated=token_rotated
+    )
+    yield history_append(user, event)
+    yield FunctionCommand(_say, (line,), {})
+
+
+def _say(state, host, line: str) -> bool:
+    logger.info(f"{host.print_prefix}{line}")
+    return True
 
 
 @operation(is_idempotent=False)

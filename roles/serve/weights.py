@@ -11,6 +11,7 @@ from pathlib import PurePosixPath
 
 from pyinfra import host, logger
 
+from halo_cluster.node import image as cluster_image
 from halo_cluster.node.nodefiles import cached
 from halo_cluster.roles.serve import budget
 from halo_cluster.roles.serve.facts import ModelFiles, complete
@@ -46,7 +47,7 @@ def fetch(model_changed: bool) -> None:
         download_model(
             name=f"Download {model} on this node",
             user=data.halo_cluster_user,
-            image=data.halo_image,
+            image=cluster_image.pinned(host),
             model=model,
             token=data.halo_serve_hf_token_file is not None,
             go_online=offline(data),

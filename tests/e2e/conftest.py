@@ -86,6 +86,19 @@ class Lab:
         assert result.returncode == 0, failure(result)
         return self
 
+    def boot_packaged_kernel(self, node: str, release: str = "6.18.6-200.fc43.x86_64") -> None:
+        """The node back on the lab's default kernel: boot entries no installed kernel-core
+        owns (`install-kernel`'s) removed, `release` the default, rebooted when it runs another
+        (the nodes of one cluster run one kernel: verify fails otherwise)."""
+        script = (
+            "for f in /boot/loader/entries/*.conf; do v=$(sed -n 's/^version //p' \"$f\"); "
+            'rpm -q "kernel-core-${v%.*}" >/dev/null 2>&1 || rm -f "$f" "/boot/vmlinuz-$v"; done; '
+            f"grub2-set-default $(cat /etc/kernel/entry-token)-{release}"
+        )
+        self.ssh(node, script)
+        if self.ssh(node, "uname -r").strip() != release:
+            self.lab("reboot", node)
+
     def ssh(self, node: str, command: str, check: bool = True) -> str:
         address = cli.node_address(cli.load_state(), node)
         result = subprocess.run(

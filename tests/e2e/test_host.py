@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from halo_cluster.config.loader import load_cluster
 from halo_cluster.node import toolbox
 from halo_cluster.node.facts import as_user
+from lab import cli
 from tests.e2e.conftest import Lab
 
 USER_ENV = as_user("vllm", "")
@@ -27,19 +29,24 @@ def test_preflight_reports_hardware_as_not_verified(lab: Lab) -> None:
     assert "preflight CPU: OK" not in output
 
 
+def pinned() -> str:
+    """The cluster's image, `NAME@sha256:...`, as the lab's lock records it."""
+    return load_cluster(cli.CONFIG).container.pinned
+
+
 def test_image_pulled_through_the_lab_registry_as_the_cluster_user(lab: Lab) -> None:
     images = lab.ssh(
-        "node1", f"{USER_ENV} podman images --format '{{{{.Repository}}}}:{{{{.Tag}}}}'"
+        "node1",
+        f"{USER_ENV} podman images --digests --format '{{{{.Repository}}}}@{{{{.Digest}}}}'",
     )
-    assert "docker.io/kyuz0/vllm-therock-gfx1151:latest" in images.split()
+    assert pinned() in images.split()  # by the cluster's digest, not the tag (issue 25)
     assert lab.ssh("node1", "podman images -q").strip() == "", "root's storage stays empty"
 
 
 def test_toolbox_has_exactly_the_expected_options(lab: Lab) -> None:
     image_id = lab.ssh(
         "node1",
-        f"{USER_ENV} podman image inspect --format '{{{{.Id}}}}' "
-        "docker.io/kyuz0/vllm-therock-gfx1151:latest",
+        f"{USER_ENV} podman image inspect --format '{{{{.Id}}}}' {pinned()}",
     ).strip()
     recorded = lab.ssh("node1", f"cat ~vllm/.local/state/halo-cluster/toolbox-{TOOLBOX}").strip()
     # no /dev/infiniband in the lab: the RDMA options are left out, as upstream does

@@ -82,32 +82,37 @@ def test_drift_on_a_refused_node_exits_1_with_the_reason(lab: Lab, tmp_path) -> 
 
 
 def test_kernel_upgrade_is_reported_and_restored(lab: Lab) -> None:
-    # a kernel install that took stale options, then a reboot into it
-    stale = "root=UUID=7138d111-30d8-4fe0-af64-0d8cf3b01c3c ro rootflags=subvol=root rhgb quiet"
-    lab.lab("install-kernel", "node2", "--version", NEW_KERNEL, "--options", f"{stale} iommu=pt")
-    lab.lab("reboot", "node2")
-    entry = f"/boot/loader/entries/5e0d1c3b2a4f48e6b7c8d9e0f1a2b3c4-{NEW_KERNEL}.conf"
+    try:
+        # a kernel install that took stale options, then a reboot into it
+        stale = "root=UUID=7138d111-30d8-4fe0-af64-0d8cf3b01c3c ro rootflags=subvol=root rhgb quiet"
+        lab.lab(
+            "install-kernel", "node2", "--version", NEW_KERNEL, "--options", f"{stale} iommu=pt"
+        )
+        lab.lab("reboot", "node2")
+        entry = f"/boot/loader/entries/5e0d1c3b2a4f48e6b7c8d9e0f1a2b3c4-{NEW_KERNEL}.conf"
 
-    code, summary, out = drift()
-    assert code == 2, out
-    pending = {n: e for n, e in summary["nodes"].items() if e["status"] == "drift"}
-    assert list(pending) == ["node2"]
-    assert pending["node2"]["changes"] == [f"Kernel arguments | Kernel arguments in {entry}"]
-    diff = "\n".join(pending["node2"]["files"][entry])
-    assert f"+options {stale} iommu=pt pci=realloc pcie_aspm=off" in diff
+        code, summary, out = drift()
+        assert code == 2, out
+        pending = {n: e for n, e in summary["nodes"].items() if e["status"] == "drift"}
+        assert list(pending) == ["node2"]
+        assert pending["node2"]["changes"] == [f"Kernel arguments | Kernel arguments in {entry}"]
+        diff = "\n".join(pending["node2"]["files"][entry])
+        assert f"+options {stale} iommu=pt pci=realloc pcie_aspm=off" in diff
 
-    result = lab.deploy("--json", config=lab.config("reboot: if-needed\n"))
-    assert result.returncode == 0, result.stderr[-3000:]
-    changed = changed_hosts(json.loads(result.stdout))
-    assert changed == {
-        f"Kernel arguments | Kernel arguments in {entry}": ["node2"],
-        "Reboot | Reboot worker for kernel arguments": ["node2"],
-        "Reboot | Confirm the kernel arguments are active": ["node2"],
-    }
-    running = lab.ssh("node2", "cat /proc/cmdline")
-    assert running.startswith(f"BOOT_IMAGE=(hd0,gpt2)/vmlinuz-{NEW_KERNEL} ")
-    assert set(SEED_ARGS.split()) <= set(running.split())
-    assert drift()[0] == 0
+        result = lab.deploy("--json", config=lab.config("reboot: if-needed\n"))
+        assert result.returncode == 0, result.stderr[-3000:]
+        changed = changed_hosts(json.loads(result.stdout))
+        assert changed == {
+            f"Kernel arguments | Kernel arguments in {entry}": ["node2"],
+            "Reboot | Reboot worker for kernel arguments": ["node2"],
+            "Reboot | Confirm the kernel arguments are active": ["node2"],
+        }
+        running = lab.ssh("node2", "cat /proc/cmdline")
+        assert running.startswith(f"BOOT_IMAGE=(hd0,gpt2)/vmlinuz-{NEW_KERNEL} ")
+        assert set(SEED_ARGS.split()) <= set(running.split())
+        assert drift()[0] == 0
+    finally:  # `uname -r` follows the boot: the next tests' nodes run one kernel again
+        lab.boot_packaged_kernel("node2")
 
 
 def test_dnf_update_that_replaces_a_managed_file(lab: Lab) -> None:

@@ -37,6 +37,7 @@ from halo_cluster.node.facts import (
     TextFiles,
     as_user,
 )
+from halo_cluster.node.image import ContainerImage, ContainerImages
 from halo_cluster.node.versions import VersionsInfo, versions_command, versions_process
 from halo_cluster.roles import all_packages
 from halo_cluster.tools.status import ray_nodes_command
@@ -153,6 +154,8 @@ class Target:
             self.toolbox_record_command,
             versions_command(),
         ]
+        if self.cluster.serve.enabled:
+            reads.append(self.container_images_command)
         for peer in peers:
             reads += self.frames_commands(peer.address)
         if self.node.role == "head":
@@ -261,11 +264,26 @@ class Target:
 
     @property
     def image_id_command(self) -> str:
-        return as_user(self.cluster.cluster_user, IMAGE_ID + shlex.quote(self.cluster.image))
+        return as_user(self.cluster.cluster_user, IMAGE_ID + shlex.quote(self.pinned))
 
     @cached_property
     def image_id(self) -> str:
         return self.run(self.image_id_command).stdout.strip()
+
+    @property
+    def pinned(self) -> str:
+        """The cluster's image here: the lock's `NAME@sha256:...` (the tag before one)."""
+        return self.cluster.container.pinned or self.cluster.image
+
+    @property
+    def container_images_command(self) -> str:
+        return ContainerImages().command(self.cluster.cluster_user, ("halo-ray", "halo-vllm"))
+
+    @cached_property
+    def container_images(self) -> dict[str, ContainerImage]:
+        """The image each of our containers runs here ({} when none runs)."""
+        lines = self.run(self.container_images_command).stdout.splitlines()
+        return ContainerImages().process(lines)
 
     @property
     def toolbox_image_command(self) -> str:

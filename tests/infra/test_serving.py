@@ -30,6 +30,23 @@ def test_ray_has_every_node_with_one_gpu(head: Target, measured) -> None:
     measured(f"{len(alive)} nodes, {sum(alive.values()):g} GPUs")
 
 
+def test_containers_run_the_cluster_digest(node: Target, measured) -> None:
+    """Every node's Ray (and the head's vLLM) runs the cluster's one digest (halo-cluster.lock),
+    made from that image as it is stored here."""
+    wanted = ["halo-ray", "halo-vllm"] if node.node.role == "head" else ["halo-ray"]
+    running = node.container_images
+    pinned, image_id = node.pinned, node.image_id
+    for name in wanted:
+        found = running.get(name)
+        assert found, f"{node.name}: {name} is not running: `systemctl --user status {name}`"
+        assert found["reference"] == pinned and found["id"] == image_id, (
+            f"{node.name}: {name} runs {found['reference']} ({found['id'][:12]}), the cluster "
+            f"{pinned} ({image_id[:12] or 'not pulled here'}): deploy again to restart it on "
+            "the cluster's digest"
+        )
+    measured(pinned.partition("@")[2][:19] or pinned)
+
+
 def test_vllm_health(head: Target, measured) -> None:
     code, _ = head.curl("/health")
     assert code == 200, (

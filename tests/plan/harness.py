@@ -73,6 +73,7 @@ class Plan:
     # node name -> the commands the deploy ran on it while planning: its fact reads
     read: dict[str, list[str]] = field(default_factory=dict)
     log: str = ""
+    mismatches: list[dict] = field(default_factory=list)  # `image-mismatch` events (drift's)
 
     def names(self, node: str) -> list[str]:
         return [op.name for op in self.ops[node]]
@@ -113,7 +114,8 @@ def plan(cluster: Cluster, nodes: dict[str, Node]) -> Plan:
                 h.name.removeprefix("@fake/"): list(h.connector.executed_commands)
                 for h in state.inventory
             }
-            result = Plan(_collect(state), refused=refused, read=read)
+            mismatches = report.events(state, "image-mismatch")
+            result = Plan(_collect(state), refused=refused, read=read, mismatches=mismatches)
             _all_answered(state, answered)
             return result
     finally:

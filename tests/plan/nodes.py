@@ -24,21 +24,34 @@ from halo_cluster.node.facts import (
     SshSessionInterfaces,
     TextFiles,
 )
+from halo_cluster.node.image import ContainerImages, HeadHistory, ResolvedImage
 from halo_cluster.node.memory import ModelWeights, NodeMemory
 from halo_cluster.node.versions import InstalledVersions
 from halo_cluster.roles import all_packages
 from halo_cluster.roles.network.facts import NmActiveConnections
-from halo_cluster.roles.serve.facts import HttpStatus, ModelFiles, RdmaLinks, UserManager, UserUnits
+from halo_cluster.roles.serve.facts import (
+    DepartedServices,
+    HttpStatus,
+    ModelFiles,
+    RdmaLinks,
+    UserManager,
+    UserUnits,
+)
 from halo_cluster.roles.serve.model import ensure_ray_token
 from tests.plan.harness import Node, Plan, given, plan
 from tests.recorded import (
     firewalld_output,
     fixture,
     interfaces_output,
+    skopeo_digest,
     strix_halo_versions,
     text_files_output,
     versions_output,
 )
+
+# the digest the head's skopeo resolves cluster.yml's image to (recorded skopeo output)
+RESOLVED = skopeo_digest()
+PINNED = f"docker.io/kyuz0/vllm-therock-gfx1151@{RESOLVED}"
 
 use(roles.schema())  # the plan harness loads configs as inventory.py does
 
@@ -178,6 +191,14 @@ def fresh_node(**over) -> Node:
         UserUnits: over.pop("units", []),
         UserManager: over.pop("manager", []),
         HttpStatus: over.pop("health", []),
+        # the head's probe of the nodes that left the cluster (no answer: unreachable)
+        DepartedServices: over.pop("departed", []),
+        # which image our containers run (none on a fresh node)
+        ContainerImages: over.pop("images", []),
+        # the head's resolve of the image, while no lock records a digest
+        ResolvedImage: over.pop("resolved", [RESOLVED]),
+        # the head's history of the image (none on a fresh node)
+        HeadHistory: over.pop("history", []),
         Firewalld: over.pop("firewall", None) or firewalld_output(),
         # RdmaLinks (serve.transport: rdma): recorded, irdma1 ACTIVE (the Hardware fact's device)
         RdmaLinks: over.pop("rdma_links", RDMA_LINKS),
@@ -277,7 +298,7 @@ def containers(image: str | None, made_from: str | None, options: list[str]) -> 
         {
             "id": image,
             "names": ["docker.io/kyuz0/vllm-therock-gfx1151:latest"],
-            "digest": "sha256:68fa141b0fd805c97f58d87f441652b8f7c5a068a6ae1464d05b903ad0fe933d",
+            "digest": RESOLVED,  # the cluster's digest (the head's recorded resolve)
         }
     ]
     boxes = [{"id": "65cff7ffff31", "names": ["vllm-therock-gfx1151"], "image": made_from}]

@@ -5,6 +5,8 @@ checked against its declaration."""
 
 from __future__ import annotations
 
+import ast
+import re
 import sys
 from collections import defaultdict
 from collections.abc import Callable
@@ -20,6 +22,7 @@ from halo_cluster import roles
 from halo_cluster.config.schema import host_name
 from halo_cluster.node import deployreads, operations, report
 from halo_cluster.roles import all_roles
+from halo_cluster.roles.serve import flags
 from tests.plan.harness import ROOT
 from tests.plan.nodes import cluster, plan_both, plan_cluster, serve_cluster
 
@@ -31,12 +34,14 @@ ROLES = all_roles()
 MACHINERY = {report.__file__, operations.__file__, deployreads.__file__, str(ROOT / "deploy.py")}
 
 
-def _by_a_role(frame: FrameType | None) -> bool:
-    """Whether the read comes from a role (or a domain module it calls), not from pyinfra or the
-    deploy's bookkeeping."""
+def _reader(frame: FrameType | None) -> str | None:
+    """The file of the role (or of a domain module it calls) the read comes from; None when it
+    comes from pyinfra or the deploy's bookkeeping."""
     while frame and frame.f_code.co_filename.startswith(PYINFRA):
         frame = frame.f_back
-    return frame is not None and frame.f_code.co_filename not in MACHINERY
+    if frame is None or frame.f_code.co_filename in MACHINERY:
+        return None
+    return frame.f_code.co_filename
 
 
 def attributed(name: str, function: Callable, current: list[str]) -> Callable:
@@ -50,16 +55,23 @@ def attributed(name: str, function: Callable, current: list[str]) -> Callable:
     return call
 
 
+# where each read was made: {host data name: the files that read it}, filled by `reads`
+READ_IN: dict[str, set[str]] = defaultdict(set)
+
+
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch, tmp_path) -> dict[str, set[str]]:
-    """{role: host data names it read} over a plain, a rebooting and two serving plans."""
+    """{role: host data names it read} over a plain, a rebooting and two serving plans (and
+    `READ_IN`, where)."""
     current: list[str] = []
     found: dict[str, set[str]] = defaultdict(set)
     read = HostData.__getattr__
+    READ_IN.clear()
 
     def recorded(self: HostData, key: str) -> Any:
-        if current and key.startswith("halo_") and _by_a_role(sys._getframe(1)):
+        if current and key.startswith("halo_") and (reader := _reader(sys._getframe(1))):
             found[current[-1]].add(key)
+            READ_IN[key].add(reader)
         return read(self, key)
 
     monkeypatch.setattr(HostData, "__getattr__", recorded)
@@ -109,3 +121,43 @@ def test_no_role_reads_another_roles_raw_key(reads: dict[str, set[str]]) -> None
     keys = raw_keys()
     found = {name: others_keys(reads[name], name, keys) for name in keys}
     assert found == {name: [] for name in found}
+
+
+# the keys TP x PP is made of: vLLM is given each as its flag (flags.py); every other reader takes
+# the product as the serve derivation makes it, `halo_serve_gpus` (`cluster.serve.gpus`)
+PARALLEL_KEYS = ("tensor_parallel_size", "pipeline_parallel_size")
+
+
+def test_tp_and_pp_are_read_only_as_vllms_flags(reads: dict[str, set[str]]) -> None:
+    readers = {key: READ_IN[key] for key in (f"halo_serve_{name}" for name in PARALLEL_KEYS)}
+    assert all(readers.values())  # the flags were rendered at all
+    assert readers == {key: {flags.__file__} for key in readers}
+
+
+def _names_in(node: ast.AST) -> str:
+    return " ".join(
+        n.id if isinstance(n, ast.Name) else n.attr
+        for n in ast.walk(node)
+        if isinstance(n, ast.Name | ast.Attribute)
+    )
+
+
+def _is_tp_times_pp(node: ast.AST) -> bool:
+    if not isinstance(node, ast.BinOp) or not isinstance(node.op, ast.Mult):
+        return False
+    names = _names_in(node)
+    return bool(re.search(r"tensor_parallel|\btp\b", names)) and bool(
+        re.search(r"pipeline_parallel|\bpp\b", names)
+    )
+
+
+def test_tp_x_pp_is_multiplied_only_in_the_serve_derivation() -> None:
+    """The tools (status's budget) and the decide layer are no roles, which the reads above
+    cover: the product is looked for in the source of every module."""
+    sources = [*(ROOT / "halo_cluster").rglob("*.py"), *(ROOT / "roles").rglob("*.py")]
+    found = sorted(
+        str(path.relative_to(ROOT))
+        for path in sources
+        if any(_is_tp_times_pp(node) for node in ast.walk(ast.parse(path.read_text())))
+    )
+    assert found == ["roles/serve/model.py"]

@@ -4,7 +4,15 @@ SSH, planned on recorded real outputs."""
 from __future__ import annotations
 
 from halo_cluster.node import toolbox
-from tests.plan.nodes import HOST_KEY, IMAGE_ID, containers, node, plan_pair, strix_halo_hardware
+from tests.plan.nodes import (
+    HOST_KEY,
+    IMAGE_ID,
+    PINNED,
+    containers,
+    node,
+    plan_pair,
+    strix_halo_hardware,
+)
 
 HEAD_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHeadUserKeyForThePlanTest halo-cluster"
 OLD_ID = "5f1e0e1a0d9c8b7a6f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0918"
@@ -56,7 +64,7 @@ def test_image_pulled_as_the_user_when_missing() -> None:
     result = plan_pair()
     pull = next(c for c in result.commands("halo1") if "podman pull" in c)
     assert "runuser -u vllm --" in pull
-    assert "podman pull --quiet docker.io/kyuz0/vllm-therock-gfx1151:latest" in pull
+    assert f"podman pull --quiet {PINNED}" in pull  # the cluster's digest, not the tag (issue 25)
 
 
 def test_toolbox_options_follow_dev_infiniband() -> None:
@@ -83,17 +91,19 @@ def test_toolbox_recreated_when_its_image_or_options_changed() -> None:
     old_image = plan_pair(head=node(user_files=containers(IMAGE_ID, OLD_ID, options)))
     script = toolbox_script(old_image)
     assert "toolbox rm --force vllm-therock-gfx1151" in script
-    assert "podman rmi $old" in script
+    assert "podman rmi" not in script  # the image it was made from stays (issue 25)
     other_options = plan_pair(head=node(user_files=containers(IMAGE_ID, IMAGE_ID, options[:4])))
     assert toolbox_script(other_options) is not None
 
 
-def test_image_update_pulls_again() -> None:
+def test_image_update_keeps_the_cluster_digest() -> None:
+    """issue 25: a deploy never moves the cluster to another build, image_update or not."""
     options = toolbox.options(True)
     result = plan_pair(
         "image_update: true\n", head=node(user_files=containers(IMAGE_ID, IMAGE_ID, options))
     )
-    assert any("podman pull" in c for c in result.commands("halo1"))
+    assert not any("podman pull" in c for c in result.commands("halo1"))
+    assert toolbox_script(result) is None
 
 
 def test_digest_pin_is_pulled_by_digest() -> None:

@@ -10,7 +10,7 @@ import yaml
 
 from halo_cluster.config.loader import ConfigError, parse_cluster
 from tests.plan.harness import Plan, plan
-from tests.plan.nodes import CONFIG, HOME, converged, plan_cluster, serve_cluster
+from tests.plan.nodes import CONFIG, HOME, PINNED, converged, plan_cluster, serve_cluster
 
 UNITS = f"{HOME}/.config/containers/systemd"
 
@@ -28,7 +28,7 @@ def test_head_runs_ray_head_and_vllm_with_rdma_options() -> None:
         "AddDevice=/dev/dri",
         "AddDevice=/dev/infiniband",
         "Ulimit=memlock=-1",
-        "Image=docker.io/kyuz0/vllm-therock-gfx1151:latest",
+        f"Image={PINNED}",  # the cluster's digest, not the tag (issue 25)
         "Restart=always",
         "TimeoutStopSec=60",
         "StopTimeout=40",

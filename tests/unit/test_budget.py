@@ -29,8 +29,8 @@ def weigh(**over):
         utilization=0.9,
         object_store_mib=8192,
         weights_bytes=30 * GIB,
-        tp=2,
-        pp=1,
+        gpus=2,
+        parallelism="TP 2 x PP 1",
         model="org/model",
     )
     return decide("halo1", **{**args, **over})
@@ -55,7 +55,7 @@ def test_weights_over_the_share_of_vllm_are_refused_with_the_fix() -> None:
     assert "weights 77.8 GiB on this node (155.6 GiB / TP 2 x PP 1)" in problem
     assert "more than 90% of what vLLM may take, 86.4 GiB (GTT 96.0 GiB x 0.9)" in problem
     assert "at least 3 nodes" in problem and "smaller (quantized) model" in problem
-    assert weigh(weights_bytes=int(2 * 77.8 * GIB), tp=2, pp=2).status == OK
+    assert weigh(weights_bytes=int(2 * 77.8 * GIB), gpus=4, parallelism="TP 2 x PP 2").status == OK
 
 
 def test_an_explicit_object_store_over_memtotal_is_refused() -> None:

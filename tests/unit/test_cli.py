@@ -90,6 +90,36 @@ def test_verify_passes_pytests_own_exit_code(tmp_path: Path) -> None:
     assert "missing.yml: cannot read" in result.stdout + result.stderr
 
 
+PLUGINS_SEEN = """
+def test_plugins(pytestconfig):
+    manager = pytestconfig.pluginmanager
+    print("PLUGINS", *sorted(filter(None, map(manager.get_name, manager.get_plugins()))))
+"""
+
+
+def test_the_verifications_pytest_loads_testinfra_and_none_of_the_unused_plugins(
+    tmp_path: Path,
+) -> None:
+    """The start-up options (`cli.PYTEST_OPTIONS`) leave out what they name, on this pytest: a
+    plugin renamed by an upgrade, or one autoloaded again, would fail here, not slow verify."""
+    from _pytest.config import default_plugins
+
+    assert set(cli.UNUSED_PLUGINS) <= set(default_plugins)
+    (tmp_path / "test_seen.py").write_text(PLUGINS_SEEN)
+    result = subprocess.run(
+        [sys.executable, *cli.VERIFY, "-s", "-c", "/dev/null", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    line = next(line for line in result.stdout.splitlines() if line.startswith("PLUGINS"))
+    loaded = set(line.split()[1:])
+    assert "testinfra.plugin" in loaded and "junitxml" in loaded
+    assert not loaded & {*cli.UNUSED_PLUGINS, "hypothesispytest", "typeguard"}, loaded
+
+
 @pytest.mark.parametrize(
     ("command", "code"), [("verify", cli.NO_CHECKOUT), ("drift", 1), ("deploy", 1)]
 )
@@ -221,3 +251,114 @@ def test_help_starts_with_what_each_command_does(capsys: pytest.CaptureFixture[s
     for name in cli.COMMANDS:
         assert commands < out.index(f"  {name} ") < out.index("docs/ci.md")
     assert "make" not in out  # the exit-code plumbing is in docs/ci.md
+
+
+@pytest.mark.parametrize(("extra", "pyinfra_args", "upgraded"), [
+    ("image_update: true\n", ["-y"], True),
+    ("", ["-y"], False),
+    ("image_update: true\n", ["--dry"], False),
+    ("image_update: true\n", ["-y", "--limit", "node1"], False),
+    ("image_update: true\n", ["-y", "--exclude=node2"], False),
+])  # fmt: skip
+def test_image_update_runs_the_upgrade_after_a_passed_deploy(
+    lab_config: Path, monkeypatch: pytest.MonkeyPatch, extra: str, pyinfra_args: list[str],
+    upgraded: bool,
+) -> None:  # fmt: skip
+    from halo_cluster.tools import upgrade
+
+    lab_config.write_text(LAB_CONFIG + extra)
+    ran = []
+    monkeypatch.setattr(
+        cli.subprocess, "run", lambda argv, **_: subprocess.CompletedProcess(argv, 0)
+    )
+    monkeypatch.setattr(upgrade, "main_upgrade", lambda args, converged: ran.append(converged) or 6)
+    code = cli.main(["deploy", "--config", str(lab_config), *pyinfra_args])
+    assert (code, ran) == ((6, [True]) if upgraded else (0, []))
+
+
+def test_a_limited_deploy_says_the_upgrade_is_not_run(
+    lab_config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lab_config.write_text(LAB_CONFIG + "image_update: true\n")
+    monkeypatch.setattr(
+        cli.subprocess, "run", lambda argv, **_: subprocess.CompletedProcess(argv, 0)
+    )
+    assert cli.main(["deploy", "--config", str(lab_config), "-y", "--limit", "node1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "halo-cluster deploy: image_update: no upgrade in a run limited to some nodes (--limit, "
+        "--exclude), since it moves every node: `halo-cluster upgrade` runs it"
+    ]
+
+
+SKOPEO_LINE = (
+    "image: skopeo is not installed on the head (node1) yet: the packages role installs it in "
+    "this run, the next run resolves docker.io/kyuz0/vllm-therock-gfx1151:latest"
+)
+
+
+def skopeo_refusals(*nodes: str) -> list[dict]:
+    """The events a first run on a fresh head records for `nodes` (the container role's)."""
+    return [
+        {"node": node, "kind": kind, "reason": SKOPEO_LINE}
+        for node in nodes
+        for kind in ("skopeo-pending", "refused")
+    ]
+
+
+@pytest.mark.parametrize(("events", "again"), [
+    (skopeo_refusals("node1", "node2"), True),
+    ([*skopeo_refusals("node1", "node2"), {"node": "node2", "kind": "refused",
+                                           "reason": "data port ens1 is down"}], False),
+    ([{"node": "node1", "kind": "refused", "reason": SKOPEO_LINE}], False),  # no pending event
+    ([{"node": "node1", "kind": "reached"}], False),  # failed, but not refused
+])  # fmt: skip
+def test_the_deploy_runs_again_only_when_every_refusal_is_the_missing_skopeo(
+    events: list[dict], again: bool
+) -> None:
+    from halo_cluster.node import report
+
+    assert report.only_skopeo_pending(events) is again
+
+
+def test_a_deploy_refused_only_for_skopeo_runs_once_more(
+    lab_config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pyinfra's run stood in for: the first writes the fresh head's events to the report
+    file the tool names and exits 1, the second passes."""
+    lab_config.write_text(LAB_CONFIG)
+    runs: list[list[str]] = []
+
+    def pyinfra(argv: list[str], env: dict[str, str], **_) -> subprocess.CompletedProcess:
+        runs.append(argv)
+        if len(runs) == 1:
+            with open(env["HALO_REPORT"], "a") as out:
+                out.writelines(json.dumps(e) + "\n" for e in skopeo_refusals("node1", "node2"))
+        return subprocess.CompletedProcess(argv, 1 if len(runs) == 1 else 0)
+
+    monkeypatch.delenv("HALO_REPORT", raising=False)
+    monkeypatch.setattr(cli.subprocess, "run", pyinfra)
+    assert cli.main(["deploy", "--config", str(lab_config), "-y"]) == 0
+    assert len(runs) == 2 and runs[0] == runs[1]
+    assert capsys.readouterr().err.splitlines() == [
+        "halo-cluster deploy: the head had no skopeo yet (installed in this run): deploying once "
+        "more to resolve the image"
+    ]
+
+
+def test_a_deploy_refused_for_another_reason_runs_once(
+    lab_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lab_config.write_text(LAB_CONFIG)
+    runs: list[list[str]] = []
+    other = {"node": "node2", "kind": "refused", "reason": "data port ens1 is down"}
+
+    def pyinfra(argv: list[str], env: dict[str, str], **_) -> subprocess.CompletedProcess:
+        runs.append(argv)
+        with open(env["HALO_REPORT"], "a") as out:
+            out.writelines(json.dumps(e) + "\n" for e in [*skopeo_refusals("node1"), other])
+        return subprocess.CompletedProcess(argv, 1)
+
+    monkeypatch.delenv("HALO_REPORT", raising=False)
+    monkeypatch.setattr(cli.subprocess, "run", pyinfra)
+    assert cli.main(["deploy", "--config", str(lab_config), "-y"]) == 1 and len(runs) == 1

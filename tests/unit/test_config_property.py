@@ -96,6 +96,7 @@ def value_for(type_name: str, prefix: str) -> st.SearchStrategy[Any]:
         "number": st.floats(allow_nan=True, allow_infinity=True),
         "boolean": st.booleans(),
         "list of strings": st.lists(TEXT, max_size=3),
+        "list of integers": st.lists(st.integers(), max_size=4),
         "map of strings": st.dictionaries(TEXT, TEXT, max_size=3),
         "mapping": mapping_for(prefix),
         "list of mappings": st.lists(mapping_for(prefix + "[]"), min_size=0, max_size=4),

@@ -20,6 +20,7 @@ def test_the_sparse_model_weighs_280_gb_in_a_few_kb(tmp_path: Path) -> None:
         "config.json",
         "generation_config.json",
         "model.safetensors",
+        "tokenizer.json",
     ]
     names = sorted(p.name for p in sparse.glob("*.safetensors"))
     assert names == [f"model-0000{i}-of-00008.safetensors" for i in range(1, 9)]

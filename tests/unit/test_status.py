@@ -6,8 +6,11 @@ from pathlib import Path
 
 import yaml
 
+from halo_cluster.config import lock as locks
 from halo_cluster.config.loader import parse_cluster
+from halo_cluster.node.image import parse_images
 from halo_cluster.tools import status
+from tests.recorded import container_image_line, skopeo_digest
 
 CLUSTER = parse_cluster(
     yaml.safe_load(
@@ -152,3 +155,32 @@ def test_each_nodes_kernel_and_firmware_from_its_one_command() -> None:
         "  the nodes run different kernels or firmware: make them equal",
     ]
     assert status.versions_table(nodes[:1]).count("\n") == 1
+
+
+def test_each_node_shows_its_digest_and_the_versions_in_it() -> None:
+    digest = skopeo_digest()
+    pinned = f"docker.io/kyuz0/vllm-therock-gfx1151@{digest}"
+    lock = locks.Lock(
+        "a", "docker.io/kyuz0/vllm-therock-gfx1151:latest", digest, "T", "2.60.0", "0.33.0"
+    )
+    recorded = container_image_line()  # a container made from a tag
+    _, tag, image_id = recorded.split()
+    lines = [f"halo-ray {pinned} {image_id}", f"halo-vllm {pinned} {image_id}"]
+    images = {n: i["reference"] for n, i in parse_images(lines).items()}
+    short = digest.removeprefix("sha256:")[:12]
+    assert status.image_cell(images, lock) == f"{short} (ray 2.60.0, vllm 0.33.0)"
+    other = "docker.io/kyuz0/vllm-therock-gfx1151@sha256:" + "ab" * 32
+    assert status.image_cell({"halo-ray": other}, lock) == f"{'ab' * 6} (not the cluster's)"
+    assert status.image_cell({"halo-ray": tag}, lock) == f"{tag} (not a digest)"
+    assert status.image_cell({}, lock) == "no container"
+    mixed = {"halo-ray": pinned, "halo-vllm": other}
+    assert status.image_cell(mixed, lock) == f"{short} (its containers differ)"
+    head = status.NodeStatus("a", "head", "192.168.100.1", ray="alive", gpus=1, images=images)
+    head.vllm = {"health": 200, "models": ["org/model"], "url": "http://192.168.100.1:8000"}
+    text = status.table(CLUSTER, [head], lock)
+    assert text.splitlines()[0] == f"image: {lock.reference} is {digest} (resolved T)"
+    assert f"{short} (ray 2.60.0, vllm 0.33.0)" in text
+    script = status.gather_script(CLUSTER, CLUSTER.head)
+    assert (
+        "podman container inspect --format '{{.Name}} {{.ImageName}} {{.Image}}' halo-ray" in script
+    )

@@ -1,0 +1,87 @@
+"""The image upgrade's downtime and the time to roll back on the built-in lab: a script that
+prints numbers, not a test (docs/performance.md).
+
+    .venv/bin/python -m bench.upgrade [--repeat 3]    (at the checkout's top: lab/ is not installed)
+
+On the serving 2-node lab (`serve.ready_timeout: 60`): a good build published, `halo-cluster
+upgrade` (its printed downtime: seconds without a 200 from /health, and its whole time, the pull
+included), then `halo-cluster rollback` (its time); then a broken build published and the
+upgrade's time until it exits 6, serving the previous build again. Median of --repeat runs.
+Needs root, like the lab.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from lab import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+HALO_CLUSTER = str(Path(sys.executable).parent / "halo-cluster")
+SERVE = (ROOT / "lab" / "serve.yml").read_text().replace("ready_timeout: 300", "ready_timeout: 60")
+DOWNTIME = re.compile(r"downtime: ([0-9.]+) s without a 200")
+
+
+def config() -> Path:
+    path = cli.LAB_DIR / "cluster-bench.yml"
+    path.write_text(cli.CONFIG.read_text() + "reboot: if-needed\n" + SERVE)
+    return path
+
+
+def timed(command: str, path: Path, expect: int) -> tuple[float, str]:
+    start = time.monotonic()
+    result = subprocess.run(
+        [HALO_CLUSTER, command, "--config", str(path)],
+        cwd=ROOT,
+        env=dict(os.environ, CLUSTER_CONFIG=str(path)),
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    if result.returncode != expect:
+        raise SystemExit(
+            f"{command}: exit {result.returncode}, not {expect}: {result.stdout[-2000:]}"
+        )
+    return time.monotonic() - start, result.stdout
+
+
+def one_round(path: Path) -> dict[str, float]:
+    cli.publish_image()
+    took, output = timed("upgrade", path, 0)
+    found = DOWNTIME.search(output)
+    figures = {
+        "upgrade (s)": took,
+        "downtime (s)": float(found.group(1)) if found else float("nan"),
+    }
+    figures["rollback by hand (s)"], _ = timed("rollback", path, 0)
+    cli.publish_image("broken")
+    figures["broken build to serving again (s)"], _ = timed("upgrade", path, 6)
+    cli.publish_image()  # `latest` good again, for the next round and the other tests
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    path = config()
+    deploy = subprocess.run([HALO_CLUSTER, "deploy", "--config", str(path), "-y"], cwd=ROOT)
+    if deploy.returncode != 0:
+        raise SystemExit("the serving lab did not converge: python -m lab up, then retry")
+    rounds = [one_round(path) for _ in range(args.repeat)]
+    for name in rounds[0]:
+        values = [r[name] for r in rounds]
+        shown = ", ".join(f"{v:.1f}" for v in values)
+        print(f"{name}: median {statistics.median(values):.1f} ({shown})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

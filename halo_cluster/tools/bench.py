@@ -1,0 +1,593 @@
+"""`halo-cluster bench [--config PATH] [--compare]`: the image's own `vllm bench serve`, run in
+the head's running halo-vllm container against the serving cluster, at each of `bench.concurrency`
+with the seeded random workload of `bench.*`; every result kept under reports/bench/ keyed by what
+it depends on, and compared with the previous run of the same configuration (docs/bench.md).
+
+Exit 0 within `bench.tolerance` (or the first run of a configuration: its baseline), 3 on a
+regression (output tokens/s fell by more than the tolerance at a level, or failed requests
+rose), 1 on an error (not serving, a flag the image's vLLM lacks, a level that failed or timed
+out, a bad config). `gate` is the image upgrade's bench check (design section 5).
+
+The API key never reaches a command line: the container's shell is given the text
+`OPENAI_API_KEY="$VLLM_API_KEY"` and expands it into vLLM's environment, from the container's own
+(secrets.env); vLLM's client sends it as `Authorization: Bearer` (endpoint_request_func.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import posixpath
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from halo_cluster.config import lock as locks
+from halo_cluster.config.loader import ConfigError
+from halo_cluster.config.model import Cluster, Node
+from halo_cluster.node.facts import as_user
+from halo_cluster.node.image import IMAGES_FORMAT, parse_images
+from halo_cluster.node.memory import hub_folder
+from halo_cluster.node.versions import FIRMWARE_PACKAGES, versions_command, versions_process
+from halo_cluster.tools import benchresults, project, sshconfig, status
+
+ERROR, REGRESSION = 1, 3
+CONTAINER = "halo-vllm"
+RESULT_DIR = "/tmp/halo-bench"  # inside the container: the result files, removed once read
+PROGRESS_SECONDS = 10
+KILL_AFTER = 10  # seconds after a level's timeout until a client that ignored TERM is killed
+READ_SECONDS = 60  # one SSH read of a node: versions, images, /v1/models, --help=all, history
+REVISION = re.compile(r"[0-9a-f]{40}")
+# the image's login environment puts vllm on PATH (ROCm's and the venv's), as the image's own
+# scripts see it; vLLM's stdout goes to stderr, so that stdout carries the result file alone
+BENCH_SHELL = ". /etc/profile >/dev/null 2>&1; "
+
+
+class BenchError(Exception):
+    """A run that could not measure: one line saying what and where."""
+
+
+@dataclass(frozen=True)
+class Head:
+    """What the run reads of the cluster before it measures."""
+
+    digest: str  # the digest halo-vllm really runs (its ImageName), not the lock's
+    revision: str | None  # the model snapshot's commit (refs/main), None for a path
+    lab: bool  # /v1/models says the lab's stand-in serves
+    nodes: dict[str, dict]  # name -> {kernel, firmware: {package: EVR}}
+
+
+@dataclass(frozen=True)
+class GateResult:
+    status: str  # passed, failed, baseline, skipped
+    reason: str
+
+
+def reports() -> Path:
+    return project.ROOT / "reports" / "bench"
+
+
+def workload(cluster: Cluster) -> dict:
+    bench = cluster.bench
+    return {
+        "input_len": bench.input_len,
+        "output_len": bench.output_len,
+        "num_prompts": bench.num_prompts,
+        "concurrency": list(bench.concurrency),
+        "seed": bench.seed,
+        "warmups": bench.warmups,
+    }
+
+
+def key(cluster: Cluster, head: Head) -> dict:
+    """Everything a result depends on (docs/bench.md, "The key")."""
+    serve = cluster.serve
+    return {
+        "image_digest": head.digest,
+        "model": serve.model,
+        "revision": head.revision,
+        "served_model_name": serve.served_model_name,
+        "tensor_parallel_size": serve.tensor_parallel_size,
+        "pipeline_parallel_size": serve.pipeline_parallel_size,
+        "transport": serve.transport,
+        "gpu_memory_utilization": serve.gpu_memory_utilization,
+        "max_model_len": serve.max_model_len,
+        "max_num_seqs": serve.max_num_seqs,
+        "enforce_eager": serve.enforce_eager,
+        "extra_args": list(serve.extra_args),
+        # the user's own environment of vLLM and Ray (e.g. an allocator or NCCL setting) changes
+        # throughput as a flag does; secrets are never in it (secrets.env, the token file)
+        "env": dict(sorted(serve.env.items())),
+        "nodes": head.nodes,
+        "workload": workload(cluster),
+        "lab": head.lab,
+    }
+
+
+def snapshot_dir(cluster: Cluster, revision: str | None) -> str:
+    """The model's folder inside the container: the mounted HF cache's snapshot, or its path."""
+    model = cluster.serve.model
+    if model.startswith("/"):
+        return model
+    return f"/root/{hub_folder(model)}/snapshots/{revision}"
+
+
+def bench_argv(cluster: Cluster, head: Head, run_id: str, concurrency: int) -> list[str]:
+    """`vllm bench serve`'s flags for one level (vllm/benchmarks/serve.py, datasets/arg_utils.py):
+    the served model by name, its tokenizer from the snapshot (offline), greedy, the result
+    saved under a name of the run's."""
+    bench, serve = cluster.bench, cluster.serve
+    folder = snapshot_dir(cluster, head.revision)
+    return [
+        "--backend", "openai", "--base-url", serve.head_url, "--endpoint", "/v1/completions",
+        "--model", folder, "--served-model-name", serve.served_model_name, "--tokenizer", folder,
+        "--dataset-name", "random", "--random-input-len", str(bench.input_len),
+        "--random-output-len", str(bench.output_len), "--num-prompts", str(bench.num_prompts),
+        "--max-concurrency", str(concurrency), "--seed", str(bench.seed),
+        "--num-warmups", str(warmups(bench.warmups, concurrency)), "--temperature", "0",
+        "--save-result",
+        "--result-dir", RESULT_DIR, "--result-filename", result_name(run_id, concurrency),
+        "--metadata", f"halo_run={run_id}",
+    ]  # fmt: skip
+
+
+def warmups(configured: int, concurrency: int) -> int:
+    """At least one request per slot of the level: vLLM sends its warm-ups under the level's
+    `--max-concurrency` (benchmarks/serve.py, `warmup_semaphore`), so fewer than `concurrency`
+    of them never reach the level's batch size, and its first-use costs (graph capture,
+    allocations at that size) would land in the measured requests."""
+    return max(configured, concurrency)
+
+
+def flags(argv: list[str]) -> list[str]:
+    return [arg for arg in argv if arg.startswith("--")]
+
+
+def result_name(run_id: str, concurrency: int) -> str:
+    return f"{run_id}-c{concurrency}.json"
+
+
+def in_container(cluster: Cluster, script: str) -> str:
+    """A shell line on the head: `script` in the running halo-vllm, as the cluster user."""
+    exec_ = f"podman exec {CONTAINER} sh -c {shlex.quote(BENCH_SHELL + script)}"
+    return as_user(cluster.cluster_user, exec_)
+
+
+def level_script(argv: list[str], run_id: str, concurrency: int, seconds: int) -> str:
+    """One level in the container's shell: vLLM's client with the key from the container's
+    environment, stopped after `seconds` in the container itself (ending the SSH session does
+    not end a `podman exec`: the client would go on loading the cluster), then its result file
+    printed and removed."""
+    path = shlex.quote(posixpath.join(RESULT_DIR, result_name(run_id, concurrency)))
+    return (
+        f'OPENAI_API_KEY="$VLLM_API_KEY" timeout -k {KILL_AFTER} {seconds} '
+        f"vllm bench serve {shlex.join(argv)} 1>&2 && "
+        f"cat {path}; code=$?; rm -f {path}; exit $code"
+    )
+
+
+def level_command(cluster: Cluster, argv: list[str], run_id: str, concurrency: int) -> str:
+    script = level_script(argv, run_id, concurrency, cluster.bench.timeout)
+    return in_container(cluster, script)
+
+
+def help_command(cluster: Cluster) -> str:
+    # vLLM's FlexibleArgumentParser prints only its groups for `--help`; `--help=all` lists
+    # every flag (vllm/utils/argparse_utils.py, format_help)
+    return in_container(cluster, "vllm bench serve --help=all")
+
+
+def gather_script(cluster: Cluster, node: Node) -> str:
+    """What the key needs of a node: its kernel and firmware; of the head also the image
+    halo-vllm runs, the model's revision and whether the lab's stand-in serves."""
+    user = cluster.cluster_user
+    lines = ["echo @@versions", f"( {versions_command()} )"]
+    if node.role == "head":
+        inspect = f"podman container inspect --format {shlex.quote(IMAGES_FORMAT)} {CONTAINER}"
+        model = cluster.serve.model
+        refs = f"~{user}/{shlex.quote(hub_folder(model))}/refs/main" if model[:1] != "/" else ""
+        lines += [
+            "echo @@images",
+            f"{as_user(user, inspect)} 2>/dev/null",
+            "echo @@revision",
+            revision_command(refs) if refs else "true",
+            "echo @@models",
+            status.models_command(cluster),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def revision_command(refs: str) -> str:
+    """The snapshot's commit: huggingface_hub writes refs/main without a line break, so one is
+    added (else the next section's marker joins the commit's line)."""
+    return f"{{ cat {refs} && echo; }} 2>/dev/null"
+
+
+def node_versions(lines: list[str]) -> dict:
+    info = versions_process(lines)
+    firmware = {p["name"]: p["evr"] for p in info["packages"] if p["name"] in FIRMWARE_PACKAGES}
+    return {"kernel": info["running"], "firmware": dict(sorted(firmware.items()))}
+
+
+def parse_head(found: dict[str, list[str]], nodes: dict[str, dict]) -> Head:
+    """The head's sections into the run's `Head`, or what stops the run."""
+    images = parse_images(status.filled(found, "images"))
+    if CONTAINER not in images:
+        raise BenchError("not serving: the head has no running halo-vllm container")
+    digest = images[CONTAINER]["reference"].partition("@")[2]
+    if not locks.DIGEST.fullmatch(digest):
+        raise BenchError(f"halo-vllm runs {images[CONTAINER]['reference']}, not a digest")
+    revision = next(iter(status.filled(found, "revision")), "").strip() or None
+    if revision is not None and not REVISION.fullmatch(revision):
+        raise BenchError(f"the model's refs/main reads {revision!r}, not a commit")
+    try:
+        models = json.loads(" ".join(status.filled(found, "models")))["data"]
+    except (ValueError, KeyError, TypeError):
+        raise BenchError("not serving: the head's /v1/models did not answer") from None
+    lab = any("lab stand-in" in str(m.get("owned_by", "")) for m in models)
+    return Head(digest, revision, lab, nodes)
+
+
+class Remote:
+    """The cluster's nodes over the config's own SSH settings, one shared connection each."""
+
+    def __init__(self, cluster: Cluster, folder: Path) -> None:
+        self.cluster = cluster
+        self.config = sshconfig.write(cluster, folder)
+
+    def run(self, node: Node, script: str) -> subprocess.CompletedProcess:
+        argv = ["ssh", "-F", str(self.config), sshconfig.alias(node), "sh", "-s"]
+        return subprocess.run(
+            argv, input=script, capture_output=True, text=True, timeout=READ_SECONDS, check=False
+        )
+
+    def start(self, node: Node, script: str, out: Path, errors: Path) -> subprocess.Popen:
+        """`script` running on `node`, its output into files (a pipe left unread while it runs
+        would stop it once full)."""
+        argv = ["ssh", "-F", str(self.config), sshconfig.alias(node), "sh", "-s"]
+        with out.open("w") as stdout, errors.open("w") as stderr:
+            process = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=stdout, stderr=stderr, text=True
+            )
+        process.stdin.write(script)
+        process.stdin.close()
+        return process
+
+    def close(self) -> None:
+        names = [sshconfig.alias(n) for n in self.cluster.nodes]
+        # a failure here is said by the run's own error, if any; a master left ends by
+        # ControlPersist, and raising here would hide why the run stopped
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            subprocess.run(
+                ["ssh", "-F", str(self.config), "-O", "exit", *names],
+                capture_output=True,
+                timeout=READ_SECONDS,
+                check=False,
+            )
+
+
+def read_cluster(remote: Remote) -> Head:
+    cluster = remote.cluster
+
+    def read(node: Node) -> tuple[Node, subprocess.CompletedProcess]:
+        return node, remote.run(node, gather_script(cluster, node))
+
+    with ThreadPoolExecutor(max_workers=len(cluster.nodes)) as pool:
+        answers = list(pool.map(read, cluster.nodes))
+    for node, answer in answers:
+        if answer.returncode == 255:
+            last = (answer.stderr.strip().splitlines() or ["unreachable"])[-1]
+            raise BenchError(f"{node.name}: cannot be reached: {last}")
+    found = {node.name: status.sections(answer.stdout) for node, answer in answers}
+    nodes = {name: node_versions(status.filled(f, "versions")) for name, f in found.items()}
+    head = parse_head(found[cluster.head.name], nodes)
+    if head.revision is None and not cluster.serve.model.startswith("/"):
+        # the client reads the tokenizer from the snapshot, offline, as the server does
+        raise BenchError(f"{cluster.serve.model}: no refs/main in the head's Hugging Face cache")
+    return head
+
+
+def check_flags(remote: Remote, head: Head, wanted: list[str], folder: Path) -> None:
+    """Every flag the run passes, against this image's `--help=all`, cached per digest."""
+    cached = folder / "flags" / f"{head.digest.removeprefix('sha256:')}.txt"
+    if not cached.is_file():
+        answer = remote.run(remote.cluster.head, help_command(remote.cluster))
+        if answer.returncode != 0 or "--" not in answer.stdout:
+            last = (answer.stderr.strip().splitlines() or ["no output"])[-1]
+            raise BenchError(f"image {head.digest}: vllm bench serve --help=all failed: {last}")
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(answer.stdout)
+    missing = benchresults.missing_flags(cached.read_text(), wanted)
+    if missing:
+        raise BenchError(f"image {head.digest}: vllm bench serve has no {', '.join(missing)}")
+
+
+def run_level(remote: Remote, head: Head, run_id: str, concurrency: int) -> dict:
+    """One level, saying every PROGRESS_SECONDS how long it has run; its result JSON."""
+    cluster = remote.cluster
+    bench = cluster.bench
+    argv = bench_argv(cluster, head, run_id, concurrency)
+    what = (
+        f"bench: concurrency {concurrency}: {bench.num_prompts} prompts "
+        f"({bench.input_len} in / {bench.output_len} out)"
+    )
+    print(f"{what}: started", flush=True)
+    with tempfile.TemporaryDirectory(prefix="halo-bench-") as scratch:
+        out, errors = Path(scratch) / "stdout", Path(scratch) / "stderr"
+        command = level_command(cluster, argv, run_id, concurrency)
+        process = remote.start(cluster.head, command, out, errors)
+        started = time.monotonic()
+        while True:
+            left = bench.timeout - (time.monotonic() - started)
+            try:
+                process.wait(timeout=max(min(PROGRESS_SECONDS, left), 0))
+                break
+            except subprocess.TimeoutExpired:
+                if left <= PROGRESS_SECONDS:
+                    process.kill()  # the session ends: the client stops at its next write
+                    raise BenchError(
+                        f"concurrency {concurrency}: no result after {bench.timeout} s"
+                    ) from None
+                print(f"{what}, {time.monotonic() - started:.0f} s so far", flush=True)
+        output = out.read_text()
+        said = errors.read_text().strip().splitlines()
+    if process.returncode != 0:
+        raise BenchError(
+            f"concurrency {concurrency}: vllm bench serve failed (exit {process.returncode}): "
+            f"{said[-1] if said else 'no output'}"
+        )
+    try:
+        result = json.loads(output)
+    except ValueError:
+        raise BenchError(f"concurrency {concurrency}: the result file is not JSON") from None
+    if not result.get("completed"):
+        raise BenchError(
+            f"concurrency {concurrency}: every request failed: {said[-1] if said else '?'}"
+        )
+    return result
+
+
+def one_value(nodes: dict[str, dict], pick) -> str:
+    """A field of every node as one text: the value when the nodes agree, else each node's."""
+    values = {name: pick(node) for name, node in nodes.items()}
+    if len(set(values.values())) == 1:
+        return next(iter(values.values()))
+    return " ".join(f"{name}={value}" for name, value in values.items())
+
+
+def firmware_text(node: dict) -> str:
+    return node["firmware"].get(FIRMWARE_PACKAGES[0], "none")
+
+
+def index_line(record: dict, file: str, vllm: str) -> dict:
+    """The run's line in index.jsonl (docs/bench.md): what jq queries; without a verdict yet."""
+    meta = record["halo_cluster"]
+    nodes = meta["key"]["nodes"]
+    return {
+        "date": meta["date"],
+        "run_id": meta["run_id"],
+        "file": file,
+        "config_id": meta["config_id"],
+        "key_id": meta["key_id"],
+        "image_digest": meta["key"]["image_digest"],
+        "vllm": vllm,
+        "kernel": one_value(nodes, lambda n: n["kernel"]),
+        "firmware": one_value(nodes, firmware_text),
+        "lab": meta["lab"],
+        "levels": {c: benchresults.level(result) for c, result in record["results"].items()},
+        "key": meta["key"],
+        "compared_to": None,
+        "verdict": None,
+    }
+
+
+def read_index(folder: Path) -> list[dict]:
+    path = folder / "index.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def store(folder: Path, record: dict, line: dict) -> None:
+    """The run's file, its index line and report.md, each written whole."""
+    runs = folder / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    (folder / line["file"]).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    with (folder / "index.jsonl").open("a") as index:
+        index.write(json.dumps(line, sort_keys=True) + "\n")
+    (folder / "report.md").write_text(benchresults.report(read_index(folder)))
+
+
+def vllm_version(cluster: Cluster, digest: str) -> str:
+    """The vLLM version the lock records for `digest` (the deploy read it from the image)."""
+    lock, _ = locks.read(Path(cluster.container.lock))
+    return (lock.vllm or "?") if lock and lock.digest == digest else "?"
+
+
+def measure(
+    cluster: Cluster, folder: Path, baseline_digest: str | None = None
+) -> tuple[dict, benchresults.Comparison]:
+    """A run: read, check the flags, each level, then store and compare: with the previous run
+    of its configuration, or for the gate with the baseline of `baseline_digest`."""
+    run_id = locks.RUN
+    with tempfile.TemporaryDirectory(prefix="halo-bench-ssh-") as scratch:
+        remote = Remote(cluster, Path(scratch))
+        try:
+            head = read_cluster(remote)
+            check_flags(remote, head, flags(bench_argv(cluster, head, run_id, 1)), folder)
+            results = {
+                str(c): run_level(remote, head, run_id, c) for c in cluster.bench.concurrency
+            }
+            line, comparison = keep(cluster, folder, head, results, baseline_digest)
+            # on the shared connection, before it is closed: a new one per append would be a
+            # second login to the head, and could fail where the run's own did not
+            history(remote, cluster, line)
+        finally:
+            remote.close()
+    return line, comparison
+
+
+def keep(
+    cluster: Cluster,
+    folder: Path,
+    head: Head,
+    results: dict[str, dict],
+    baseline_digest: str | None,
+) -> tuple[dict, benchresults.Comparison]:
+    """The run's record and index line, compared and stored under `folder`."""
+    the_key = key(cluster, head)
+    date = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    meta = {
+        "run_id": locks.RUN,
+        "date": date,
+        "key": the_key,
+        "config_id": benchresults.config_id(the_key),
+        "key_id": benchresults.key_id(the_key),
+        "lab": head.lab,
+    }
+    record = {"halo_cluster": meta, "results": results}
+    line = index_line(
+        record, f"runs/{date}-{meta['key_id']}.json", vllm_version(cluster, head.digest)
+    )
+    lines = read_index(folder)
+    previous = (
+        benchresults.baseline_of(lines, line["config_id"], baseline_digest)
+        if baseline_digest
+        else benchresults.previous_of([*lines, line], line)
+    )
+    comparison = benchresults.compare(line, previous, cluster.bench.tolerance)
+    line.update(compared_to=previous and previous["run_id"], verdict=comparison.verdict)
+    store(folder, record, line)
+    return line, comparison
+
+
+def history(remote: Remote, cluster: Cluster, line: dict) -> None:
+    """The run's `bench` line in the head's history (a failure to append is only said)."""
+    event = locks.history_line(
+        "bench",
+        run_id=line["run_id"],
+        file=line["file"],
+        config_id=line["config_id"],
+        key_id=line["key_id"],
+        output_throughput={c: v["output_throughput"] for c, v in line["levels"].items()},
+        verdict=line["verdict"],
+    )
+    append = (
+        f'mkdir -p "$HOME/{posixpath.dirname(locks.HISTORY)}" && '
+        f"printf '%s\\n' {shlex.quote(event)} >> \"$HOME/{locks.HISTORY}\""
+    )
+    answer = remote.run(cluster.head, as_user(cluster.cluster_user, f"sh -c {shlex.quote(append)}"))
+    if answer.returncode != 0:
+        print(f"bench: the head's history was not appended: {answer.stderr.strip()[-200:]}")
+
+
+def said(line: dict, comparison: benchresults.Comparison, previous: dict | None) -> list[str]:
+    """The end of a run or `--compare`: the tables, what changed and the verdict."""
+    lab = " (lab stand-in: not a model's numbers)" if line["lab"] else ""
+    out = [
+        f"bench {line['date']} ({line['file']}), config {line['config_id']}, "
+        f"image {line['image_digest']}{lab}"
+    ]
+    out += benchresults.level_table(line["levels"], comparison.deltas)
+    if previous is None:
+        out.append(f"bench: baseline: no earlier run of config {line['config_id']}")
+        return out
+    out.append(f"compared with {previous['date']} ({previous['file']}):")
+    out += [f"  changed: {c}" for c in comparison.changed] or ["  changed: nothing in the key"]
+    out += [f"  regression: {r}" for r in comparison.reasons]
+    out.append(f"bench: {comparison.verdict}")
+    return out
+
+
+def compare_only(cluster: Cluster, folder: Path) -> int:
+    lines = read_index(folder)
+    if not lines:
+        print(
+            f"bench: no runs yet in {folder / 'index.jsonl'}: run halo-cluster bench",
+            file=sys.stderr,
+        )
+        return ERROR
+    latest = lines[-1]
+    previous = benchresults.previous_of(lines, latest)
+    comparison = benchresults.compare(latest, previous, cluster.bench.tolerance)
+    print("\n".join(said(latest, comparison, previous)))
+    return comparison.exit_code
+
+
+def not_run(error: subprocess.SubprocessError | OSError) -> str:
+    """What stopped a run outside vLLM (ssh missing or hung, reports/ not writable): one line."""
+    if isinstance(error, subprocess.TimeoutExpired):
+        return f"{error.cmd[0]} gave no answer in {error.timeout:g} s"
+    return str(error)
+
+
+def gate(config: str | Path, baseline_digest: str, folder: Path | None = None) -> GateResult:
+    """The image upgrade's bench check (design section 5, "Gate"): `skipped` with
+    `bench.gate: false`; else a run, recorded like any, compared with the baseline (the latest
+    run of this configuration on `baseline_digest`, the image being left, else the latest run of
+    this configuration): `failed` on a regression or a run that could not measure, `passed`
+    within the tolerance, `baseline` when there was none (this run becomes it). It never
+    raises: the upgrade rolls back on a failed gate, so an exception would leave the trial."""
+    folder = folder or reports()
+    try:
+        cluster = project.load(config)
+    except ConfigError as error:
+        return GateResult("failed", f"bench: {error.problems[0]}")
+    if not cluster.bench.gate:
+        return GateResult("skipped", "bench: skipped (bench.gate: false)")
+    try:
+        line, comparison = measure(cluster, folder, baseline_digest)
+    except BenchError as error:
+        return GateResult("failed", f"bench: {error}")
+    except (subprocess.SubprocessError, OSError) as error:
+        return GateResult("failed", f"bench: {not_run(error)}")
+    if comparison.verdict == benchresults.BASELINE:
+        return GateResult(
+            "baseline", f"bench: baseline (no earlier run of config {line['config_id']})"
+        )
+    if comparison.verdict == benchresults.REGRESSION:
+        return GateResult("failed", "bench: " + "; ".join(comparison.reasons))
+    return GateResult(
+        "passed", f"bench: within {cluster.bench.tolerance:g} % of run {line['compared_to']}"
+    )
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="halo-cluster bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--compare", action="store_true", help="compare the last two runs only")
+    args = parser.parse_args(argv)
+    try:
+        cluster = project.load(project.config())
+    except ConfigError as error:
+        print("\n".join(error.problems), file=sys.stderr)
+        return ERROR
+    folder = reports()
+    if args.compare:
+        return compare_only(cluster, folder)
+    if not cluster.serve.enabled:
+        print(f"bench: serve.enabled is false in {cluster.source}: nothing serves", file=sys.stderr)
+        return ERROR
+    try:
+        line, comparison = measure(cluster, folder)
+    except BenchError as error:
+        print(f"bench: {error}", file=sys.stderr)
+        return ERROR
+    except (subprocess.SubprocessError, OSError) as error:
+        print(f"bench: {not_run(error)}", file=sys.stderr)
+        return ERROR
+    previous = next((x for x in read_index(folder) if x["run_id"] == line["compared_to"]), None)
+    print("\n".join(said(line, comparison, previous)))
+    print(f"bench: report {folder / 'report.md'}")
+    return comparison.exit_code
