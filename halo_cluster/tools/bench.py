@@ -568,10 +568,8 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--compare", action="store_true", help="compare the last two runs only")
     args = parser.parse_args(argv)
-    try:
-        cluster = project.load(project.config())
-    except ConfigError as error:
-        print("\n".join(error.problems), file=sys.stderr)
+    cluster = project.load_or_say(project.config())
+    if cluster is None:
         return ERROR
     folder = reports()
     if args.compare:

@@ -205,10 +205,8 @@ def run_where(args: list[str]) -> int:
 
     argparse.ArgumentParser(prog="halo-cluster where", description=where.__doc__).parse_args(args)
     config = project.config()
-    try:
-        cluster = project.load(config)
-    except ConfigError as error:
-        print("\n".join(error.problems), file=sys.stderr)
+    cluster = project.load_or_say(config)
+    if cluster is None:
         return ERROR
     print("\n".join(where.lines(cluster, config)))
     return 0

@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from halo_cluster.config.loader import load_cluster
+from halo_cluster.config.loader import ConfigError, load_cluster
 from halo_cluster.config.model import Cluster
 from halo_cluster.config.schema import use
 
@@ -73,3 +73,13 @@ def load(path: str | Path) -> Cluster:
 
     use(roles.schema())
     return load_cluster(path)
+
+
+def load_or_say(path: str | Path) -> Cluster | None:
+    """`load`, or None once its problems are printed, one line each (the command then exits
+    with its own code for a bad config: docs/ci.md)."""
+    try:
+        return load(path)
+    except ConfigError as error:
+        print("\n".join(error.problems), file=sys.stderr)
+        return None

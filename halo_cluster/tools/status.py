@@ -21,7 +21,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from halo_cluster.config import lock as locks
-from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.model import Cluster, Node
 from halo_cluster.config.serving import SERVICE_CONFIG
 from halo_cluster.decide import budget
@@ -30,7 +29,7 @@ from halo_cluster.node.image import IMAGES_FORMAT, parse_images
 from halo_cluster.node.memory import memory_command, memory_process
 from halo_cluster.node.versions import firmware, summary, versions_command, versions_process
 from halo_cluster.tools import sshconfig
-from halo_cluster.tools.project import config, load
+from halo_cluster.tools.project import config, load_or_say
 
 UP, DOWN, UNREACHABLE = 0, 2, 1
 VERDICTS = {UP: "up", DOWN: "something is down", UNREACHABLE: "a node cannot be reached"}
@@ -351,10 +350,8 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="halo-cluster status", description=__doc__)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     args = parser.parse_args(argv)
-    try:
-        cluster = load(config())
-    except ConfigError as error:
-        print("\n".join(error.problems), file=sys.stderr)
+    cluster = load_or_say(config())
+    if cluster is None:
         return UNREACHABLE
     if not cluster.serve.enabled:
         print(f"status: serve.enabled is false in {cluster.source}: no services to show")

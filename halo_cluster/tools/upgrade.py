@@ -377,15 +377,12 @@ def _parser(command: str, about: str) -> argparse.ArgumentParser:
 
 def _run(command: str, phases: Callable[[Upgrade], int]) -> int:
     """Load the config (as an upgrade's deploy does), reach the cluster, run `phases`."""
-    from halo_cluster.config.loader import ConfigError
     from halo_cluster.tools import project, remote
 
     os.environ[locks.UPGRADING] = "1"  # this run's loads and deploys: see lock.UPGRADING
     path = project.config()
-    try:
-        cluster = project.load(path)
-    except ConfigError as error:
-        print("\n".join(error.problems), file=sys.stderr)
+    cluster = project.load_or_say(path)
+    if cluster is None:
         return REFUSED
     found = project.files()
     if found is None:

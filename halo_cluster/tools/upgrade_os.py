@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Protocol
 
 from halo_cluster.config import lock as locks
-from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.model import Cluster, Node
 from halo_cluster.decide import cmdline, rdmatools
 from halo_cluster.node import boot
@@ -643,10 +642,8 @@ def main(args: list[str]) -> int:
     if problems:
         print("; ".join(problems), file=sys.stderr)
         return REFUSED
-    try:
-        cluster = project.load(project.config())
-    except ConfigError as error:
-        print("\n".join(error.problems), file=sys.stderr)
+    cluster = project.load_or_say(project.config())
+    if cluster is None:
         return REFUSED
     found = project.files()
     if found is None:
