@@ -112,10 +112,10 @@ class Remote:
 
     # P2
     def switch(self, pinned: str) -> str | None:
-        """vLLM stopped, then the deploy (its lock already says `pinned`): Ray restarted on
-        every node, vLLM started, its /health wait; a crash-looping vLLM ends it at once."""
+        """The deploy (its lock already says `pinned`), vLLM serving until it stops it just
+        before Ray's restart on every node, then vLLM started and its /health wait; a
+        crash-looping vLLM ends it at once."""
         self._start_poller()
-        self.run(self.head, as_user(self.user, "systemctl --user stop halo-vllm"))
         env = dict(os.environ, CLUSTER_CONFIG=os.path.abspath(self.config))
         env[locks.UPGRADING] = "1"
         argv = [*PYINFRA, "-y", "inventory.py", "deploy.py"]

@@ -3,8 +3,9 @@ image as one, and back (docs/roles/container.md, docs/design/day-after.md sectio
 
     P0 identity: the lock, a converged cluster, the head's resolve of the image (equal: exit 0)
     P1 pull the new digest on every node at once while the old build serves (a failure: exit 5)
-    P2 switch: the lock in trial, vLLM stopped, the deploy on the new digest (Ray restarted on
-       every node, vLLM started, its /health identity wait), a crash loop cut short
+    P2 switch: the lock in trial, the deploy on the new digest (vLLM serving until just before
+       Ray's restart on every node, then started, its /health identity wait), a crash loop cut
+       short
     P3 gate: every node's containers on the new digest, one real completion, the bench seam
     P4 passed: the lock final, the history, every older image pruned but current and previous
     R  rollback: every node back on the previous digest and serving (exit 6), or not (exit 7)

@@ -103,6 +103,11 @@ def start_or_restart(user: str, vllm: bool, changed: dict[str, bool]) -> bool:
         user_systemctl(name="Reload the user's units", user=user, args=["daemon-reload"])
     other = other_images(user)
     ray_changed = RAY in other or any(changed.get(n) for n in restarted_by(RAY))
+    if vllm and ray_changed and _running(units.get(VLLM)):
+        # vLLM serves on while everything before this runs (an upgrade's downtime is this
+        # restart alone); stopped here, before any node's Ray restarts under it, it does not
+        # crash and come back by Restart=always against a Ray cluster still half restarted
+        user_systemctl(name=f"Stop {VLLM} for Ray's restart", user=user, args=["stop", VLLM])
     acted = _ensure(user, RAY, ray_changed, units.get(RAY))
     if vllm:
         vllm_changed = ray_changed or VLLM in other
@@ -129,8 +134,12 @@ def other_images(user: str) -> set[str]:
     return set(other)
 
 
+def _running(state: str | None) -> bool:
+    return state in ("active", "activating", "reloading")
+
+
 def _ensure(user: str, service: str, changed: bool, state: str | None) -> bool:
-    running = state in ("active", "activating", "reloading")
+    running = _running(state)
     verb = "restart" if changed and running else "start" if not running else None
     if verb:
         # blocking: returns once the old container is gone and the new one runs, so the wait

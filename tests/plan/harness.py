@@ -74,6 +74,7 @@ class Plan:
     read: dict[str, list[str]] = field(default_factory=dict)
     log: str = ""
     mismatches: list[dict] = field(default_factory=list)  # `image-mismatch` events (drift's)
+    order: list[str] = field(default_factory=list)  # every operation's name, in the run's order
 
     def names(self, node: str) -> list[str]:
         return [op.name for op in self.ops[node]]
@@ -116,6 +117,7 @@ def plan(cluster: Cluster, nodes: dict[str, Node]) -> Plan:
             }
             mismatches = report.events(state, "image-mismatch")
             result = Plan(_collect(state), refused=refused, read=read, mismatches=mismatches)
+            result.order = [_name(state, op_hash) for op_hash in state.get_op_order()]
             _all_answered(state, answered)
             return result
     finally:
@@ -285,6 +287,10 @@ def _conditions_hold(conditions) -> bool:
     return all(condition() for condition in conditions or [])
 
 
+def _name(state: State, op_hash: str) -> str:
+    return " | ".join(sorted(state.op_meta[op_hash].names))
+
+
 def _collect(state: State) -> dict[str, list[PlannedOp]]:
     result: dict[str, list[PlannedOp]] = {}
     for host in state.inventory:
@@ -292,8 +298,7 @@ def _collect(state: State) -> dict[str, list[PlannedOp]]:
         for op_hash in state.get_op_order():
             if op_hash not in state.ops[host]:
                 continue
-            meta = state.op_meta[op_hash]
-            op = PlannedOp(name=" | ".join(sorted(meta.names)))
+            op = PlannedOp(name=_name(state, op_hash))
             op.runs = _conditions_hold(state.ops[host][op_hash].global_arguments.get("_if"))
             with ctx_host.use(host):
                 for command in state.ops[host][op_hash].command_generator():

@@ -268,6 +268,30 @@ def test_ray_token_on_every_node_0600_and_a_new_one_restarts_ray(tmp_path) -> No
     assert "Cluster services | Restart halo-vllm" in serve_ops(again, "halo1")
 
 
+def test_vllm_serves_until_just_before_ray_restarts_on_any_node(tmp_path) -> None:
+    """A change that restarts Ray (here the token) stops vLLM on the head only once everything
+    before the restarts ran, and before any node's Ray restarts under it: an upgrade's
+    downtime is the restart alone (issue 25)."""
+    cluster = serve_cluster(tmp_path=tmp_path)
+    nodes = {n.name: converged(cluster, n.name) for n in cluster.nodes}
+    Path(cluster.serve.ray_token_file).write_text("f" * 64 + "\n")
+    result = plan(cluster, nodes)
+    stop, ray = (
+        "Cluster services | Stop halo-vllm for Ray's restart",
+        "Cluster services | Restart halo-ray",
+    )
+    assert serve_ops(result, "halo1")[-4:] == [
+        stop,
+        ray,
+        "Cluster services | Restart halo-vllm",
+        "Cluster services | Wait for vLLM's /health",
+    ]
+    assert stop not in result.names("halo2") and ray in result.names("halo2")
+    assert result.order.index(stop) + 1 == result.order.index(ray)  # one restart for all nodes
+    again = {n.name: converged(cluster, n.name) for n in cluster.nodes}
+    assert stop not in plan(cluster, again).names("halo1")  # converged: nothing stops
+
+
 def test_a_failed_start_is_left_to_systemd_and_the_wait() -> None:
     result = plan_cluster(serve_cluster())
     starts = [c for c in result.commands("halo1") if "systemctl --user start" in c]
