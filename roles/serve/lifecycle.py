@@ -21,7 +21,12 @@ from halo_cluster.node.operations import text_file
 from halo_cluster.node.report import events
 from halo_cluster.roles.serve.facts import HttpStatus, UserManager, UserUnits
 from halo_cluster.roles.serve.files import BY_NAME, RAY, UNITS, VLLM, paths, restarted_by
-from halo_cluster.roles.serve.services import remove_user_services, user_systemctl, wait_for_health
+from halo_cluster.roles.serve.services import (
+    remove_user_services,
+    stop_user_services,
+    user_systemctl,
+    wait_for_health,
+)
 from halo_cluster.roles.serve.usermanager import needs_reexec, stale_because
 
 
@@ -103,11 +108,17 @@ def start_or_restart(user: str, vllm: bool, changed: dict[str, bool]) -> bool:
         user_systemctl(name="Reload the user's units", user=user, args=["daemon-reload"])
     other = other_images(user)
     ray_changed = RAY in other or any(changed.get(n) for n in restarted_by(RAY))
-    if vllm and ray_changed and _running(units.get(VLLM)):
-        # vLLM serves on while everything before this runs (an upgrade's downtime is this
-        # restart alone); stopped here, before any node's Ray restarts under it, it does not
-        # crash and come back by Restart=always against a Ray cluster still half restarted
-        user_systemctl(name=f"Stop {VLLM} for Ray's restart", user=user, args=["stop", VLLM])
+    # vLLM serves on while everything before this runs (an upgrade's downtime is the restart
+    # alone); stopped here, before any node's Ray restarts under it, it does not crash and come
+    # back by Restart=always against a Ray cluster still half restarted
+    stops_vllm = vllm and ray_changed and _running(units.get(VLLM))
+    stop_user_services(name=f"Stop {VLLM} for Ray's restart", user=user,
+                       services=[VLLM] if stops_vllm else [])  # fmt: skip
+    # a worker's Ray drains through the head's GCS in about a second while that is up, and
+    # waits out its stop bound when the head's Ray stops beside it (ray.STOP_SECONDS)
+    first = host.data.halo_role != "head" and ray_changed and _running(units.get(RAY))
+    stop_user_services(name=f"Stop the workers' {RAY} before the head's", user=user,
+                       services=[RAY] if first else [])  # fmt: skip
     acted = _ensure(user, RAY, ray_changed, units.get(RAY))
     if vllm:
         vllm_changed = ray_changed or VLLM in other

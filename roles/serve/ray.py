@@ -22,6 +22,11 @@ NON_CARRY_OVER = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "VL
 GCS_RECONNECT_SECONDS = 20
 # where vLLM's driver and the GPU worker on its node meet (VLLM_RPC_BASE_PATH), in both containers
 RPC_DIR = "/run/halo-cluster/vllm-rpc"
+# podman's wait from SIGTERM to SIGKILL when Ray stops. With --pid=host every process of the
+# container gets SIGTERM at once: the head's own GCS is gone when `ray start --block` drains, and
+# the drain would only wait out GCS_RECONNECT_SECONDS (21 s measured in the lab). A worker drains
+# through the head's GCS in about 1 s while that is up (the deploy stops workers first).
+STOP_SECONDS = {"head": 3, "worker": 10}
 WAIT_SECONDS = 600  # what a service waits for its prerequisites before failing (then retried)
 # rootless podman options RCCL over RDMA needs, as upstream's refresh_toolbox.sh and run_cluster.sh
 # (host IPC also gives the host's /dev/shm: podman refuses --shm-size with it)
@@ -52,6 +57,7 @@ def context(node: NodeContext, env: str) -> dict:
         "ports": PORTS,
         "node_ports": NODE_PORTS,
         "wait": WAIT_SECONDS,
+        "stop_seconds": STOP_SECONDS[data.halo_role],
         "object_store_mib": data.halo_serve_object_store_mib,
         "rpc_dir": RPC_DIR,
         "hf_token": data.halo_serve_hf_token_file is not None,

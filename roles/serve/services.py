@@ -55,6 +55,26 @@ def user_systemctl(
 
 
 @operation(is_idempotent=False)
+def stop_user_services(user: str, services: list[str]):
+    """
+    Stop the user's services now, for what follows; nothing when ``services`` is empty. Called
+    on every node with its own list: pyinfra orders an operation by the nodes that plan it, so
+    one only some nodes plan could run after another node's next one.
+
+    + user: the cluster user
+    + services: service names without ``.service``, in the order to stop them
+
+    **Example:**
+
+    .. code:: python
+
+        stop_user_services(name="Stop vLLM", user="vllm", services=["halo-vllm"])
+    """
+    if services:
+        yield as_user(user, "systemctl --user stop " + " ".join(shlex.quote(s) for s in services))
+
+
+@operation(is_idempotent=False)
 def remove_user_services(user: str, services: list[str], paths: list[str]):
     """
     Stop services, then remove their files and reload: a quadlet removed before its service

@@ -31,7 +31,7 @@ def test_head_runs_ray_head_and_vllm_with_rdma_options() -> None:
         f"Image={PINNED}",  # the cluster's digest, not the tag (issue 25)
         "Restart=always",
         "TimeoutStopSec=60",
-        "StopTimeout=40",
+        "StopTimeout=3",  # the head's drain has no GCS to drain through
         "DefaultDependencies=false",
         "WantedBy=default.target",
     ):
@@ -270,8 +270,8 @@ def test_ray_token_on_every_node_0600_and_a_new_one_restarts_ray(tmp_path) -> No
 
 def test_vllm_serves_until_just_before_ray_restarts_on_any_node(tmp_path) -> None:
     """A change that restarts Ray (here the token) stops vLLM on the head only once everything
-    before the restarts ran, and before any node's Ray restarts under it: an upgrade's
-    downtime is the restart alone (issue 25)."""
+    before the restarts ran, then the workers' Ray while the head's GCS is up to drain through,
+    then restarts Ray on every node: an upgrade's downtime is the restart alone (issue 25)."""
     cluster = serve_cluster(tmp_path=tmp_path)
     nodes = {n.name: converged(cluster, n.name) for n in cluster.nodes}
     Path(cluster.serve.ray_token_file).write_text("f" * 64 + "\n")
@@ -286,10 +286,15 @@ def test_vllm_serves_until_just_before_ray_restarts_on_any_node(tmp_path) -> Non
         "Cluster services | Restart halo-vllm",
         "Cluster services | Wait for vLLM's /health",
     ]
-    assert stop not in result.names("halo2") and ray in result.names("halo2")
-    assert result.order.index(stop) + 1 == result.order.index(ray)  # one restart for all nodes
+    workers_first = "Cluster services | Stop the workers' halo-ray before the head's"
+    assert serve_ops(result, "halo2")[-2:] == [workers_first, ray]
+    assert stop not in serve_ops(result, "halo2")
+    assert workers_first not in serve_ops(result, "halo1")
+    # every node's Ray restarts in one operation, after vLLM and the workers' Ray stopped
+    assert result.order.index(stop) + 1 == result.order.index(workers_first)
+    assert result.order.index(workers_first) + 1 == result.order.index(ray)
     again = {n.name: converged(cluster, n.name) for n in cluster.nodes}
-    assert stop not in plan(cluster, again).names("halo1")  # converged: nothing stops
+    assert serve_ops(plan(cluster, again), "halo1") == []  # converged: nothing stops
 
 
 def test_a_failed_start_is_left_to_systemd_and_the_wait() -> None:
