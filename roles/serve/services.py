@@ -18,7 +18,7 @@ from halo_cluster.node.operations import run_saying_what
 from halo_cluster.node.progress import waiting
 from halo_cluster.roles.serve.facts import over_data_link
 
-POLL_SECONDS = 3
+POLL_SECONDS = 1  # a curl on the head: the deploy sees vLLM serving within a second
 
 
 @operation(is_idempotent=False)
