@@ -6,8 +6,10 @@ prints numbers, not a test (docs/performance.md).
 On the serving 2-node lab (`serve.ready_timeout: 60`): a good build published, `halo-cluster
 upgrade` (its printed downtime: seconds without a 200 from /health, and its whole time, the pull
 included), then `halo-cluster rollback` (its time); then a broken build published and the
-upgrade's time until it exits 6, serving the previous build again. Median of --repeat runs.
-Needs root, like the lab.
+upgrade's time until it exits 6, serving the previous build again; and the goal's measure, one
+restart of the services in the deploy's order (vLLM stopped, the workers' Ray stopped, the
+head's Ray restarted, the workers' started, vLLM started) until /health answers 200. Median of
+--repeat runs. Needs root, like the lab.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ import sys
 import time
 from pathlib import Path
 
+from halo_cluster.node.facts import as_user
 from lab import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 HALO_CLUSTER = str(Path(sys.executable).parent / "halo-cluster")
 SERVE = (ROOT / "lab" / "serve.yml").read_text().replace("ready_timeout: 300", "ready_timeout: 60")
+HEAD_URL = "http://192.168.100.1:8000"
 DOWNTIME = re.compile(r"downtime: ([0-9.]+) s without a 200")
 
 
@@ -52,14 +56,43 @@ def timed(command: str, path: Path, expect: int) -> tuple[float, str]:
     return time.monotonic() - start, result.stdout
 
 
+def on(node: str, command: str) -> str:
+    """`command` as the cluster user on a lab node, over the lab's SSH."""
+    address = cli.node_address(cli.load_state(), node)
+    argv = [*cli.ssh_argv(address), as_user("vllm", command)]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    return done.stdout
+
+
+def until_serving(timeout: float = 300) -> None:
+    start = time.monotonic()
+    probe = f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {HEAD_URL}/health"
+    while on("node1", probe) != "200":
+        if time.monotonic() - start > timeout:
+            raise SystemExit(f"not serving after {timeout:.0f} s")
+        time.sleep(0.5)
+
+
+def services_restart() -> float:
+    """Seconds from vLLM's stop to /health 200, the services restarted as the deploy does."""
+    until_serving()
+    start = time.monotonic()
+    on("node1", "systemctl --user stop halo-vllm")
+    on("node2", "systemctl --user stop halo-ray")
+    on("node1", "systemctl --user restart halo-ray")
+    on("node2", "systemctl --user start halo-ray")
+    on("node1", "systemctl --user start halo-vllm")
+    until_serving()
+    return time.monotonic() - start
+
+
 def one_round(path: Path) -> dict[str, float]:
+    figures = {"one restart of the services (s)": services_restart()}
     cli.publish_image()
     took, output = timed("upgrade", path, 0)
     found = DOWNTIME.search(output)
-    figures = {
-        "upgrade (s)": took,
-        "downtime (s)": float(found.group(1)) if found else float("nan"),
-    }
+    figures["upgrade (s)"] = took
+    figures["downtime (s)"] = float(found.group(1)) if found else float("nan")
     figures["rollback by hand (s)"], _ = timed("rollback", path, 0)
     cli.publish_image("broken")
     figures["broken build to serving again (s)"], _ = timed("upgrade", path, 6)

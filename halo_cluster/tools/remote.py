@@ -111,11 +111,13 @@ class Remote:
             print(f"{self.head.name}: warning: history not written: {err.strip()[-200:]}")
 
     # P2
-    def switch(self, pinned: str) -> str | None:
+    def switch(self, pinned: str, stop_first: bool = False) -> str | None:
         """The deploy (its lock already says `pinned`), vLLM serving until it stops it just
-        before Ray's restart on every node, then vLLM started and its /health wait; a
-        crash-looping vLLM ends it at once."""
+        before Ray's restart on every node (`stop_first`: vLLM stopped before the deploy), then
+        vLLM started and its /health wait; a crash-looping vLLM ends it at once."""
         self._start_poller()
+        if stop_first:
+            self.run(self.head, as_user(self.user, "systemctl --user stop halo-vllm"))
         env = dict(os.environ, CLUSTER_CONFIG=os.path.abspath(self.config))
         env[locks.UPGRADING] = "1"
         argv = [*PYINFRA, "-y", "inventory.py", "deploy.py"]

@@ -52,7 +52,7 @@ class Runner(Protocol):
     def pull(self, image: str) -> dict[str, tuple[float, str]]: ...  # node: (seconds, error)
     def versions(self, image: str) -> tuple[str, str]: ...  # Ray's and vLLM's inside it
     def append(self, line: str) -> None: ...  # one line of the head's history
-    def switch(self, pinned: str) -> str | None: ...  # the deploy on `pinned`: why it failed
+    def switch(self, pinned: str, stop_first: bool = False) -> str | None: ...  # why it failed
     def running_other(self, pinned: str) -> dict[str, str]: ...  # node: what it runs instead
     def completion(self) -> str | None: ...  # why one completion failed, or None
     def downtime(self) -> float | None: ...  # seconds without a 200 since the last switch
@@ -298,7 +298,10 @@ class Upgrade:
         self.say(f"rollback: every node back to {pinned}")
         # from the rollback's own switch: the pull and the failed build's time are not its
         switched = self.clock()
-        gate = self.gate(pinned, self.runner.switch(pinned), no_bench=True)
+        # after a failed gate the build being left may crash-loop through the deploy: stopped
+        # first, its restarts neither touch Ray nor count in the rollback's own watch
+        switch_error = self.runner.switch(pinned, stop_first=not by_hand)
+        gate = self.gate(pinned, switch_error, no_bench=True)
         seconds = round(self.clock() - switched, 1)
         if not gate.passed:
             nodes = self.runner.states()

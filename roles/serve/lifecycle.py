@@ -109,16 +109,19 @@ def start_or_restart(user: str, vllm: bool, changed: dict[str, bool]) -> bool:
     other = other_images(user)
     ray_changed = RAY in other or any(changed.get(n) for n in restarted_by(RAY))
     # vLLM serves on while everything before this runs (an upgrade's downtime is the restart
-    # alone); stopped here, before any node's Ray restarts under it, it does not crash and come
-    # back by Restart=always against a Ray cluster still half restarted
+    # alone); stopped here, before the workers' and its own Ray restart under it, it does not
+    # crash and come back by Restart=always against a Ray cluster still half restarted. Only
+    # where it is started again: the cluster's image here, no node refused.
     stops_vllm = vllm and ray_changed and _running(units.get(VLLM))
+    image = _required_image() if ray_changed else None
     stop_user_services(name=f"Stop {VLLM} for Ray's restart", user=user,
-                       services=[VLLM] if stops_vllm else [])  # fmt: skip
+                       services=[VLLM] if stops_vllm else [], required_image=image,
+                       _if=no_node_refused(say=False) if stops_vllm else None)  # fmt: skip
     # a worker's Ray drains through the head's GCS in about a second while that is up, and
     # waits out its stop bound when the head's Ray stops beside it (ray.STOP_SECONDS)
     first = host.data.halo_role != "head" and ray_changed and _running(units.get(RAY))
     stop_user_services(name=f"Stop the workers' {RAY} before the head's", user=user,
-                       services=[RAY] if first else [])  # fmt: skip
+                       services=[RAY] if first else [], required_image=image)  # fmt: skip
     acted = _ensure(user, RAY, ray_changed, units.get(RAY))
     if vllm:
         vllm_changed = ray_changed or VLLM in other
@@ -184,15 +187,15 @@ def _required_image() -> tuple[str, str]:
     return pinned, line
 
 
-def no_node_refused() -> Callable[[], bool]:
+def no_node_refused(say: bool = True) -> Callable[[], bool]:
     """For vLLM's start, checked when it would run (every node planned by then, in pyinfra's
     order): vLLM needs every node, so while any node was refused (a worker's RDMA port, its
-    safety checks) the head does not start it and says why."""
+    safety checks) the head does not start it and (`say`) says why."""
     state, prefix = ctx_state.get(), host.print_prefix
 
     def check() -> bool:
         refused = sorted({event["node"] for event in events(state, "refused")})
-        if refused:
+        if refused and say:
             logger.warning(f"{prefix}vLLM not started: refused in this run: {', '.join(refused)}")
         return not refused
 

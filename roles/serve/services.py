@@ -19,6 +19,8 @@ from halo_cluster.node.progress import waiting
 from halo_cluster.roles.serve.facts import over_data_link
 
 POLL_SECONDS = 1  # a curl on the head: the deploy sees vLLM serving within a second
+NOT_OURS_SECONDS = 5  # after a 200 from a vLLM that is not the configured cluster's yet
+NOT_200 = "vLLM's /health does not answer 200"
 
 
 @operation(is_idempotent=False)
@@ -48,21 +50,31 @@ def user_systemctl(
     if retried_by_systemd:
         command += " || echo 'the start failed: systemd tries again (Restart=always)'"
     if required_image:
-        image, line = required_image
-        present = as_user(user, f"podman image exists {shlex.quote(image)}")
-        yield f"{present} || {{ echo {shlex.quote(line)} >&2; exit 1; }}"
+        yield image_present(user, required_image)
     yield command
 
 
+def image_present(user: str, required_image: tuple[str, str]) -> str:
+    """A command that fails with the line when the image is not in the user's storage."""
+    image, line = required_image
+    present = as_user(user, f"podman image exists {shlex.quote(image)}")
+    return f"{present} || {{ echo {shlex.quote(line)} >&2; exit 1; }}"
+
+
 @operation(is_idempotent=False)
-def stop_user_services(user: str, services: list[str]):
+def stop_user_services(
+    user: str, services: list[str], required_image: tuple[str, str] | None = None
+):
     """
     Stop the user's services now, for what follows; nothing when ``services`` is empty. Called
-    on every node with its own list: pyinfra orders an operation by the nodes that plan it, so
-    one only some nodes plan could run after another node's next one.
+    on every node with its own list: pyinfra merges the nodes' own sequences of operations, and
+    two operations no node plans both have no order between them (the plan tests saw a worker's
+    stop run before the head's one written above it).
 
     + user: the cluster user
     + services: service names without ``.service``, in the order to stop them
+    + required_image: (image, line): stop nothing and fail with the line when the image the
+      services restart on is not in the user's storage (the old ones keep running)
 
     **Example:**
 
@@ -70,8 +82,11 @@ def stop_user_services(user: str, services: list[str]):
 
         stop_user_services(name="Stop vLLM", user="vllm", services=["halo-vllm"])
     """
-    if services:
-        yield as_user(user, "systemctl --user stop " + " ".join(shlex.quote(s) for s in services))
+    if not services:
+        return
+    if required_image:
+        yield image_present(user, required_image)
+    yield as_user(user, "systemctl --user stop " + " ".join(shlex.quote(s) for s in services))
 
 
 @operation(is_idempotent=False)
@@ -284,7 +299,7 @@ def wait_for_health(
 def _wait_for_health(state, host, user, url, model, timeout, services, nodes) -> bool:
     probe = f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {shlex.quote(url + '/health')}"
     deadline = time.monotonic() + timeout
-    wrong = "vLLM's /health does not answer 200"
+    wrong = NOT_200
     with waiting(host, f"vLLM's /health at {url} (up to {timeout} s)"):
         while time.monotonic() < deadline:
             _, output = host.run_shell_command(probe)
@@ -293,7 +308,8 @@ def _wait_for_health(state, host, user, url, model, timeout, services, nodes) ->
                 if wrong is None:
                     logger.info(f"{host.print_prefix}serving {model} at {url}")
                     return True
-            time.sleep(POLL_SECONDS)
+            # a 200 not ours yet costs a Ray client in the container (_not_ours): not each second
+            time.sleep(POLL_SECONDS if wrong == NOT_200 else NOT_OURS_SECONDS)
     # logged, not raised: pyinfra prints a raised error from a callback with a traceback
     logger.error(
         f"{host.print_prefix}not serving after {timeout} s: {wrong}; {_why(host, user, services)}"

@@ -369,8 +369,11 @@ SNAPSHOT = f"{HOME}/.cache/huggingface/hub/models--Qwen--Qwen3-14B/snapshots/{'a
 MODEL_FILES = [f"dir {SNAPSHOT}", "728 config.json", "3700000000 model-00001-of-00004.safetensors"]
 
 
-def converged(cluster, name: str, active: bool = True, health: str = "200") -> Node:
-    """A node as a first deploy leaves it: every service file in place, the services running."""
+def converged(
+    cluster, name: str, active: bool = True, health: str = "200", rdma: str = "irdma1"
+) -> Node:
+    """A node as a first deploy leaves it: every service file in place, the services running
+    (`rdma`: its data port's RDMA device, as user_node)."""
     first = plan_cluster(cluster).uploads(name)
     files = {
         path: (
@@ -386,4 +389,4 @@ def converged(cluster, name: str, active: bool = True, health: str = "200") -> N
     }
     units = ["Id=halo-ray.service", "ActiveState=active", "", "Id=halo-vllm.service"]
     units.append("ActiveState=active" if active else "ActiveState=failed")
-    return user_node(files=files, units=units, health=[health], model=MODEL_FILES)
+    return user_node(files=files, units=units, health=[health], model=MODEL_FILES, rdma=rdma)

@@ -293,8 +293,27 @@ def test_vllm_serves_until_just_before_ray_restarts_on_any_node(tmp_path) -> Non
     # every node's Ray restarts in one operation, after vLLM and the workers' Ray stopped
     assert result.order.index(stop) + 1 == result.order.index(workers_first)
     assert result.order.index(workers_first) + 1 == result.order.index(ray)
+    assert result.order.count(ray) == 1
+    stops = next(op for op in result.ops["halo2"] if op.name == workers_first).commands
+    assert "podman image exists" in stops[0]  # stopped only where it can start again
+    assert stops[-1].endswith("systemctl --user stop halo-ray")
     again = {n.name: converged(cluster, n.name) for n in cluster.nodes}
     assert serve_ops(plan(cluster, again), "halo1") == []  # converged: nothing stops
+
+
+def test_vllm_is_not_stopped_for_ray_when_it_would_not_start_again(tmp_path) -> None:
+    """A refused worker (its RDMA port down) holds vLLM's start: then its stop for Ray's
+    restart does not run either, and the running vLLM is left as it is."""
+    cluster = serve_cluster(tmp_path=tmp_path, serve=", transport: rdma")
+    nodes = {"halo1": converged(cluster, "halo1"), "halo2": converged(cluster, "halo2")}
+    Path(cluster.serve.ray_token_file).write_text("f" * 64 + "\n")
+    healthy = plan(cluster, nodes)
+    stop = "Cluster services | Stop halo-vllm for Ray's restart"
+    assert next(op for op in healthy.ops["halo1"] if op.name == stop).runs
+    nodes["halo2"] = converged(cluster, "halo2", rdma="irdma0")
+    refused = plan(cluster, nodes)
+    assert list(refused.refused) == ["halo2"]
+    assert not next(op for op in refused.ops["halo1"] if op.name == stop).runs
 
 
 def test_a_failed_start_is_left_to_systemd_and_the_wait() -> None:

@@ -39,6 +39,7 @@ class FakeRunner:
     nodes: tuple[str, ...] = ("node1", "node2")
     lines: list[dict] = field(default_factory=list)
     switched: list[str] = field(default_factory=list)
+    stopped_first: list[bool] = field(default_factory=list)  # each switch's vLLM stop before
     pulled: list[str] = field(default_factory=list)
     removed: dict[str, list[str]] = field(default_factory=dict)
 
@@ -58,8 +59,9 @@ class FakeRunner:
     def append(self, line: str) -> None:
         self.lines.append(json.loads(line))
 
-    def switch(self, pinned: str) -> str | None:
+    def switch(self, pinned: str, stop_first: bool = False) -> str | None:
         self.switched.append(pinned)
+        self.stopped_first.append(stop_first)
         return self.switch_errors.get(pinned)
 
     def running_other(self, pinned: str) -> dict[str, str]:
@@ -154,6 +156,7 @@ def test_a_failed_gate_rolls_back_and_rejects_the_build(tmp_path: Path) -> None:
     assert [r.digest for r in lock.rejected] == [D1]
     assert lock.rejected[0].reason == "gate failed: completion: HTTP 500: engine dead"
     assert runner.switched == [f"{NAME}@{D1}", f"{NAME}@{D0}"]
+    assert runner.stopped_first == [False, True]  # the failed build stopped before the deploy
     assert runner.events()[-4:] == ["gate", "switched", "rolled-back", "serving"]
     back = runner.lines[-2]
     assert (back["from"], back["to"], back["by_hand"]) == (D1, D0, False)
@@ -253,6 +256,7 @@ def test_rollback_by_hand_swaps_current_and_previous(tmp_path: Path) -> None:
     assert lock.digest == D0 and lock.previous is not None and lock.previous.digest == D1
     assert lock.rejected == ()  # by hand: the build is not judged
     assert runner.pulled[-1] == f"{NAME}@{D0}" and runner.switched[-1] == f"{NAME}@{D0}"
+    assert runner.stopped_first == [False, False]  # a serving build serves through the deploy
     assert runner.lines[-2]["event"] == "rolled-back" and runner.lines[-2]["by_hand"] is True
 
 
@@ -425,9 +429,9 @@ class SlowRunner(FakeRunner):
         self.now[0] += 100
         return super().pull(image)
 
-    def switch(self, pinned: str) -> str | None:
+    def switch(self, pinned: str, stop_first: bool = False) -> str | None:
         self.now[0] += 10
-        return super().switch(pinned)
+        return super().switch(pinned, stop_first)
 
 
 def test_serving_again_counts_from_the_rollbacks_switch(tmp_path: Path) -> None:
