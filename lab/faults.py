@@ -18,7 +18,8 @@ from lab import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAD_URL = "http://192.168.100.1:8000"
-STEADY_CHECKS = 3  # consecutive /health 200s, 2 s apart
+STEADY_CHECKS = 3  # consecutive /health 200s, STEADY_SECONDS apart
+STEADY_SECONDS = 1
 
 
 def ssh(node: str, command: str) -> str:
@@ -66,8 +67,8 @@ def recover(fault: str, gpus: int = 2, timeout: float = 400) -> float:
             raise TimeoutError(f"{fault}: not serving after {timeout:.0f} s:\n{journal[-3000:]}")
         up = vllm_restarts() > before and health() == "200"
         steady = steady + 1 if up else 0
-        time.sleep(2)
-    seconds = time.monotonic() - start - 2 * STEADY_CHECKS
+        time.sleep(STEADY_SECONDS)
+    seconds = time.monotonic() - start - STEADY_SECONDS * STEADY_CHECKS
     while f"/{gpus}.0 GPU" not in user("node1", "podman exec halo-ray ray status"):
         if time.monotonic() - start > timeout:
             raise TimeoutError(f"{fault}: Ray does not show {gpus} GPUs again")
