@@ -1,8 +1,8 @@
-"""A node removed from cluster.yml really leaves (issue 25, item 3; design step 3), on a 3-node lab
-serving TP 1 x PP 3: node3 removed, the deploy takes it out over the data link and rotates the
-Ray token; the cluster serves on two nodes, Ray's alive nodes are exactly those two, node3's
-services are stopped and their files gone, and so a minute later (drift and status run during
-the wait); node3 added again, the cluster serves on three."""
+"""A node removed from cluster.yml really leaves (issue 25, item 3; design step 3), on a 3-node
+cluster (the 4-node lab's first three nodes) serving TP 1 x PP 3: node3 removed, the deploy takes
+it out over the data link and rotates the Ray token; the cluster serves on two nodes, Ray's alive
+nodes are exactly those two, node3's services are stopped and their files gone, and so a minute
+later (drift and status run during the wait); node3 added again, the cluster serves on three."""
 
 from __future__ import annotations
 
@@ -20,26 +20,31 @@ from tests.e2e.conftest import Lab, failure
 from tests.e2e.serving_lab import SERVE, user, wait_serving
 from tests.e2e.test_pins import HALO_CLUSTER, run
 
-pytestmark = pytest.mark.last  # a 3-node lab, after the 2-node tests (beside test_lab's)
+# the 4-node lab, after the 2-node tests: a cluster of its first three nodes, node4 outside it
+# until test_serve's 4-node test (after this one) adds it on the same lab
+pytestmark = pytest.mark.last
 UNITS = ".config/containers/systemd"
 NODE3 = "192.168.100.3"
+THREE = ["node1", "node2", "node3"]
 LEFT = (
     f"node3 ({NODE3}) left the cluster: its Ray and vLLM services stopped and removed; "
     "Ray token rotated"
 )
 
 
-def pipeline(lab: Lab, stages: int, without: str | None = None) -> Path:
-    """The lab's cluster.yml serving TP 1 x PP `stages`, `without` one node's entry."""
+def pipeline(lab: Lab, members: list[str]) -> Path:
+    """The lab's cluster.yml serving TP 1 x PP len(`members`), with those nodes' entries only."""
     serve = SERVE.replace(
         "  enabled: true",
-        f"  enabled: true\n  tensor_parallel_size: 1\n  pipeline_parallel_size: {stages}",
+        f"  enabled: true\n  tensor_parallel_size: 1\n  pipeline_parallel_size: {len(members)}",
     )
     path = lab.config(serve)
-    if without:
-        lines = path.read_text().splitlines()
-        start = lines.index(f"  - name: {without}")
-        path.write_text("\n".join(lines[:start] + lines[start + 3 :]) + "\n")
+    lines = path.read_text().splitlines()
+    for name in lab.nodes:
+        if name not in members:
+            start = lines.index(f"  - name: {name}")
+            lines = lines[:start] + lines[start + 3 :]
+    path.write_text("\n".join(lines) + "\n")
     return path
 
 
@@ -59,15 +64,15 @@ def node3_left(lab: Lab) -> None:
 
 
 def test_a_removed_node_leaves_and_a_re_added_one_joins() -> None:
-    lab = Lab(3, "roce").ensure_up()
-    three = pipeline(lab, 3)
+    lab = Lab(4, "roce").ensure_up()
+    three = pipeline(lab, THREE)
     result = lab.deploy(config=three)
     assert result.returncode == 0, failure(result)
     wait_serving(lab)
     assert ray_alive(lab) == ["192.168.100.1", "192.168.100.2", NODE3]
     token = (cli.LAB_DIR / ".halo-cluster" / "ray-token").read_text()
 
-    two = pipeline(lab, 2, without="node3")
+    two = pipeline(lab, THREE[:2])
     result = lab.deploy(config=two)
     assert result.returncode == 0, failure(result)
     assert LEFT in result.stdout + result.stderr
@@ -90,7 +95,7 @@ def test_a_removed_node_leaves_and_a_re_added_one_joins() -> None:
     node3_left(lab)
     wait_serving(lab, timeout=10)
 
-    result = lab.deploy(config=pipeline(lab, 3))
+    result = lab.deploy(config=pipeline(lab, THREE))
     assert result.returncode == 0, failure(result)
     wait_serving(lab)
     assert ray_alive(lab) == ["192.168.100.1", "192.168.100.2", NODE3]

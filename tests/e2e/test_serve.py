@@ -235,7 +235,7 @@ def test_changed_max_model_len_restarts_vllm_only(serving: Lab) -> None:
     assert "--max-model-len=1024" in json.loads(recorded)["argv"]
 
 
-@pytest.mark.last
+@pytest.mark.last  # after test_membership, on its lab: nodes 1-3 serve, node4 joins
 def test_four_nodes_tp2_pp2_serve() -> None:
     lab = Lab(4, "roce").ensure_up()
     tp2_pp2 = "  enabled: true\n  tensor_parallel_size: 2\n  pipeline_parallel_size: 2"
