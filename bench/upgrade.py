@@ -23,13 +23,11 @@ import sys
 import time
 from pathlib import Path
 
-from halo_cluster.node.facts import as_user
-from lab import cli
+from lab import cli, faults
 
 ROOT = Path(__file__).resolve().parents[1]
 HALO_CLUSTER = str(Path(sys.executable).parent / "halo-cluster")
 SERVE = (ROOT / "lab" / "serve.yml").read_text().replace("ready_timeout: 300", "ready_timeout: 60")
-HEAD_URL = "http://192.168.100.1:8000"
 DOWNTIME = re.compile(r"downtime: ([0-9.]+) s without a 200")
 
 
@@ -56,18 +54,9 @@ def timed(command: str, path: Path, expect: int) -> tuple[float, str]:
     return time.monotonic() - start, result.stdout
 
 
-def on(node: str, command: str) -> str:
-    """`command` as the cluster user on a lab node, over the lab's SSH."""
-    address = cli.node_address(cli.load_state(), node)
-    argv = [*cli.ssh_argv(address), as_user("vllm", command)]
-    done = subprocess.run(argv, capture_output=True, text=True)
-    return done.stdout
-
-
 def until_serving(timeout: float = 300) -> None:
     start = time.monotonic()
-    probe = f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {HEAD_URL}/health"
-    while on("node1", probe) != "200":
+    while faults.health() != "200":
         if time.monotonic() - start > timeout:
             raise SystemExit(f"not serving after {timeout:.0f} s")
         time.sleep(0.5)
@@ -77,11 +66,14 @@ def services_restart() -> float:
     """Seconds from vLLM's stop to /health 200, the services restarted as the deploy does."""
     until_serving()
     start = time.monotonic()
-    on("node1", "systemctl --user stop halo-vllm")
-    on("node2", "systemctl --user stop halo-ray")
-    on("node1", "systemctl --user restart halo-ray")
-    on("node2", "systemctl --user start halo-ray")
-    on("node1", "systemctl --user start halo-vllm")
+    for node, verb, service in (
+        ("node1", "stop", "halo-vllm"),
+        ("node2", "stop", "halo-ray"),
+        ("node1", "restart", "halo-ray"),
+        ("node2", "start", "halo-ray"),
+        ("node1", "start", "halo-vllm"),
+    ):
+        faults.user(node, f"systemctl --user {verb} {service}")
     until_serving()
     return time.monotonic() - start
 

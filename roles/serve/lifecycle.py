@@ -113,7 +113,7 @@ def start_or_restart(user: str, vllm: bool, changed: dict[str, bool]) -> bool:
     # crash and come back by Restart=always against a Ray cluster still half restarted. Only
     # where it is started again: the cluster's image here, no node refused.
     stops_vllm = vllm and ray_changed and _running(units.get(VLLM))
-    image = _required_image() if ray_changed else None
+    image = _required_image()  # Ray's stops and its start: only on the cluster's image
     stop_user_services(name=f"Stop {VLLM} for Ray's restart", user=user,
                        services=[VLLM] if stops_vllm else [], required_image=image,
                        _if=no_node_refused(say=False) if stops_vllm else None)  # fmt: skip
@@ -122,7 +122,7 @@ def start_or_restart(user: str, vllm: bool, changed: dict[str, bool]) -> bool:
     first = host.data.halo_role != "head" and ray_changed and _running(units.get(RAY))
     stop_user_services(name=f"Stop the workers' {RAY} before the head's", user=user,
                        services=[RAY] if first else [], required_image=image)  # fmt: skip
-    acted = _ensure(user, RAY, ray_changed, units.get(RAY))
+    acted = _ensure(user, RAY, ray_changed, units.get(RAY), image)
     if vllm:
         vllm_changed = ray_changed or VLLM in other
         vllm_changed = vllm_changed or any(changed.get(n) for n in restarted_by(VLLM))
@@ -152,7 +152,13 @@ def _running(state: str | None) -> bool:
     return state in ("active", "activating", "reloading")
 
 
-def _ensure(user: str, service: str, changed: bool, state: str | None) -> bool:
+def _ensure(
+    user: str,
+    service: str,
+    changed: bool,
+    state: str | None,
+    required_image: tuple[str, str] | None = None,
+) -> bool:
     running = _running(state)
     verb = "restart" if changed and running else "start" if not running else None
     if verb:
@@ -165,7 +171,7 @@ def _ensure(user: str, service: str, changed: bool, state: str | None) -> bool:
             user=user,
             args=[verb, service],
             retried_by_systemd=host.data.halo_serve_wait,
-            required_image=_required_image() if service == RAY else None,
+            required_image=required_image,
             _if=no_node_refused() if service == VLLM else None,
         )
     return verb is not None
