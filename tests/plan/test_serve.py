@@ -37,6 +37,8 @@ def test_head_runs_ray_head_and_vllm_with_rdma_options() -> None:
         "WantedBy=default.target",
     ):
         assert line in unit.splitlines(), line
+    worker = result.uploads("halo2")[f"{UNITS}/halo-ray.container"].splitlines()
+    assert "StopTimeout=10" in worker  # a worker drains through the head's GCS first
     start = head[f"{CONFIG}/ray-start.sh"]
     assert "--head --port=6379 \\\n    --include-dashboard=false" in start
     assert "--node-ip-address=192.168.100.1 --num-gpus=1" in start
