@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -218,7 +217,3 @@ def _kill_and_remove(group: Path) -> None:
         for sub in sorted((p for p in group.rglob("*") if p.is_dir()), reverse=True):
             sub.rmdir()
         group.rmdir()
-
-
-def remove(dirs: NodeDirs) -> None:
-    shutil.rmtree(dirs.root, ignore_errors=True)
