@@ -72,5 +72,5 @@ def recover(fault: str, gpus: int = 2, timeout: float = 400) -> float:
     while f"/{gpus}.0 GPU" not in user("node1", "podman exec halo-ray ray status"):
         if time.monotonic() - start > timeout:
             raise TimeoutError(f"{fault}: Ray does not show {gpus} GPUs again")
-        time.sleep(2)
+        time.sleep(1)
     return seconds

@@ -18,14 +18,17 @@ from halo_cluster.roles.serve import weights
 render = templates(__package__)  # templates/serve/: the role's package names it
 # per-node values vLLM must not copy from the head to the workers' Ray processes
 NON_CARRY_OVER = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "VLLM_ROCE_HCA")
-# a worker's Ray gives up on a lost head after this (Ray's default: 60 s), and systemd restarts it
-GCS_RECONNECT_SECONDS = 20
+# a worker's Ray gives up on a lost head after this (Ray's default: 60 s), and systemd restarts it.
+# With no external store for the GCS a head whose Ray restarted is a new cluster that a waiting
+# worker cannot rejoin, and vLLM's engine has died with it: waiting longer only delays recovery
+GCS_RECONNECT_SECONDS = 10
 # where vLLM's driver and the GPU worker on its node meet (VLLM_RPC_BASE_PATH), in both containers
 RPC_DIR = "/run/halo-cluster/vllm-rpc"
 # podman's wait from SIGTERM to SIGKILL when Ray stops. With --pid=host every process of the
 # container gets SIGTERM at once: the head's own GCS is gone when `ray start --block` drains, and
-# the drain would only wait out GCS_RECONNECT_SECONDS (21 s measured in the lab). A worker drains
-# through the head's GCS in about 1 s while that is up (the deploy stops workers first).
+# the drain would only wait out GCS_RECONNECT_SECONDS (21 s measured in the lab when it was 20).
+# A worker drains through the head's GCS in about 1 s while that is up (the deploy stops workers
+# first).
 STOP_SECONDS = {"head": 3, "worker": 10}
 WAIT_SECONDS = 600  # what a service waits for its prerequisites before failing (then retried)
 # rootless podman options RCCL over RDMA needs, as upstream's refresh_toolbox.sh and run_cluster.sh
