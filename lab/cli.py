@@ -5,6 +5,7 @@ break-kernel`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -111,11 +112,13 @@ def shared_connection(address: str, user: str) -> list[str]:
 
 def close_shared_connections() -> None:
     for path in MUX_DIR.glob("*@*"):
-        subprocess.run(
-            ["ssh", "-o", f"ControlPath={path}", "-O", "exit", "lab-node"],
-            capture_output=True,
-            timeout=10,
-        )
+        # a master already gone answers at once; one that hangs must not keep the lab up
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            subprocess.run(
+                ["ssh", "-o", f"ControlPath={path}", "-O", "exit", "lab-node"],
+                capture_output=True,
+                timeout=10,
+            )
         path.unlink(missing_ok=True)
 
 
@@ -323,7 +326,10 @@ def remove_in_background(folders: list[Path]) -> None:
     batch = LAB_DIR / f"removing-{time.time_ns()}"
     batch.mkdir(parents=True)
     for folder in folders:
-        folder.rename(batch / folder.name)
+        try:
+            folder.rename(batch / folder.name)
+        except OSError:  # another file system or a mount point: deleted here and now
+            subprocess.run(["rm", "-rf", "--one-file-system", str(folder)], check=False)
     subprocess.Popen(
         ["rm", "-rf", "--one-file-system", *map(str, LAB_DIR.glob("removing-*"))],
         stdin=subprocess.DEVNULL,
