@@ -144,11 +144,10 @@ def wait_booted(state: dict, name: str, timeout: float = BOOT_TIMEOUT) -> float:
 
 def up(count: int, link: str) -> None:
     ensure_host()
-    state = load_state()
-    wanted = [f"node{i}" for i in range(1, count + 1)]
-    if state.get("nodes") == wanted and state.get("link") == link and all_running(state):
+    if is_up(count, link):
         print(f"lab: {count} nodes already up ({link})")
         return
+    wanted = [f"node{i}" for i in range(1, count + 1)]
     down(quiet=True)
     lower = rootfs.ensure_rootfs()
     shared = node.Shared(
@@ -264,6 +263,13 @@ def publish_image(fault: str = "none") -> str:
 
 def all_running(state: dict) -> bool:
     return all(node.is_running(node_dirs(n)) for n in state.get("nodes", []))
+
+
+def is_up(count: int, link: str) -> bool:
+    """A lab of `count` nodes on `link` runs: `up` keeps it as it is."""
+    state = load_state()
+    wanted = [f"node{i}" for i in range(1, count + 1)]
+    return state.get("nodes") == wanted and state.get("link") == link and all_running(state)
 
 
 def write_cluster_config(state: dict) -> None:

@@ -76,8 +76,9 @@ class Lab:
 
     def ensure_up(self) -> Lab:
         """These nodes running, whatever an earlier test did (`lab up` keeps a lab of this shape
-        as it is, and makes a new one otherwise)."""
-        self.lab("up", "--nodes", str(len(self.nodes)), "--link", self.link)
+        as it is, and makes a new one otherwise; asked here first, which costs no `lab` start)."""
+        if not cli.is_up(len(self.nodes), self.link):
+            self.lab("up", "--nodes", str(len(self.nodes)), "--link", self.link)
         return self
 
     def ensure_converged(self, extra: str = "") -> Lab:
