@@ -49,7 +49,7 @@ OK, REFUSED, ABORTED, GATE_FAILED, NOT_BACK = 0, 1, 5, 6, 7
 ENTRIES = "/boot/loader/entries"
 ROLLBACK = "/var/lib/halo-cluster/rollback"  # the running firmware's RPMs: its way back
 DNF = "dnf --assumeyes --quiet"
-POLL = 2.0  # seconds between attempts to reach a rebooting node
+POLL = 1.0  # seconds between attempts to reach a rebooting node, /health tries, the gate
 BOOT_ATTEMPT = 60  # seconds one attempt may wait for a rebooting node's boot to finish
 # the boot marker's "booted" comes before NetworkManager has raised the data link and its MTU:
 # the gate observes again for up to this long before it calls the boot failed

@@ -34,13 +34,16 @@ def lab_needed(item: pytest.Item) -> int:
 
     0 its own (fresh nodes, other shapes, no lab); 1 the 2-node lab converged (`converged`);
     2 that lab serving, only read (`served`, shared, or marked `serving`); 3 the serving lab,
-    changed and restored (`serving`); 4 the same 2-node lab, its kernels changed (`kernels`);
-    5 a lab of another shape after all of them (`last`).
+    changed and restored (`serving`); 4 the serving lab left with serve.enabled false, after
+    every test that needs it serving (`serve_off`); 5 the same 2-node lab, its kernels changed
+    (`kernels`); 6 a lab of another shape after all of them (`last`).
     """
     names = item.fixturenames
     if item.get_closest_marker("last"):
-        return 5
+        return 6
     if item.get_closest_marker("kernels"):
+        return 5
+    if item.get_closest_marker("serve_off"):
         return 4
     if "serving" in names:
         return 3

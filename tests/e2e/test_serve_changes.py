@@ -1,12 +1,15 @@
 """The serving lab after changes a real cluster meets: groups that must reach the running
 services, a renamed cluster user, a model folder on the nodes, a broken contract between
 vLLM's and Ray's containers, which must fail in the lab as it would with a real vLLM, and last
-`serve.enabled: false` (the one change the serving tests leave: the last of them)."""
+`serve.enabled: false` (the one change the serving tests leave: after all of them, marked
+`serve_off`)."""
 
 from __future__ import annotations
 
 import json
 import time
+
+import pytest
 
 from halo_cluster.node.facts import as_user
 from lab import cli
@@ -103,6 +106,7 @@ def test_a_vllm_that_does_not_share_the_rendezvous_folder_fails_in_the_lab(servi
     wait_serving(lab)
 
 
+@pytest.mark.serve_off  # after every serving test, test_upgrade.py's too
 def test_disabled_leaves_no_unit_and_no_container(serving: Lab) -> None:
     lab = serving
     result = lab.deploy(config=lab.config("reboot: if-needed\nserve: {enabled: false}\n"))
