@@ -7,7 +7,8 @@ from __future__ import annotations
 
 BOOT_MARKER = "/run/halo-cluster/booted-before"
 MARK = f"mkdir -p {BOOT_MARKER.rsplit('/', 1)[0]} && touch {BOOT_MARKER}"
-REBOOT = "( sleep 1 && systemctl reboot ) </dev/null >/dev/null 2>&1 &"
+REBOOT_DELAY = 1  # seconds REBOOT waits, so that the command returns over SSH first
+REBOOT = f"( sleep {REBOOT_DELAY} && systemctl reboot ) </dev/null >/dev/null 2>&1 &"
 NEW_BOOT = f"test ! -e {BOOT_MARKER}"
 # is-system-running exits non-zero for "degraded": only the marker decides
 BOOTED = f"{NEW_BOOT} && {{ systemctl is-system-running --wait >/dev/null; {NEW_BOOT}; }}"

@@ -49,11 +49,13 @@ OK, REFUSED, ABORTED, GATE_FAILED, NOT_BACK = 0, 1, 5, 6, 7
 ENTRIES = "/boot/loader/entries"
 ROLLBACK = "/var/lib/halo-cluster/rollback"  # the running firmware's RPMs: its way back
 DNF = "dnf --assumeyes --quiet"
-POLL = 1.0  # seconds between attempts to reach a rebooting node, /health tries, the gate
+POLL = 1.0  # seconds between attempts to reach a rebooting node and between /health tries
 BOOT_ATTEMPT = 60  # seconds one attempt may wait for a rebooting node's boot to finish
 # the boot marker's "booted" comes before NetworkManager has raised the data link and its MTU:
-# the gate observes again for up to this long before it calls the boot failed
+# the gate observes again for up to this long before it calls the boot failed, every GATE_POLL s
+# (each observation is an SSH script with rpm: a failing gate makes no more than 30)
 GATE_SETTLE = 60
+GATE_POLL = 2.0
 # rpm's EVR: [EPOCH:]VERSION-RELEASE, neither part holding a "-"
 EVR = re.compile(r"(\d+:)?[0-9A-Za-z._+~^]+-[0-9A-Za-z._+~^]+")
 ARCHES = ("x86_64", "noarch", "aarch64", "i686", "src")
@@ -497,15 +499,15 @@ class Upgrade:
         return self.run(self.cluster.head, "serving", script).code == 0
 
     def gate(self, node: Node, interface: str, before: Observed) -> tuple[Observed, str | None]:
-        """The gate's observation, made again every POLL seconds for up to GATE_SETTLE while
-        it fails (the data link and its MTU come up after the boot marker): the last one."""
-        tries = max(1, int(GATE_SETTLE / POLL))
+        """The gate's observation, made again every GATE_POLL seconds for up to GATE_SETTLE
+        while it fails (the data link and its MTU come up after the boot marker): the last one."""
+        tries = max(1, int(GATE_SETTLE / GATE_POLL))
         for attempt in range(1, tries + 1):
             after = observed(self.run(node, "observe", observe_script(interface)).out, interface)
             failed = gate_failure(self.cluster, interface, self.targets, before, after)
             if failed is None or attempt == tries:
                 return after, failed
-            self.sleep(POLL)
+            self.sleep(GATE_POLL)
         raise AssertionError("unreachable: the last attempt returns")
 
     def trial(self, node: Node, read: NodeRead, new_id: str | None) -> None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import shlex
 import time
 
+from paramiko import SSHException
 from pyinfra.api import FunctionCommand, OperationError, operation
 
-from halo_cluster.node.boot import BOOTED, MARK, REBOOT
+from halo_cluster.node.boot import BOOTED, MARK, REBOOT, REBOOT_DELAY
 from halo_cluster.node.progress import waiting
 
 
@@ -18,9 +19,8 @@ def reboot_and_wait(timeout: int, interval: float = 0.5):
     Reboot the node and wait until it is back and has finished booting.
 
     + timeout: seconds to wait for the node to come back (the caller's `reboot_timeout`)
-    + interval: seconds between reconnection attempts (an attempt that reaches the old boot
-      is told by the marker; a refused one costs nothing, so the node is seen within half a
-      second of its boot)
+    + interval: seconds between reconnection attempts, the first one 2 s after the reboot (an
+      attempt that reaches the old boot is told by the marker; a refused one costs nothing)
 
     A marker in /run (a tmpfs, empty after every boot) tells the new boot from the old one
     (halo_cluster/node/boot.py); uptime cannot, since containers report the host's.
@@ -37,7 +37,9 @@ def reboot_and_wait(timeout: int, interval: float = 0.5):
 
 
 def _wait_for_new_boot(state, host, timeout: int, interval: float) -> bool:
-    time.sleep(interval)
+    # not before REBOOT has run: closing the session sooner could end it (logind's
+    # KillUserProcesses for a sudo user)
+    time.sleep(REBOOT_DELAY + 1)
     host.disconnect()
     with waiting(host, f"{host.name} to come back from the reboot (up to {timeout} s)"):
         return _reconnect_after_boot(host, timeout, interval)
@@ -48,7 +50,10 @@ def _reconnect_after_boot(host, timeout: int, interval: float) -> bool:
     while time.monotonic() < deadline:
         host.connect(show_errors=False)
         if host.connected:
-            waited, _ = host.run_shell_command(BOOTED)
+            try:
+                waited, _ = host.run_shell_command(BOOTED)
+            except (SSHException, EOFError, OSError):  # the old boot going down under it
+                waited = False
             if waited:
                 return True
             host.disconnect()

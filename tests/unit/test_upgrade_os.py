@@ -340,7 +340,7 @@ def test_a_link_that_stays_down_fails_after_the_settle_bound(cluster) -> None:
     sim = SimCluster(cluster, broken=(NEW,))
     assert upgrade(cluster, sim, Targets(NEW, None)) == upgrade_os.GATE_FAILED
     observes = sim.nodes["halo2"].scripts.count("observe")
-    assert observes == 1 + upgrade_os.GATE_SETTLE / upgrade_os.POLL  # before, then each try
+    assert observes == 1 + upgrade_os.GATE_SETTLE / upgrade_os.GATE_POLL  # before, each try
 
 
 class FailingNode(SimNode):
