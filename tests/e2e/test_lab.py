@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -142,8 +143,16 @@ def test_three_nodes_meet_on_a_switch_with_jumbo_frames() -> None:
 def test_lab_down_leaves_nothing_behind() -> None:
     lab = Lab(2, "roce")
     lab.lab("up", "--nodes", "2", "--link", "roce")
+    lab.ssh("node1", "true")  # one connection per node, shared by the commands after it
+    shared = cli.MUX_DIR / f"root@{cli.node_address(cli.load_state(), 'node1')}"
+    assert shared.is_socket()
     result = lab.lab("down")
     assert "removed" in result.stdout
+    assert not shared.exists() and list((cli.LAB_DIR / "nodes").iterdir()) == []
+    deadline = time.monotonic() + 60  # the nodes' folders, deleted in the background
+    while list(cli.LAB_DIR.glob("removing-*")) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert list(cli.LAB_DIR.glob("removing-*")) == []
     assert network.lab_namespaces() == []
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert f" {network.HOST_VETH_PREFIX}" not in links
@@ -151,6 +160,7 @@ def test_lab_down_leaves_nothing_behind() -> None:
     assert cli.lab_mounts() == []
     processes = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert "systemd-nspawn" not in processes and "lab.supervisor" not in processes
+    assert f"ssh: {cli.MUX_DIR}" not in processes  # no shared connection outlives its lab
     assert "nothing was up" in lab.lab("down").stdout
 
 

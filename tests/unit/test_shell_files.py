@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import subprocess
+import time
 from pathlib import Path
 
 import jinja2
@@ -251,3 +252,44 @@ def test_the_python_of_the_scripts_holds_the_values_as_strings() -> None:
     code = script[start : script.index("\nPY\n", start)]
     strings = [n.value for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Constant)]
     assert strings.count(value) == 2  # the node's address and the head's, each one literal
+
+
+def gpu_wait(tmp_path: Path, ray: str, wait: int) -> tuple[subprocess.CompletedProcess, float]:
+    """vllm-start.sh as rendered, with `ray` and `vllm` stand-ins first on PATH: its result and
+    how long it took."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (("ray", ray), ("vllm", "echo serving")):
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    script = templates("roles.serve")(
+        "vllm-start.sh.j2", node="halo1", model="m", head_ip="192.168.100.1", ports=PORTS,
+        wait=wait, gpus=2, pinned=["PATH"], argv=["m"],
+    )  # fmt: skip
+    started = time.monotonic()
+    done = subprocess.run(
+        ["/bin/sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+    )
+    return done, time.monotonic() - started
+
+
+def test_the_gpu_wait_is_bounded_by_the_clock(tmp_path: Path) -> None:
+    """A slow `ray status` counts in the bound: with 2 s per answer and a 4 s bound, vLLM's
+    start gives up after about 5 s (counting only its sleeps, it waited 12 s)."""
+    done, seconds = gpu_wait(tmp_path, "sleep 2; echo ' 0.0/1.0 GPU'", wait=4)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Ray has fewer than 2 GPUs after 4 s" in done.stderr
+    assert seconds < 9, seconds
+
+
+def test_vllm_starts_within_a_second_of_the_gpus(tmp_path: Path) -> None:
+    """Ray reports the GPUs at its second answer: vLLM starts after one 1 s poll (was 3 s)."""
+    count = tmp_path / "asked"
+    ray = f"echo x >> {count}; [ $(wc -l < {count}) -ge 2 ] && echo ' 0.0/2.0 GPU' || true"
+    done, seconds = gpu_wait(tmp_path, ray, wait=30)
+    assert done.returncode == 0 and done.stdout.strip().endswith("serving"), done.stderr
+    assert seconds < 2.5, seconds
