@@ -147,7 +147,7 @@ def up(count: int, link: str) -> None:
     if is_up(count, link):
         print(f"lab: {count} nodes already up ({link})")
         return
-    wanted = [f"node{i}" for i in range(1, count + 1)]
+    wanted = node_names(count)
     down(quiet=True)
     lower = rootfs.ensure_rootfs()
     shared = node.Shared(
@@ -268,8 +268,12 @@ def all_running(state: dict) -> bool:
 def is_up(count: int, link: str) -> bool:
     """A lab of `count` nodes on `link` runs: `up` keeps it as it is."""
     state = load_state()
-    wanted = [f"node{i}" for i in range(1, count + 1)]
+    wanted = node_names(count)
     return state.get("nodes") == wanted and state.get("link") == link and all_running(state)
+
+
+def node_names(count: int) -> list[str]:
+    return [f"node{i}" for i in range(1, count + 1)]
 
 
 def write_cluster_config(state: dict) -> None:

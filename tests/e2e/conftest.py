@@ -56,7 +56,7 @@ class Lab:
     """Drive the lab and the deploy the way a user does: `python -m lab`, pyinfra, ssh."""
 
     def __init__(self, nodes: int, link: str) -> None:
-        self.nodes = [f"node{i}" for i in range(1, nodes + 1)]
+        self.nodes = cli.node_names(nodes)
         self.link = link
 
     def lab(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:

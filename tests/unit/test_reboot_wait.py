@@ -43,5 +43,5 @@ def test_a_connection_lost_during_the_check_is_tried_again() -> None:
 
 def test_a_node_that_never_comes_back_fails_after_the_timeout() -> None:
     host = RebootingHost([False] * 10_000)
-    with pytest.raises(OperationError, match="halo2 did not come back within 0.05 s"):
+    with pytest.raises(OperationError, match=r"halo2 did not come back within 0\.05 s"):
         operations._reconnect_after_boot(host, timeout=0.05, interval=0.001)
