@@ -28,8 +28,9 @@ lint: venv
 unit: venv
 	$(PY) -m pytest tests/unit tests/plan
 
+# the unit and plan tests run beside the e2e ones (tests/suite.py); one report, reports/junit.xml
 test: lint
-	$(PY) -m pytest tests/unit tests/plan tests/e2e --junitxml=reports/junit.xml
+	$(PY) -m tests.suite reports/junit.xml
 
 lab-up: venv
 	$(PY) -m lab up --nodes $(NODES) --link $(LINK)
