@@ -1,5 +1,5 @@
-"""Roles: one package per concern (`roles/NAME/`: its code, its templates, the facts and
-operations only it uses), found here by discovery, run by deploy.py in `ORDER`.
+"""Roles: one package per concern (`roles/NAME/`: its code, the facts and operations only it
+uses; its templates in `templates/NAME/`), found here by discovery, run by deploy.py in `ORDER`.
 
 A role declares, in its `__init__.py`:
 

@@ -69,16 +69,30 @@ folders = {p.name: p for t in halo_cluster.templates.__path__ for p in Path(t).i
 assert all(str(p).startswith(site) for p in folders.values()), folders
 roles = {render.folder(role.__name__) for role in halo_cluster.roles.all_roles()}
 assert set(folders) <= roles, f"templates of no role: {set(folders) - roles}"
+every = set()
 for name in folders:
     loader = jinja2.PackageLoader(render.PACKAGE, name)
     for template in loader.list_templates():
         render.environment(loader).get_template(template)
+        every.add(f"{name}/{template}")
+# and every one rendered by the plans below, the RoCE and the Thunderbolt cluster's
+rendered = set()
+loading = jinja2.Environment.get_template
+def recorded(self, name, *args, **kwargs):
+    rendered.add(f"{self.loader.package_path}/{name}")
+    return loading(self, name, *args, **kwargs)
+jinja2.Environment.get_template = recorded
 harness.ROOT = project.files().entry
 assert str(harness.ROOT).startswith(site), harness.ROOT
 from tests.plan.nodes import plan_cluster, serve_cluster
-cluster = serve_cluster(serve=", listen: all, api_key_file: key", tmp_path=Path.cwd())
-result = plan_cluster(cluster)
-print(json.dumps({node: result.uploads(node) for node in ("halo1", "halo2")}))
+uploads = {}
+for link in ("roce", "thunderbolt"):
+    serve = ", listen: all, api_key_file: key"
+    cluster = serve_cluster(interconnect=link, serve=serve, tmp_path=Path.cwd())
+    result = plan_cluster(cluster, interconnect=link)
+    uploads[link] = {node: result.uploads(node) for node in ("halo1", "halo2")}
+assert rendered == every, f"not rendered by the plans: {sorted(every - rendered)}"
+print(json.dumps(uploads))
 """
 # two nodes on loopback addresses where nothing listens on the SSH port: the commands load the
 # config, run pyinfra and the verification, and every node is unreachable
@@ -220,8 +234,13 @@ def test_an_installed_package_renders_every_template_and_plans_the_same(
         str(installed.python), "-c", PLAN, str(installed.site), cwd=tmp_path, PYTHONPATH=pythonpath
     )
     assert plan.returncode == 0, plan.stderr[-3000:]
-    here = plan_cluster(serve_cluster(serve=", listen: all, api_key_file: key", tmp_path=tmp_path))
-    expected = {node: here.uploads(node) for node in ("halo1", "halo2")}
+    expected = {}
+    for link in ("roce", "thunderbolt"):
+        serve = ", listen: all, api_key_file: key"
+        here = plan_cluster(
+            serve_cluster(interconnect=link, serve=serve, tmp_path=tmp_path), interconnect=link
+        )
+        expected[link] = {node: here.uploads(node) for node in ("halo1", "halo2")}
     assert json.loads(plan.stdout.splitlines()[-1]) == expected
 
 
