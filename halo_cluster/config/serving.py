@@ -15,6 +15,17 @@ import re
 # the cluster user's folder of the services' files, below its home (the serve role writes them,
 # `halo-cluster status` reads the API key there)
 SERVICE_CONFIG = ".config/halo-cluster"
+# the two files of it other layers read (the serve role's table of them: roles/serve/files.py):
+# both containers' environment, which the verification checks, and vLLM's API key
+SERVE_ENV = f"{SERVICE_CONFIG}/serve.env"
+SECRETS_ENV = f"{SERVICE_CONFIG}/secrets.env"
+
+
+def api_key_read(home: str) -> str:
+    """A shell line setting `key` to vLLM's API key from secrets.env below `home` (`"$HOME"`,
+    `~vllm`): read as text, not sourced, since a key may hold any printable character."""
+    return f"key=$(sed -n 's/^VLLM_API_KEY=//p' {home}/{SECRETS_ENV} 2>/dev/null); "
+
 
 # Ray's ports, pinned so that a firewall can name them (docs/roles/serve.md)
 PORTS = {

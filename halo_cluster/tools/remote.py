@@ -19,7 +19,7 @@ from pathlib import Path
 from halo_cluster.config import lock as locks
 from halo_cluster.config.model import Cluster, Node
 from halo_cluster.config.rules import image_name
-from halo_cluster.config.serving import SERVICE_CONFIG
+from halo_cluster.config.serving import api_key_read
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import (
     IMAGES_FORMAT,
@@ -198,8 +198,7 @@ class Remote:
         body = json.dumps({"model": model, "prompt": PROMPT, "max_tokens": 8, "temperature": 0})
         url = f"{serve.head_url}/v1/completions"
         ask = (
-            f"key=$(sed -n 's/^VLLM_API_KEY=//p' \"$HOME/{SERVICE_CONFIG}/secrets.env\"); "
-            'printf "Authorization: Bearer %s\\n" "$key" | '
+            api_key_read('"$HOME"') + 'printf "Authorization: Bearer %s\\n" "$key" | '
             f"curl -s -m 120 -w '\\n%{{http_code}}' -H @- -H 'Content-Type: application/json' "
             f"-d {shlex.quote(body)} {shlex.quote(url)}"
         )

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from halo_cluster.config import lock as locks
 from halo_cluster.config.model import Cluster, Node
-from halo_cluster.config.serving import SERVICE_CONFIG
+from halo_cluster.config.serving import api_key_read
 from halo_cluster.decide import budget
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import IMAGES_FORMAT, parse_images
@@ -34,7 +34,6 @@ from halo_cluster.tools.project import config, load_or_say
 UP, DOWN, UNREACHABLE = 0, 2, 1
 VERDICTS = {UP: "up", DOWN: "something is down", UNREACHABLE: "a node cannot be reached"}
 SERVICES = ("halo-ray", "halo-vllm")
-SECRETS = f"{SERVICE_CONFIG}/secrets.env"
 # run inside the Ray container with the Python that runs `ray`: the image's own, whatever it is
 RAY_NODES = (
     "import json, ray; ray.init(address='auto', logging_level='ERROR'); "
@@ -82,8 +81,8 @@ def models_command(cluster: Cluster) -> str:
     key, curl reads no header."""
     user, url = cluster.cluster_user, cluster.serve.head_url
     return (
-        f"key=$(sed -n 's/^VLLM_API_KEY=//p' ~{user}/{SECRETS} 2>/dev/null); "
-        '{ [ -z "$key" ] || printf \'Authorization: Bearer %s\\n\' "$key"; } | '
+        api_key_read(f"~{user}")
+        + '{ [ -z "$key" ] || printf \'Authorization: Bearer %s\\n\' "$key"; } | '
         f"curl -s -m 5 -H @- {url}/v1/models"
     )
 

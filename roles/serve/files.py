@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from halo_cluster.config.serving import SERVICE_CONFIG
+from halo_cluster.config.serving import SECRETS_ENV, SERVE_ENV, SERVICE_CONFIG
 
 UNITS = ".config/containers/systemd"
 RAY, VLLM = "halo-ray", "halo-vllm"
@@ -35,10 +35,8 @@ FILES = (
         "vllm_prestart", f"{SERVICE_CONFIG}/vllm-prestart.sh", "755", (VLLM,), head_only=True
     ),
     # the user's serve.env values may be secrets of theirs: 0600, but shown in a diff
-    ServiceFile("env", f"{SERVICE_CONFIG}/serve.env", "600", (RAY,)),
-    ServiceFile(
-        "secrets", f"{SERVICE_CONFIG}/secrets.env", "600", (VLLM,), secret=True, head_only=True
-    ),
+    ServiceFile("env", SERVE_ENV, "600", (RAY,)),
+    ServiceFile("secrets", SECRETS_ENV, "600", (VLLM,), secret=True, head_only=True),
     ServiceFile("ray_token", f"{SERVICE_CONFIG}/ray-token", "600", (RAY,), secret=True),
     ServiceFile("hf_token", f"{SERVICE_CONFIG}/hf-token", "600", (RAY, VLLM), secret=True),
     ServiceFile(

@@ -14,6 +14,7 @@ from halo_cluster.node.context import NodeContext
 from halo_cluster.node.environment import environment_values
 from halo_cluster.node.render import templates
 from halo_cluster.roles.serve import weights
+from halo_cluster.roles.serve.files import paths
 
 render = templates(__package__)  # templates/serve/: the role's package names it
 # per-node values vLLM must not copy from the head to the workers' Ray processes
@@ -54,6 +55,7 @@ def context(node: NodeContext, env: str) -> dict:
         "node_ip": data.halo_data_address,
         "head_ip": data.halo_head_address,
         "config": SERVICE_CONFIG,
+        "files": paths(),
         "podman_args": list(PODMAN_ARGS),
         "devices": _devices(node),
         "memlock": node.has_infiniband,

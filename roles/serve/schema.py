@@ -5,6 +5,7 @@ from __future__ import annotations
 from halo_cluster.config import rules
 from halo_cluster.config.schema import DERIVED, Field, variables
 from halo_cluster.roles.serve import flags
+from halo_cluster.roles.serve.files import BY_NAME
 
 SECTION: tuple[Field, ...] = (
     Field(
@@ -67,7 +68,7 @@ SECTION: tuple[Field, ...] = (
         "string",
         None,
         "File on the controller holding a Hugging Face token (relative to cluster.yml); "
-        "installed 0600 as `~/.config/halo-cluster/hf-token` on every node and read through "
+        f"installed 0600 as `~/{BY_NAME['hf_token'].path}` on every node and read through "
         "`HF_TOKEN_PATH` by `hf download` and vLLM; never in an argument or an environment file.",
         rule=rules.file_path,
     ),

@@ -10,13 +10,14 @@ from pyinfra import logger
 from pyinfra.api import FunctionCommand, operation
 
 from halo_cluster.config.lock import history_line
-from halo_cluster.config.serving import SERVICE_CONFIG
+from halo_cluster.config.serving import api_key_read
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import history_append
 from halo_cluster.node.memory import hub_folder
 from halo_cluster.node.operations import run_saying_what
 from halo_cluster.node.progress import waiting
 from halo_cluster.roles.serve.facts import over_data_link
+from halo_cluster.roles.serve.files import BY_NAME
 
 POLL_SECONDS = 1  # a curl on the head: the deploy sees vLLM serving within a second
 NOT_OURS_SECONDS = 5  # after a 200 from a vLLM that is not the configured cluster's yet
@@ -197,16 +198,15 @@ def download_model(user: str, image: str, model: str, token: bool, go_online: bo
     """
     if model.startswith("/"):
         return
-    config = f"$HOME/{SERVICE_CONFIG}"
     mounts = ['-v "$HOME/.cache/huggingface:/root/.cache/huggingface"']
     if token:
-        mounts.append(f'-v "{config}/hf-token:/etc/halo-cluster/hf-token:ro"')
+        mounts.append(f'-v "$HOME/{BY_NAME["hf_token"].path}:/etc/halo-cluster/hf-token:ro"')
     online = "env HF_HUB_OFFLINE=0 " if go_online else ""
     # podman does not create a missing bind source (a fresh node has no cache yet); the home's
     # SELinux labels stay, as in the quadlets (SecurityLabelDisable=true)
     run = (
         'mkdir -p "$HOME/.cache/huggingface" && podman run --rm --network=host '
-        f'--security-opt label=disable --env-file="{config}/serve.env" {" ".join(mounts)} '
+        f'--security-opt label=disable --env-file="$HOME/{BY_NAME["env"].path}" {" ".join(mounts)} '
         f"{shlex.quote(image)} {online}hf download {shlex.quote(model)} >/dev/null"
     )
     yield FunctionCommand(
@@ -336,8 +336,7 @@ def _not_ours(host, user: str, url: str, model: str, nodes: list[str]) -> str | 
     # the API key travels on stdin (curl -H @-), never in an argument; read as text, not
     # sourced: a key may hold any printable character
     models = (
-        f"key=$(sed -n 's/^VLLM_API_KEY=//p' \"$HOME/{SERVICE_CONFIG}/secrets.env\"); "
-        'printf "Authorization: Bearer %s\n" "$key" | '
+        api_key_read('"$HOME"') + 'printf "Authorization: Bearer %s\n" "$key" | '
         f"curl -s -m 5 -H @- {shlex.quote(url + '/v1/models')}"
     )
     _, listed = host.run_shell_command(as_user(user, f"sh -c {shlex.quote(models)}"))

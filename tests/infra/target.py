@@ -24,7 +24,7 @@ import testinfra
 from testinfra.backend.base import CommandResult
 
 from halo_cluster.config.model import Cluster, Node
-from halo_cluster.config.serving import SERVICE_CONFIG
+from halo_cluster.config.serving import SERVE_ENV
 from halo_cluster.decide.safety import resolve_interface
 from halo_cluster.node import toolbox
 from halo_cluster.node.facts import (
@@ -401,7 +401,7 @@ class Target:
 
     @property
     def serve_env_command(self) -> str:
-        return f"cat {shlex.quote(f'{self.home}/{SERVICE_CONFIG}/serve.env')}"
+        return f"cat {shlex.quote(f'{self.home}/{SERVE_ENV}')}"
 
     def not_verified(self, what: str) -> None:
         """Skip as NOT VERIFIED when the hardware cannot exist here; return on real hosts."""

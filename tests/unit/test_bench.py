@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from halo_cluster.config.loader import ConfigError
+from halo_cluster.config.serving import SECRETS_ENV
 from halo_cluster.tools import bench, benchresults, project
 from tests.recorded import fixture, skopeo_digest, strix_halo_versions, versions_output
 from tests.unit.configs import VALID_ROCE, write
@@ -212,7 +213,7 @@ def run_on_fake_head(tmp_path: Path, line: str) -> tuple[str, str]:
     for name, body in FAKE_TOOLS.items():
         (tools / name).write_text("#!/bin/sh\n" + body)
         (tools / name).chmod(0o755)
-    secrets = home / bench.status.SECRETS
+    secrets = home / SECRETS_ENV
     secrets.parent.mkdir(parents=True)
     secrets.write_text(f"VLLM_API_KEY={KEY}\n")
     argv_log, stdin_log = tmp_path / "argv", tmp_path / "stdin"
