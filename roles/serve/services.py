@@ -333,8 +333,7 @@ def _not_ours(host, user: str, url: str, model: str, nodes: list[str]) -> str | 
     )
     if owner.stdout.strip() != user:
         return f"port {port} is held by a process of {owner.stdout.strip() or 'nobody'}, not {user}"
-    # the API key travels on stdin (curl -H @-), never in an argument; read as text, not
-    # sourced: a key may hold any printable character
+    # the API key travels on stdin (curl -H @-), never in an argument
     models = (
         api_key_read('"$HOME"') + 'printf "Authorization: Bearer %s\n" "$key" | '
         f"curl -s -m 5 -H @- {shlex.quote(url + '/v1/models')}"

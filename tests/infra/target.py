@@ -400,8 +400,13 @@ class Target:
         return self.out(home_command(self.cluster.cluster_user)).strip()
 
     @property
+    def serve_env(self) -> str:
+        """Both containers' environment file on this node."""
+        return f"{self.home}/{SERVE_ENV}"
+
+    @property
     def serve_env_command(self) -> str:
-        return f"cat {shlex.quote(f'{self.home}/{SERVE_ENV}')}"
+        return f"cat {shlex.quote(self.serve_env)}"
 
     def not_verified(self, what: str) -> None:
         """Skip as NOT VERIFIED when the hardware cannot exist here; return on real hosts."""

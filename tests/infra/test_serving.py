@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from halo_cluster.config.serving import PORTS, SERVE_ENV, ray_ports
+from halo_cluster.config.serving import PORTS, ray_ports
 from halo_cluster.decide import nccl
 from halo_cluster.node import firewalld
 from halo_cluster.node.facts import as_user
@@ -135,7 +135,7 @@ def run_allreduce(cluster, targets: dict[str, Target]) -> str:
             index,
             len(cluster.nodes),
             cluster.head.address,
-            f"{target.home}/{SERVE_ENV}",
+            target.serve_env,
             target.has_infiniband,
         )
         return target.run(as_user(user, command)).stdout
