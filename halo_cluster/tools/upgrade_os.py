@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -29,6 +28,8 @@ from pathlib import Path
 from typing import Protocol
 
 from halo_cluster.config import lock as locks
+from halo_cluster.config import rpmversion
+from halo_cluster.config.hostdata import OS_UPGRADE
 from halo_cluster.config.model import Cluster, Node
 from halo_cluster.decide import cmdline, rdmatools
 from halo_cluster.node import boot
@@ -56,9 +57,6 @@ BOOT_ATTEMPT = 60  # seconds one attempt may wait for a rebooting node's boot to
 # (each observation is an SSH script with rpm: a failing gate makes no more than 30)
 GATE_SETTLE = 60
 GATE_POLL = 2.0
-# rpm's EVR: [EPOCH:]VERSION-RELEASE, neither part holding a "-"
-EVR = re.compile(r"(\d+:)?[0-9A-Za-z._+~^]+-[0-9A-Za-z._+~^]+")
-ARCHES = ("x86_64", "noarch", "aarch64", "i686", "src")
 EXAMPLES = {"--kernel": "6.18.9-200.fc43", "--firmware": "20260110-1.fc43"}
 
 
@@ -103,16 +101,26 @@ class Targets:
         kernel = [f"{KERNEL} {self.kernel}"] if self.kernel else []
         return " and ".join(kernel + ([f"{FIRMWARE} {self.firmware}"] if self.firmware else []))
 
+    def packages(self) -> dict[str, str]:
+        """{package: EVR} of the targets given, as the os role's preflight reads them."""
+        given = ((KERNEL, self.kernel), (FIRMWARE, self.firmware))
+        return {package: evr for package, evr in given if evr}
+
+
+def deploy_argv(targets: Targets) -> list[str]:
+    """P1's deploy: no reboot (P2 reboots each node in its turn), and the targets as host data,
+    so that the os role admits on a node the known-bad version they replace."""
+    upgrade = f"{OS_UPGRADE}={json.dumps(targets.packages())}"
+    data = ["--data", "halo_reboot=never", "--data", upgrade]
+    return [*project.PYINFRA, "-y", *data, "inventory.py", "deploy.py"]
+
 
 def target_problem(option: str, value: str) -> str | None:
-    """Why VALUE is not an EVR without the arch (a NEVRA's `.noarch` would pass the known-bad
-    list's comparison and then install that very build), or None."""
-    how = f"give the EVR without the arch, as rpm prints it: {EXAMPLES[option]}"
-    if value.rsplit(".", 1)[-1] in ARCHES:
-        return f"{option} {value}: ends in an arch: {how}"
-    if not EVR.fullmatch(value):
-        return f"{option} {value}: not VERSION-RELEASE: {how}"
-    return None
+    """Why VALUE is not an EVR by rpm's ASCII grammar without the arch, in one line naming the
+    option, or None: a NEVRA's `.noarch` would pass the known-bad list's comparison and then
+    install that very build, an Arabic-Indic digit would read as an epoch."""
+    problem = rpmversion.problem(value, example=EXAMPLES[option])
+    return f"{option}: {problem}" if problem else None
 
 
 class Stop(Exception):
@@ -129,6 +137,9 @@ def judge_targets(cluster: Cluster, targets: Targets) -> list[str]:
     refused = []
     for package, evr in ((KERNEL, targets.kernel), (FIRMWARE, targets.firmware)):
         if evr is None:
+            continue
+        if problem := rpmversion.problem(evr):  # the list judges rpm's versions only
+            refused.append(f"{package}: {problem}")
             continue
         entry = cluster.os.judged(package, evr)
         if entry is None:
@@ -652,15 +663,15 @@ def main(args: list[str]) -> int:
         print("halo-cluster upgrade: no deploy.py to run: reinstall the package", file=sys.stderr)
         return REFUSED
 
+    targets = Targets(parsed.kernel, parsed.firmware)
+
     def deploy() -> int:
-        argv = [*project.PYINFRA, "-y", "--data", "halo_reboot=never", "inventory.py", "deploy.py"]
         env = dict(os.environ, CLUSTER_CONFIG=os.path.abspath(project.config()))
-        return subprocess.run(argv, cwd=found.entry, env=env).returncode
+        return subprocess.run(deploy_argv(targets), cwd=found.entry, env=env).returncode
 
     with (
         tempfile.TemporaryDirectory(prefix="halo-upgrade-") as folder,
         remote.Remote(cluster, project.config(), found) as reach,
     ):
         nodes = Ssh(sshconfig.write(cluster, Path(folder)))
-        targets = Targets(parsed.kernel, parsed.firmware)
         return Upgrade(cluster, targets, nodes, deploy, completion=reach.completion).upgrade()

@@ -3,23 +3,49 @@
 
 from __future__ import annotations
 
+import datetime
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from halo_cluster.config.model import Cluster, Problems
-from halo_cluster.config.rules import quote
+from halo_cluster.config.quoting import quote
 from halo_cluster.config.schema import REQUIRED, Field, variables
 from halo_cluster.roles.os import versions
 
 ENTRY = "os.known_versions[]"
+# a symptom or a source is one line of a refusal: longer detail belongs behind the source's link
+MAX_TEXT = 300
 
 
 def date_problem(value: object) -> str | None:
-    if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
-        return None
+    """A real day, `YYYY-MM-DD` in ASCII digits (fromisoformat alone would take 20261130 and
+    2026-W48-1 too)."""
+    text = value if isinstance(value, str) else ""
+    if re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", text, re.ASCII):
+        try:
+            datetime.date.fromisoformat(text)
+            return None
+        except ValueError:
+            return f"{quote(value)} is no day of the calendar (a real date: 2026-11-30)"
     return f"{quote(value)} is not a date YYYY-MM-DD (quote it: YAML reads a bare date as a date)"
+
+
+def line_problem(value: object) -> str | None:
+    """One printable line of at most MAX_TEXT characters: it is shown inside a refusal's line,
+    where a line break would forge a line of its own and ESC would reach the terminal."""
+    if not isinstance(value, str) or not value.isprintable():
+        return (
+            f"{quote(value)} is not one line of printable text (no line breaks or control "
+            "characters: write it on one line)"
+        )
+    if len(value) > MAX_TEXT:
+        return (
+            f"{quote(value)} is longer than {MAX_TEXT} characters (say it in one line; the "
+            "details belong behind the source)"
+        )
+    return None
 
 
 SECTION: tuple[Field, ...] = (
@@ -50,8 +76,9 @@ SECTION: tuple[Field, ...] = (
         f"{ENTRY}.versions",
         "list of strings",
         REQUIRED,
-        "Each an EVR as rpm prints it without the arch (`6.18.9-200.fc43`), or `OP VERSION` "
-        "with OP one of `<` `<=` `>` `>=` (`< 6.18.4`).",
+        "At least one; each an EVR as rpm prints it without the arch (`6.18.9-200.fc43`), or "
+        "`OP VERSION` with OP one of `<` `<=` `>` `>=` (`< 6.18.4`): `[EPOCH:]VERSION-RELEASE`, "
+        "ASCII letters, digits and `._+~^`, at most 128 characters.",
         rule=versions.version_problem,
     ),
     Field(f"{ENTRY}.verdict", "string", REQUIRED, "Good or bad.", (versions.GOOD, versions.BAD)),
@@ -59,14 +86,23 @@ SECTION: tuple[Field, ...] = (
         f"{ENTRY}.symptom",
         "string",
         "",
-        "What goes wrong (required for a bad entry: its refusal shows it).",
+        "What goes wrong (required for a bad entry: its refusal shows it); one printable "
+        f"line, at most {MAX_TEXT} characters.",
+        rule=line_problem,
     ),
-    Field(f"{ENTRY}.source", "string", REQUIRED, "Where it is reported (a link, an issue)."),
+    Field(
+        f"{ENTRY}.source",
+        "string",
+        REQUIRED,
+        f"Where it is reported (a link, an issue); one printable line, at most {MAX_TEXT} "
+        "characters.",
+        rule=line_problem,
+    ),
     Field(
         f"{ENTRY}.date",
         "string",
         REQUIRED,
-        'When the verdict was reached, `"YYYY-MM-DD"` (quoted).',
+        'When the verdict was reached, a real date `"YYYY-MM-DD"` (quoted).',
         rule=date_problem,
     ),
 )
@@ -93,6 +129,11 @@ def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Os:
     mine = [versions.entry(item, mine=True) for item in cluster.settings["os.known_versions"]]
     repository = versions.repository_list()
     for i, entry in enumerate(mine):
+        if not entry.versions:
+            problems.error(
+                f"os.known_versions[{i}].versions",
+                "[] lists no version (give at least one: 6.18.9-200.fc43, or a bound: < 6.18.4)",
+            )
         if entry.verdict == versions.BAD and not entry.symptom:
             problems.error(f"os.known_versions[{i}].symptom", "a bad entry needs its symptom")
         reversed_ = _reverses(entry, repository)

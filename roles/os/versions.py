@@ -17,7 +17,8 @@ from typing import Any
 
 import yaml
 
-from halo_cluster.config.rules import quote
+from halo_cluster.config import rpmversion
+from halo_cluster.config.quoting import quote
 
 KNOWN_VERSIONS = Path(__file__).resolve().parent / "known-versions.yml"
 GOOD, BAD, UNKNOWN = "good", "bad", "unknown"
@@ -28,9 +29,6 @@ OPERATORS: dict[str, Callable[[int, int], bool]] = {
     ">": operator.gt,
     ">=": operator.ge,
 }
-_EVR = re.compile(r"(?:\d+:)?[A-Za-z0-9._+~^]+-[A-Za-z0-9._+~^]+")
-# a bound may leave out the release
-_VERSION = re.compile(r"(?:\d+:)?[A-Za-z0-9._+~^]+(?:-[A-Za-z0-9._+~^]+)?")
 _ALNUM = re.compile(r"[A-Za-z0-9]")
 
 
@@ -87,19 +85,12 @@ def _skip_separators(text: str) -> str:
     return text[i:]
 
 
-def split_evr(evr: str) -> tuple[int, str, str | None]:
-    """(epoch, version, release) of `[EPOCH:]VERSION[-RELEASE]`; no epoch is epoch 0, no
-    release is None."""
-    epoch, _, rest = evr.rpartition(":")
-    version, dash, release = rest.partition("-")
-    return int(epoch or 0), version, release if dash else None
-
-
 def compare_evr(a: str, b: str) -> int:
     """rpm's order of two EVRs; where one has no release, as a bound such as `< 6.18.4`, the
-    versions alone decide (rpm compares a dependency without a release so)."""
-    ea, va, ra = split_evr(a)
-    eb, vb, rb = split_evr(b)
+    versions alone decide (rpm compares a dependency without a release so). Each is parsed by
+    rpm's ASCII grammar (`rpmversion.split`): anything else is a ValueError, never a guess."""
+    ea, va, ra = rpmversion.split(a)
+    eb, vb, rb = rpmversion.split(b)
     if ea != eb:
         return 1 if ea > eb else -1
     if ra is None or rb is None:
@@ -109,17 +100,15 @@ def compare_evr(a: str, b: str) -> int:
 
 def version_problem(spec: object) -> str | None:
     """Why `spec` is not a version of the list: an EVR as rpm prints it without the arch
-    (`6.18.9-200.fc43`), or `OP EVR` with OP one of < <= > >=."""
-    text = spec if isinstance(spec, str) else ""
-    op, _, evr = text.partition(" ") if " " in text else ("", "", text)
-    if op and op not in OPERATORS:
-        return f"{quote(spec)}: {quote(op)} is not one of < <= > >="
-    if not (_VERSION if op else _EVR).fullmatch(evr):
-        return (
-            f"{quote(spec)} is not VERSION-RELEASE as rpm prints it without the arch "
-            "(6.18.9-200.fc43), nor OP VERSION[-RELEASE] (< 6.18.4)"
-        )
-    return None
+    (`6.18.9-200.fc43`), or `OP VERSION[-RELEASE]` with OP one of < <= > >=, by rpm's ASCII
+    grammar (`rpmversion`)."""
+    if not isinstance(spec, str) or " " not in spec:
+        return rpmversion.problem(spec)
+    op, _, bound = spec.partition(" ")
+    if op not in OPERATORS:
+        return f"{quote(spec)}: {quote(op)} is not one of < <= > >= (< 6.18.4)"
+    found = rpmversion.problem(bound, example="6.18.4", release=False)
+    return f"{quote(spec)}: {found}" if found else None
 
 
 def matches(spec: str, evr: str) -> bool:
@@ -163,7 +152,10 @@ def repository_list() -> tuple[Entry, ...]:
 
 
 def judge(entries: Iterable[Entry], package: str, evr: str) -> Entry | None:
-    """The entry that decides this version: the first that covers it (the user's come first)."""
+    """The entry that decides this version: the first that covers it (the user's come first).
+    A version outside rpm's grammar (no rpm prints one) is judged by none."""
+    if rpmversion.problem(evr) is not None:
+        return None
     return next((e for e in entries if e.covers(package, evr)), None)
 
 
@@ -189,7 +181,7 @@ def newest_good(entries: Iterable[Entry], package: str) -> str | None:
 DNF5_LOCKS = "/etc/dnf/versionlock.toml"  # dnf5 (libdnf5 VERSIONLOCK_CONF_FILENAME)
 DNF4_LOCKS = "/etc/dnf/plugins/versionlock.list"  # dnf 4's versionlock plugin (the lab)
 _DNF4_LINE = re.compile(
-    r"(?P<name>.+)-(?:(?P<epoch>\d+):)?(?P<version>[^-:]+)-(?P<release>[^-]+)\.\*"
+    r"(?P<name>.+)-(?:(?P<epoch>[0-9]+):)?(?P<version>[^-:]+)-(?P<release>[^-]+)\.\*"
 )
 
 

@@ -65,7 +65,7 @@ def test_evrs_compare_by_epoch_then_version_then_release() -> None:
         ("6.18.9-200.fc43", None),
         ("< 6.18.4", None),
         ("<= 20251125-1.fc43", None),
-        ("6.18.9", "is not VERSION-RELEASE"),
+        ("6.18.9", "is not [EPOCH:]VERSION-RELEASE"),
         ("6.18.9-200.fc43.x86_64 x", "is not one of"),
         ("== 6.18.9-200.fc43", "'==' is not one of < <= > >="),
     ],
@@ -179,7 +179,7 @@ def test_your_entries_come_first_and_a_reversed_verdict_warns(tmp_path: Path) ->
     [
         ("verdict: fine", "os.known_versions[0].verdict: 'fine' is not one of: good, bad"),
         ("package: linux-firmware", "os.known_versions[0].package: 'linux-firmware' is not one"),
-        ('versions: ["6.18.9"]', "os.known_versions[0].versions[0]: '6.18.9' is not VERSION-"),
+        ('versions: ["6.18.9"]', "os.known_versions[0].versions[0]: '6.18.9' is not [EPOCH"),
         ("date: 2026-11-30", "os.known_versions[0].date: expected string, got date"),
         ('date: "30.11.2026"', "os.known_versions[0].date: '30.11.2026' is not a date"),
         ("colour: red", "os.known_versions[0].colour: unknown key"),

@@ -290,18 +290,18 @@ def test_the_lab_grubenv_is_grub_s_1024_byte_block(tmp_path: Path) -> None:
     [
         (
             ["--firmware", "20251125-1.fc43.noarch"],
-            "--firmware 20251125-1.fc43.noarch: ends in an arch: give the EVR without the arch, "
-            "as rpm prints it: 20260110-1.fc43",
+            "--firmware: '20251125-1.fc43.noarch' ends in the arch .noarch (give it without "
+            "the arch: 20260110-1.fc43)",
         ),
         (
             ["--kernel", "6.18.9-200.fc43.x86_64"],
-            "--kernel 6.18.9-200.fc43.x86_64: ends in an arch: give the EVR without the arch, "
-            "as rpm prints it: 6.18.9-200.fc43",
+            "--kernel: '6.18.9-200.fc43.x86_64' ends in the arch .x86_64 (give it without the "
+            "arch: 6.18.9-200.fc43)",
         ),
         (
             ["--kernel", "6.18.9"],
-            "--kernel 6.18.9: not VERSION-RELEASE: give the EVR without the arch, "
-            "as rpm prints it: 6.18.9-200.fc43",
+            "--kernel: '6.18.9' is not [EPOCH:]VERSION-RELEASE of letters, digits and "
+            ". _ + ~ ^ (give it as rpm prints it, without the arch: 6.18.9-200.fc43)",
         ),
         ([], "halo-cluster upgrade --os: give --kernel VERSION, --firmware VERSION or both"),
     ],
