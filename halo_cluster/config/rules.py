@@ -78,7 +78,7 @@ def _matches(pattern: re.Pattern[str], what: str) -> Rule:
     return rule
 
 
-def _between(low: int, high: int, unit: str = "") -> Rule:
+def between(low: int, high: int, unit: str = "") -> Rule:
     def rule(value: object) -> str | None:
         ok = isinstance(value, int) and low <= value <= high
         return None if ok else f"{quote(value)} is outside {low}-{high}{unit}"
@@ -119,9 +119,9 @@ container_name = _matches(CONTAINER_NAME, "a container name ([a-zA-Z0-9][a-zA-Z0
 _ssh_host_name = _matches(SSH_HOST, "a host name or address")
 node_name = _matches(NODE_NAME, "a node name (letters, digits, '.', '_', '-'; at most 63)")
 _mac_text = _matches(MAC, "a MAC address (aa:bb:cc:dd:ee:ff)")
-port = _between(1, 65535)
-reboot_timeout = _between(30, 86400, " seconds")
-gtt_gib = _between(
+port = between(1, 65535)
+reboot_timeout = between(30, 86400, " seconds")
+gtt_gib = between(
     1,
     MAX_GTT_GIB,
     f" GiB: a {MACHINE_MEMORY_GIB} GiB machine keeps {OS_RESERVE_GIB} GiB for the OS",
@@ -174,9 +174,9 @@ def _model_path(text: str) -> str | None:
 served_model_name = _matches(
     re.compile(r"[\w./:-]{1,128}", re.ASCII), "a model name (no spaces or quotes)"
 )
-ready_timeout = _between(10, 86400, " seconds")
-positive = _between(1, 10**9)
-object_store_mib = _between(
+ready_timeout = between(10, 86400, " seconds")
+positive = between(1, 10**9)
+object_store_mib = between(
     serving.OBJECT_STORE_MIN_MIB,
     serving.OBJECT_STORE_MAX_MIB,
     f" MiB: Ray's minimum is {serving.OBJECT_STORE_MIN_MIB} MiB, and more than half of a "
