@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from halo_cluster.config.model import Cluster, ConfigError, Problems, derive
-from halo_cluster.config.rules import quote
+from halo_cluster.config.quoting import quote
 from halo_cluster.config.schema import REQUIRED, Field, current
 
 MAX_BYTES = 1024 * 1024  # a cluster.yml is a few KiB; more is not a config

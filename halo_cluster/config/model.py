@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from halo_cluster.config import rules
-from halo_cluster.config.rules import quote
+from halo_cluster.config.quoting import quote
 from halo_cluster.config.schema import DEFAULT_SUBNETS, current, host_name
 
 # thunderbolt-net links are point to point: one cable, one interface and one subnet per pair

@@ -9,41 +9,12 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import reprlib
 from collections.abc import Callable
 
 from halo_cluster.config import serving
+from halo_cluster.config.quoting import quote
 
 Rule = Callable[[object], str | None]
-
-QUOTE_LIMIT = 60  # characters of a value an error message shows: a 10 MB value is not echoed
-_REPR = reprlib.Repr()
-_REPR.maxstring = _REPR.maxother = QUOTE_LIMIT + 10
-_REPR.maxlist = _REPR.maxdict = _REPR.maxtuple = _REPR.maxset = 4
-_REPR.maxlevel = 2  # bounded whatever the value: an alias bomb is a tree of shared lists
-
-
-def quote(value: object) -> str:
-    """`repr(value)` cut to about 60 characters, in bounded time and memory whatever the value;
-    a string's non-ASCII characters are named by code point after it, since a look-alike (a
-    Cyrillic a, U+0430, in a model id) reads as the letter the user meant."""
-    if isinstance(value, str) and len(value) > QUOTE_LIMIT:
-        text = repr(value[: QUOTE_LIMIT - 3])
-        text = text[:-1] + "..." + text[-1]  # 'abc...': the cut stays inside the quotes
-    else:
-        text = _REPR.repr(value)
-        text = text if len(text) <= QUOTE_LIMIT else text[: QUOTE_LIMIT - 3] + "..."
-    return text + _code_points(value[:QUOTE_LIMIT]) if isinstance(value, str) else text
-
-
-def _code_points(text: str) -> str:
-    """` (U+0430 at 3, ...)`: the first non-ASCII characters of `text` by position, or ''."""
-    found = [f"U+{ord(c):04X} at {i + 1}" for i, c in enumerate(text) if not c.isascii()]
-    if not found:
-        return ""
-    more = ", ..." if len(found) > 3 else ""
-    return f" (non-ASCII: {', '.join(found[:3])}{more})"
-
 
 # POSIX portable user names (useradd's default NAME_REGEX, without a trailing $)
 USER_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")

@@ -10,10 +10,23 @@ from halo_cluster.config.model import Cluster, Problems
 from halo_cluster.config.rules import quote
 from halo_cluster.config.schema import Field, section_type, variables
 
+# The workload's bounds: a few digits too many are refused here, not after a level that cannot
+# finish. A prompt or an output beyond 2**20 tokens is beyond any context a node serves.
+MAX_TOKENS = 2**20
+MAX_PROMPTS = 100_000  # per level, warm-ups and concurrency alike
+MAX_TIMEOUT = 7 * 86400  # seconds: a week
+# `vllm bench serve --seed` seeds Python's random.seed and numpy's legacy np.random.seed
+# (vllm/benchmarks/serve.py, main_async); numpy's MT19937 seed is 0 to 2**32 - 1, anything else
+# a ValueError (numpy/random/_mt19937.pyx, _legacy_seeding): every level would fail with it
+MAX_SEED = 2**32 - 1
 
-def _count(value: object) -> str | None:
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-    return None if ok else f"{quote(value)} is not a count (0 or more)"
+tokens = rules.between(1, MAX_TOKENS, " tokens")
+prompts = rules.between(1, MAX_PROMPTS)
+warmups = rules.between(0, MAX_PROMPTS)
+seed = rules.between(
+    0, MAX_SEED, ": vllm bench serve seeds numpy's np.random.seed, which takes no other seed"
+)
+timeout = rules.between(1, MAX_TIMEOUT, " seconds (a week)")
 
 
 def _percent(value: object) -> str | None:
@@ -33,24 +46,25 @@ SECTION: tuple[Field, ...] = (
         "bench.input_len",
         "integer",
         1024,
-        "Prompt tokens per request (`--random-input-len`, vLLM's own default).",
-        rule=rules.positive,
+        f"Prompt tokens per request (`--random-input-len`, vLLM's own default): 1-{MAX_TOKENS}, "
+        "and within the model's context with `bench.output_len`.",
+        rule=tokens,
     ),
     Field(
         "bench.output_len",
         "integer",
         128,
         "Output tokens per request (`--random-output-len`, vLLM's default; the random dataset "
-        "ignores EOS, so every request generates exactly this many).",
-        rule=rules.positive,
+        f"ignores EOS, so every request generates exactly this many): 1-{MAX_TOKENS}.",
+        rule=tokens,
     ),
     Field(
         "bench.num_prompts",
         "integer",
         40,
         "Requests per concurrency level (`--num-prompts`): five rounds of the default loaded "
-        "level.",
-        rule=rules.positive,
+        f"level; 1-{MAX_PROMPTS}.",
+        rule=prompts,
     ),
     Field(
         "bench.concurrency",
@@ -58,16 +72,24 @@ SECTION: tuple[Field, ...] = (
         [1, 8],
         "Concurrency levels (`--max-concurrency`), one run each: at least two, ascending, each "
         "at most `bench.num_prompts`; 1 measures latency, the loaded one throughput.",
-        rule=rules.positive,
+        rule=prompts,
     ),
-    Field("bench.seed", "integer", 0, "`--seed` of the random prompts (vLLM's default)."),
+    Field(
+        "bench.seed",
+        "integer",
+        0,
+        f"`--seed` of the random prompts (vLLM's default): 0-{MAX_SEED}, the seeds numpy's "
+        "`np.random.seed` takes (vLLM seeds it with this).",
+        rule=seed,
+    ),
     Field(
         "bench.warmups",
         "integer",
         3,
         "Warm-up requests before each level, not counted; at least the level's concurrency is "
-        "sent (`--num-warmups max(this, C)`), so that the warm-up reaches the level's batch size.",
-        rule=_count,
+        "sent (`--num-warmups max(this, C)`), so that the warm-up reaches the level's batch size; "
+        f"0-{MAX_PROMPTS}.",
+        rule=warmups,
     ),
     Field(
         "bench.tolerance",
@@ -89,8 +111,8 @@ SECTION: tuple[Field, ...] = (
         "integer",
         3600,
         "Seconds one concurrency level may take before the run fails; the client is stopped "
-        "in the container then (`timeout`).",
-        rule=rules.positive,
+        f"in the container then (`timeout`): 1-{MAX_TIMEOUT} (a week).",
+        rule=timeout,
     ),
 )
 READS: tuple[str, ...] = ()

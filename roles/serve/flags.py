@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from halo_cluster.config import rules
+from halo_cluster.config.quoting import quote
 from halo_cluster.config.schema import host_name
 
 POSITIONAL = "positional"  # the value alone, first: `vllm serve MODEL`
@@ -158,7 +159,7 @@ def extra_argument(value: object) -> str | None:
     if problem:
         return problem
     key = owned_flag(str(value))
-    return f"{rules.quote(str(value))} sets what the tool owns: use {key}" if key else None
+    return f"{quote(str(value))} sets what the tool owns: use {key}" if key else None
 
 
 def _spellings(flag: Flag) -> str:
