@@ -77,7 +77,7 @@ def run_line(the_cluster, the_head: bench.Head, scale: float = 1.0, failed: int 
         ("bench: {concurrency: [1, 64]}", "bench.concurrency: 64 is more than bench.num_prompts"),
         ("bench: {concurrency: [1, '8']}", "bench.concurrency: expected list of integers"),
         ("bench: {tolerance: 150}", "bench.tolerance: 150 is outside 0-100 %"),
-        ("bench: {warmups: -1}", "bench.warmups: -1 is not a count"),
+        ("bench: {warmups: -1}", "bench.warmups: -1 is outside 0-100000"),
         ("bench: {gate: maybe}", "bench.gate: expected boolean"),
         ("bench: {runs: 3}", "bench.runs"),
     ],
