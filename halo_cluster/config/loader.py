@@ -205,8 +205,19 @@ def _construct_int(loader: _ConfigLoader, node: yaml.ScalarNode) -> int:
     return loader.construct_yaml_int(node)
 
 
+def _construct_timestamp(loader: _ConfigLoader, node: yaml.ScalarNode) -> object:
+    """A bare date that is no day (`2026-13-45`): refused at its line, not by datetime alone."""
+    try:
+        return loader.construct_yaml_timestamp(node)
+    except ValueError as exc:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{quote(node.value)} is no date: {exc}", node.start_mark
+        ) from None
+
+
 _ConfigLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 _ConfigLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_ConfigLoader.add_constructor("tag:yaml.org,2002:timestamp", _construct_timestamp)
 
 
 class _Refused(Exception):

@@ -26,6 +26,10 @@ KERNEL_PACKAGES = (
 FIRMWARE_PACKAGES = ("amd-gpu-firmware", "linux-firmware", "linux-firmware-whence")
 KERNEL = "kernel-core"
 FIRMWARE = "amd-gpu-firmware"
+# the command that moves every node to a new kernel or firmware, and its option for each package:
+# the os role's refusal of a known-bad version names it as the fix
+UPGRADE_OS = "halo-cluster upgrade --os"
+UPGRADE_OPTIONS = {KERNEL: "--kernel", FIRMWARE: "--firmware"}
 
 
 class Package(TypedDict):
@@ -110,3 +114,8 @@ def summary(info: VersionsInfo) -> str:
         f"kernel {info['running'] or '?'} (kernel-core installed: {kernels}), "
         f"{FIRMWARE} {firmware(info)}"
     )
+
+
+def upgrade_command(package: str, version: str) -> str:
+    """`halo-cluster upgrade --os --kernel|--firmware VERSION` for this package."""
+    return f"{UPGRADE_OS} {UPGRADE_OPTIONS[package]} {version}"

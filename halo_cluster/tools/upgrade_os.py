@@ -29,8 +29,8 @@ from typing import Protocol
 
 from halo_cluster.config import lock as locks
 from halo_cluster.config import rpmversion
-from halo_cluster.config.hostdata import OS_UPGRADE
 from halo_cluster.config.model import Cluster, Node
+from halo_cluster.config.schema import host_name
 from halo_cluster.decide import cmdline, rdmatools
 from halo_cluster.node import boot
 from halo_cluster.node.versions import (
@@ -58,6 +58,8 @@ BOOT_ATTEMPT = 60  # seconds one attempt may wait for a rebooting node's boot to
 GATE_SETTLE = 60
 GATE_POLL = 2.0
 EXAMPLES = {"--kernel": "6.18.9-200.fc43", "--firmware": "20260110-1.fc43"}
+# the os role's value the targets are given to its preflight as (roles/os/schema.py, Os.upgrade)
+UPGRADE_DATA = host_name("os.upgrade")
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,7 @@ class Targets:
 def deploy_argv(targets: Targets) -> list[str]:
     """P1's deploy: no reboot (P2 reboots each node in its turn), and the targets as host data,
     so that the os role admits on a node the known-bad version they replace."""
-    upgrade = f"{OS_UPGRADE}={json.dumps(targets.packages())}"
+    upgrade = f"{UPGRADE_DATA}={json.dumps(targets.packages())}"
     data = ["--data", "halo_reboot=never", "--data", upgrade]
     return [*project.PYINFRA, "-y", *data, "inventory.py", "deploy.py"]
 
@@ -570,6 +572,22 @@ class Upgrade:
             kernel=self.targets.kernel,
             firmware=self.targets.firmware,
         )
+        self.remove_bad(node, info)
+
+    def remove_bad(self, node: Node, info: VersionsInfo) -> None:
+        """A kernel upgrade's last repair on a node that runs the target, gated: the kernels the
+        list calls bad removed (P1's deploy admitted them for this; the next would refuse them)."""
+        bad = [
+            evr
+            for evr in installed(info, KERNEL)
+            if self.targets.kernel
+            and getattr(self.cluster.os.judged(KERNEL, evr), "verdict", None) == "bad"
+        ]
+        if bad:
+            specs = [f"{KERNEL}-{evr}" for evr in bad]
+            script = f"{DNF} remove {' '.join(specs)}"
+            self.checked(node, "remove-bad", script, "removing the known-bad kernels")
+            self.history("os-removed", node=node.name, removed=specs)
 
     def already(self, info: VersionsInfo) -> bool:
         """The node runs the target kernel and has the target firmware."""
@@ -626,6 +644,7 @@ class Upgrade:
                 read = reads[node.name]
                 if self.done(read):  # a run again after one that stopped: no reboot
                     print(f"{node.name}: already runs {self.targets.describe()}")
+                    self.remove_bad(node, read.info)
                     continue
                 self.trial(node, read, new_ids.get(node.name))
         except Stop as stop:

@@ -1,6 +1,8 @@
 """Kernel and firmware: which versions a node runs, judged against the known-versions list
-before anything changes (a known-bad one refuses the node, with the symptom and the dnf fix), the
-same versions on every node, and with `os.lock: true` dnf version locks on the running versions.
+before anything changes (a known-bad one refuses the node, with the symptom and the fix:
+`halo-cluster upgrade --os`, or dnf by hand; that upgrade's own deploy admits the version it
+replaces), the same versions on every node, and with `os.lock: true` dnf version locks on the
+running versions.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from halo_cluster.node.versions import (
     firmware,
     installed,
     running_package,
+    upgrade_command,
 )
 from halo_cluster.roles.os import versions
 from halo_cluster.roles.os.versions import BAD, GOOD, Entry
@@ -47,16 +50,30 @@ def known(data: Any) -> tuple[Entry, ...]:
 
 def preflight(node_host: Any) -> list[Check]:
     """The node's kernel and firmware against the list, before anything changes: a known-bad
-    running or installed version is a FAIL that refuses the node; a version the list does not
-    know is NOT VERIFIED; versions that differ from another node's are a WARN."""
+    running or installed version is a FAIL that refuses the node, a WARN in the deploy of an
+    upgrade that replaces it; a version the list does not know is NOT VERIFIED; versions that
+    differ from another node's are a WARN."""
     info = cached(node_host, InstalledVersions)
     entries = known(node_host.data)
+    targets = upgrade_targets(node_host.data, entries)
     return [
-        running_kernel(info, entries),
-        *installed_kernels(info, entries),
-        amdgpu_firmware(info, entries),
+        running_kernel(info, entries, targets.get(KERNEL)),
+        *installed_kernels(info, entries, targets.get(KERNEL)),
+        amdgpu_firmware(info, entries, targets.get(FIRMWARE)),
         same_versions(node_host, info),
     ]
+
+
+def upgrade_targets(data: Any, entries: tuple[Entry, ...]) -> dict[str, str]:
+    """{package: EVR} the running `halo-cluster upgrade --os` installs on the node, each one the
+    list does not call bad (the upgrade refuses such a target itself): the known-bad version of
+    that package is the one being replaced. Only the packages it names: a firmware upgrade
+    admits no known-bad kernel."""
+    return {
+        package: evr
+        for package, evr in data.halo_os_upgrade.items()
+        if getattr(versions.judge(entries, package, evr), "verdict", None) != BAD
+    }
 
 
 def _known(entry: Entry) -> str:
@@ -67,7 +84,20 @@ def _bad(what: str, entry: Entry, fix: str) -> str:
     return f"known-bad {what}: {entry.symptom} (source: {entry.source}); fix: {fix}"
 
 
-def running_kernel(info: VersionsInfo, entries: tuple[Entry, ...]) -> Check:
+def _replaced(what: str, package: str, target: str, how: str) -> str:
+    """The WARN of a known-bad version the upgrade under way replaces."""
+    command = upgrade_command(package, target)
+    return f"known-bad {what}, admitted: this deploy is `{command}`'s, which {how}"
+
+
+def _upgrade_fix(package: str, good: str | None) -> str:
+    """The command that repairs the node: to the newest good version, else to one of yours."""
+    if good:
+        return f"`{upgrade_command(package, good)}`"
+    return f"`{upgrade_command(package, 'VERSION')}` with a version the list does not call bad"
+
+
+def running_kernel(info: VersionsInfo, entries: tuple[Entry, ...], target: str | None) -> Check:
     package = running_package(info)
     if package is None:
         kernels = ", ".join(installed(info, KERNEL)) or "none"
@@ -83,32 +113,43 @@ def running_kernel(info: VersionsInfo, entries: tuple[Entry, ...]) -> Check:
         return Check("kernel", NOT_VERIFIED, f"running {evr}: not in the known-versions list")
     if entry.verdict == GOOD:
         return Check("kernel", OK, f"running {evr}, {_known(entry)}")
+    what = f"{KERNEL} {evr} (running)"
+    if target:
+        how = "then boots the node into it once, gates and keeps it"
+        return Check("kernel", WARN, _replaced(what, KERNEL, target, how))
     good = versions.newest_good(entries, KERNEL)
-    fix = (
+    by_hand = (
         f"`dnf install kernel-{good}`, reboot into it, then `dnf remove {KERNEL}-{evr}`"
         if good
         else "install a kernel the list does not call bad, and reboot into it"
     )
-    return Check("kernel", FAIL, _bad(f"{KERNEL} {evr} (running)", entry, fix), refuses=True)
+    fix = f"{_upgrade_fix(KERNEL, good)}, or by hand {by_hand}"
+    return Check("kernel", FAIL, _bad(what, entry, fix), refuses=True)
 
 
-def installed_kernels(info: VersionsInfo, entries: tuple[Entry, ...]) -> list[Check]:
+def installed_kernels(
+    info: VersionsInfo, entries: tuple[Entry, ...], target: str | None
+) -> list[Check]:
     """A known-bad kernel installed beside the running one is one boot menu entry (or one
-    `dnf remove` of the running kernel) from running."""
+    `dnf remove` of the running kernel) from running; a kernel upgrade removes it once the node
+    passed its gate."""
     running = running_package(info)
     checks = []
     for evr in installed(info, KERNEL):
         entry = versions.judge(entries, KERNEL, evr)
         if (running and evr == running["evr"]) or entry is None or entry.verdict != BAD:
             continue
+        what = f"{KERNEL} {evr} (installed)"
+        if target:
+            how = "removes it once the node passed its gate"
+            checks.append(Check("kernel", WARN, _replaced(what, KERNEL, target, how)))
+            continue
         fix = f"`dnf remove {KERNEL}-{evr}`"
-        checks.append(
-            Check("kernel", FAIL, _bad(f"{KERNEL} {evr} (installed)", entry, fix), refuses=True)
-        )
+        checks.append(Check("kernel", FAIL, _bad(what, entry, fix), refuses=True))
     return checks
 
 
-def amdgpu_firmware(info: VersionsInfo, entries: tuple[Entry, ...]) -> Check:
+def amdgpu_firmware(info: VersionsInfo, entries: tuple[Entry, ...], target: str | None) -> Check:
     found = installed(info, FIRMWARE)
     if not found:
         return Check("amdgpu firmware", NOT_VERIFIED, f"{FIRMWARE} is not installed (rpm -q)")
@@ -116,8 +157,12 @@ def amdgpu_firmware(info: VersionsInfo, entries: tuple[Entry, ...]) -> Check:
     others = {n: e for n in FIRMWARE_PACKAGES[1:] for e in installed(info, n) if e != evr}
     entry = versions.judge(entries, FIRMWARE, evr)
     if entry is not None and entry.verdict == BAD:
+        what = f"{FIRMWARE} {evr}"
+        if target:
+            how = "installs it on the node in its turn and gates it"
+            return Check("amdgpu firmware", WARN, _replaced(what, FIRMWARE, target, how))
         fix = firmware_fix(info, entries, evr)
-        return Check("amdgpu firmware", FAIL, _bad(f"{FIRMWARE} {evr}", entry, fix), refuses=True)
+        return Check("amdgpu firmware", FAIL, _bad(what, entry, fix), refuses=True)
     if others:
         apart = ", ".join(f"{n} {e}" for n, e in others.items())
         return Check(
@@ -132,16 +177,19 @@ def amdgpu_firmware(info: VersionsInfo, entries: tuple[Entry, ...]) -> Check:
 
 
 def firmware_fix(info: VersionsInfo, entries: tuple[Entry, ...], evr: str) -> str:
-    """The dnf command to the newest good firmware, every installed package of the set at
-    once (they require linux-firmware-whence of their own version), and the initramfs rebuilt:
-    the amdgpu blobs load from it."""
+    """`halo-cluster upgrade --os --firmware` to the newest good firmware, or by hand the dnf
+    command to it, every installed package of the set at once (they require
+    linux-firmware-whence of their own version), and the initramfs rebuilt: the amdgpu blobs
+    load from it."""
     good = versions.newest_good(entries, FIRMWARE)
     if good is None:
-        return f"install a {FIRMWARE} version the list does not call bad"
-    verb = "upgrade" if versions.compare_evr(good, evr) > 0 else "downgrade"
-    names = [n for n in FIRMWARE_PACKAGES if installed(info, n)]
-    specs = " ".join(f"{name}-{good}" for name in names)
-    return f"`dnf {verb} {specs} && dracut -f --kver $(uname -r)`, then reboot"
+        by_hand = f"install a {FIRMWARE} version the list does not call bad"
+    else:
+        verb = "upgrade" if versions.compare_evr(good, evr) > 0 else "downgrade"
+        names = [n for n in FIRMWARE_PACKAGES if installed(info, n)]
+        specs = " ".join(f"{name}-{good}" for name in names)
+        by_hand = f"`dnf {verb} {specs} && dracut -f --kver $(uname -r)`, then reboot"
+    return f"{_upgrade_fix(FIRMWARE, good)}, or by hand {by_hand}"
 
 
 def same_versions(node_host: Any, info: VersionsInfo) -> Check:

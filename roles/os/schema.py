@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -107,17 +107,21 @@ SECTION: tuple[Field, ...] = (
     ),
 )
 # host data it reads beyond its section: the other nodes' names (the versions each node runs are
-# compared with theirs)
-READS = ("halo_node",)
+# compared with theirs); and `halo_os_upgrade`, which its `derive` below gives
+READS = ("halo_node", "halo_os_upgrade")
 VARIABLES = variables(SECTION, READS)
 
 
 @dataclass(frozen=True)
 class Os:
     """The known-versions list the preflight judges by: your entries, then the repository's
-    (host data `halo_os_known_versions`, each entry a mapping)."""
+    (host data `halo_os_known_versions`, each entry a mapping); and `halo_os_upgrade`, the
+    targets of `halo-cluster upgrade --os` ({package: EVR}): none from cluster.yml, that
+    upgrade's own deploy sets them (`--data`), so that its preflight admits the known-bad
+    version each replaces."""
 
     known_versions: tuple[dict[str, Any], ...]
+    upgrade: dict[str, str] = field(default_factory=dict)
 
     def judged(self, package: str, evr: str) -> versions.Entry | None:
         """The entry deciding this version (`upgrade --os` judges its targets by it)."""

@@ -1,14 +1,19 @@
 """The os role on recorded nodes: a known-bad kernel or firmware refuses the node before anything
-changes, with the symptom and the exact dnf fix; an unknown version is reported, not refused;
-nodes that differ are warned about; `os.lock: true` locks the running versions once."""
+changes, with the symptom and the fix (`halo-cluster upgrade --os`, then the exact dnf line); the
+deploy of that upgrade admits the version it replaces, and only that package's; an unknown version
+is reported, not refused; nodes that differ are warned about; `os.lock: true` locks the running
+versions once."""
 
 from __future__ import annotations
 
 import logging
 
 import pytest
+from pyinfra_cli.util import parse_cli_arg
 
+from halo_cluster.config import hostdata
 from halo_cluster.node.versions import InstalledVersions
+from halo_cluster.tools.upgrade_os import Targets, deploy_argv
 from tests.plan.harness import plan
 from tests.plan.nodes import cluster, fresh_node, refusal
 from tests.recorded import (
@@ -57,7 +62,10 @@ def test_the_recorded_fedora43_kernels_are_refused_with_the_fix() -> None:
     result = plan_with(versions_output(*recorded_fedora43_versions()))
     reason = refusal(result)
     assert "known-bad kernel-core 6.17.8-300.fc43 (running): kernels older than 6.18.4" in reason
-    assert "fix: `dnf install kernel-6.18.9-200.fc43`, reboot into it, then " in reason
+    assert (
+        "fix: `halo-cluster upgrade --os --kernel 6.18.9-200.fc43`, or by hand "
+        "`dnf install kernel-6.18.9-200.fc43`, reboot into it, then "
+    ) in reason
     assert "`dnf remove kernel-core-6.17.8-300.fc43`" in reason
     assert "known-bad kernel-core 6.17.1-300.fc43 (installed)" in reason
     assert "fix: `dnf remove kernel-core-6.17.1-300.fc43`" in reason
@@ -70,10 +78,84 @@ def test_the_known_bad_firmware_is_refused_with_the_dnf_command() -> None:
     reason = refusal(result)
     assert "known-bad amd-gpu-firmware 20251125-1.fc43: MES firmware 0x83 on gfx1151" in reason
     assert (
-        "fix: `dnf upgrade amd-gpu-firmware-20260110-1.fc43 linux-firmware-20260110-1.fc43 "
+        "fix: `halo-cluster upgrade --os --firmware 20260110-1.fc43`, or by hand "
+        "`dnf upgrade amd-gpu-firmware-20260110-1.fc43 linux-firmware-20260110-1.fc43 "
         "linux-firmware-whence-20260110-1.fc43 && dracut -f --kver $(uname -r)`, then reboot"
     ) in reason
     assert "kyuz0/amd-strix-halo-toolboxes#37" in reason
+
+
+def test_with_no_good_version_listed_the_fix_asks_for_one() -> None:
+    mine = (
+        "os:\n  known_versions:\n    - {package: amd-gpu-firmware, versions: ['> 2'], "
+        "verdict: bad, symptom: every build hangs, source: our soak test, date: '2026-11-30'}\n"
+    )
+    reason = refusal(plan_with(with_firmware("20260110-1.fc43"), mine))
+    assert reason.endswith(
+        "fix: `halo-cluster upgrade --os --firmware VERSION` with a version the list does not "
+        "call bad, or by hand install a amd-gpu-firmware version the list does not call bad"
+    )
+
+
+# the deploy `halo-cluster upgrade --os` runs in its P1: the targets reach the nodes as host data
+
+
+def plan_upgrading(monkeypatch: pytest.MonkeyPatch, targets: Targets, halo1: list[str]) -> object:
+    """The plan of the upgrade's own deploy: the host data its `--data` options set (as pyinfra
+    parses them) over the inventory's."""
+    argv = deploy_argv(targets)
+    given = [argv[i + 1].split("=", 1) for i, word in enumerate(argv) if word == "--data"]
+    override = {key: parse_cli_arg(value) for key, value in given}
+    inventory = hostdata.host_data
+    monkeypatch.setattr(hostdata, "host_data", lambda *args: inventory(*args) | override)
+    return plan_with(halo1)
+
+
+def test_the_upgrade_s_deploy_admits_the_known_bad_firmware_it_replaces(
+    monkeypatch: pytest.MonkeyPatch, log: pytest.LogCaptureFixture
+) -> None:
+    result = plan_upgrading(
+        monkeypatch, Targets(None, "20260110-1.fc43"), with_firmware("20251125-1.fc43")
+    )
+    assert result.refused == {}
+    assert result.names("halo1"), "the node is deployed"
+    assert (
+        "preflight amdgpu firmware: WARN (known-bad amd-gpu-firmware 20251125-1.fc43, admitted: "
+        "this deploy is `halo-cluster upgrade --os --firmware 20260110-1.fc43`'s, which "
+        "installs it on the node in its turn and gates it)"
+    ) in log.text
+
+
+def test_a_firmware_upgrade_admits_no_known_bad_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    fedora = versions_output(*recorded_fedora43_versions())
+    reason = refusal(plan_upgrading(monkeypatch, Targets(None, "20260110-1.fc43"), fedora))
+    assert "known-bad kernel-core 6.17.8-300.fc43 (running)" in reason
+    assert "known-bad kernel-core 6.17.1-300.fc43 (installed)" in reason
+
+
+def test_a_kernel_upgrade_admits_the_known_bad_kernels_it_replaces(
+    monkeypatch: pytest.MonkeyPatch, log: pytest.LogCaptureFixture
+) -> None:
+    fedora = versions_output(*recorded_fedora43_versions())
+    result = plan_upgrading(monkeypatch, Targets("6.18.9-200.fc43", None), fedora)
+    assert result.refused == {}
+    command = "this deploy is `halo-cluster upgrade --os --kernel 6.18.9-200.fc43`'s, which"
+    assert (
+        f"preflight kernel: WARN (known-bad kernel-core 6.17.8-300.fc43 (running), admitted: "
+        f"{command} then boots the node into it once, gates and keeps it)"
+    ) in log.text
+    assert (
+        f"preflight kernel: WARN (known-bad kernel-core 6.17.1-300.fc43 (installed), admitted: "
+        f"{command} removes it once the node passed its gate)"
+    ) in log.text
+
+
+def test_a_known_bad_target_admits_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The upgrade refuses such a target before any node is read; host data naming one (a
+    deploy run by hand with `--data`) is judged again here."""
+    bad = with_firmware("20251125-1.fc43")
+    reason = refusal(plan_upgrading(monkeypatch, Targets(None, "20251125-1.fc43"), bad))
+    assert "known-bad amd-gpu-firmware 20251125-1.fc43: MES firmware 0x83" in reason
 
 
 def test_a_good_kernel_and_firmware_pass_and_nothing_is_locked_by_default(
