@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from pyinfra_cli.util import parse_cli_arg
 
+from halo_cluster.config.hostdata import host_data
 from halo_cluster.tools import project, upgrade_os
 from halo_cluster.tools.upgrade_os import Observed, Result, Targets, Upgrade
 from tests.recorded import fixture, versions_output
@@ -70,6 +72,8 @@ class SimNode:
             self.firmware = script.split("amd-gpu-firmware-")[1].split()[0]
         elif what == "firmware-back":
             self.firmware = FIRMWARE
+        elif what == "remove-bad":  # dnf remove kernel-core-EVR ...
+            self.kernels = [k for k in self.kernels if f"kernel-core-{k}" not in script.split()]
         elif what == "observe":
             return Result(0, self.observed(), "")
         elif what == "running":
@@ -543,3 +547,59 @@ def test_the_firmware_install_rebuilds_the_initramfs_of_the_kernel_the_trial_boo
     assert f"dracut -f --kver {NEW}.x86_64;" in script
     prepared = upgrade_os.prepare_script(info, Targets(NEW, GOOD_FIRMWARE), entry(OLD))
     assert "firmware" not in prepared
+
+
+# a known-bad node repaired (issue 34 item 7)
+
+BAD_KERNEL = "6.18.3-200.fc43"  # the list: kernels older than 6.18.4 are bad
+
+
+def test_the_deploy_gives_the_os_role_the_targets_as_host_data(cluster) -> None:
+    """pyinfra reads `--data KEY=VALUE` as JSON: the os role's value the inventory sets."""
+    argv = upgrade_os.deploy_argv(Targets(NEW, "20260110-1.fc43"))
+    given = dict(argv[i + 1].split("=", 1) for i, word in enumerate(argv) if word == "--data")
+    assert given["halo_reboot"] == "never"
+    assert parse_cli_arg(given[upgrade_os.UPGRADE_DATA]) == {
+        "kernel-core": NEW,
+        "amd-gpu-firmware": "20260110-1.fc43",
+    }
+    assert host_data(cluster, cluster.head)[upgrade_os.UPGRADE_DATA] == {}
+    firmware = upgrade_os.deploy_argv(Targets(None, "20260110-1.fc43"))
+    assert f'{upgrade_os.UPGRADE_DATA}={{"amd-gpu-firmware": "20260110-1.fc43"}}' in firmware
+
+
+def test_a_node_on_a_known_bad_kernel_is_upgraded_and_its_bad_kernel_removed(cluster) -> None:
+    sim = SimCluster(cluster)
+    worker = sim.nodes["halo2"]
+    worker.running, worker.kernels, worker.saved = BAD_KERNEL, [BAD_KERNEL], entry(BAD_KERNEL)
+    assert upgrade(cluster, sim, Targets(NEW, None)) == upgrade_os.OK
+    assert (worker.running, worker.saved, worker.kernels) == (NEW, entry(NEW), [NEW])
+    assert sim.nodes["halo1"].kernels == ["6.18.5-200.fc43", OLD, NEW]  # no bad one: kept
+    removed = [line for line in sim.history if line["event"] == "os-removed"]
+    assert removed == [{**removed[0], "node": "halo2", "removed": [f"kernel-core-{BAD_KERNEL}"]}]
+    events = [(line["event"], line.get("node")) for line in sim.history]
+    assert events.index(("os-promoted", "halo2")) < events.index(("os-removed", "halo2"))
+
+
+def test_a_kernel_removed_only_after_its_node_passed_its_gate(cluster) -> None:
+    sim = SimCluster(cluster, broken=(NEW,))
+    worker = sim.nodes["halo2"]
+    worker.kernels = [BAD_KERNEL, OLD]
+    assert upgrade(cluster, sim, Targets(NEW, None)) == upgrade_os.GATE_FAILED
+    assert BAD_KERNEL in worker.kernels and "remove-bad" not in worker.scripts
+
+
+def test_a_firmware_upgrade_removes_no_kernel(cluster) -> None:
+    """Its deploy refuses a node with a known-bad kernel: no such node reaches P2."""
+    sim = SimCluster(cluster)
+    sim.nodes["halo2"].kernels = [BAD_KERNEL, OLD]
+    assert upgrade(cluster, sim, Targets(None, "20260110-1.fc43")) == upgrade_os.OK
+    assert "remove-bad" not in sim.nodes["halo2"].scripts
+
+
+def test_a_run_again_on_a_node_already_upgraded_removes_its_bad_kernel(cluster) -> None:
+    sim = SimCluster(cluster)
+    worker = sim.nodes["halo2"]
+    worker.running, worker.kernels, worker.saved = NEW, [BAD_KERNEL, NEW], entry(NEW)
+    assert upgrade(cluster, sim, Targets(NEW, None)) == upgrade_os.OK
+    assert reboots(sim) == ["halo1"] and worker.kernels == [NEW]
