@@ -20,6 +20,7 @@ from pyinfra.context import ctx_state
 from halo_cluster.config.lock import DIGEST, HISTORY, LOCK_FILE
 from halo_cluster.config.rules import image_name
 from halo_cluster.node.facts import as_user
+from halo_cluster.node.nodefiles import node_files
 from halo_cluster.node.reads import cached
 
 
@@ -46,6 +47,10 @@ class Recorded:
     time: str = ""
     ray: str = ""
     vllm: str = ""
+
+
+# the new head's line after the history it was carried (roles/container: the head moved)
+MOVED_HEAD = "moved-head"
 
 
 class HeadHistory(FactBase[Recorded]):
@@ -78,16 +83,17 @@ def moves_command(path: str) -> str:
     event, not a fixed tail, since every upgrade appends a candidate `resolved` (a no-op one
     too) and the bench and the membership their own lines, which would push the last move out
     of any tail. `process` still skips what the filter lets through (a torn line)."""
-    moves = """grep -E '"event": ?"(resolved|switched)"'"""
+    moves = f"""grep -E '"event": ?"(resolved|switched|{MOVED_HEAD})"'"""
     candidates = """grep -Ev '"candidate": ?true'"""
     return f"{moves} {path} 2>/dev/null | {candidates} | tail -n 1"
 
 
 def _runs(event: dict) -> str:
     """The digest a line says the head runs from then on ("" for a line that says none): a
-    deploy's resolve, or an upgrade's or rollback's switch; an upgrade's resolve of its
-    candidate (`candidate`) moves nothing until it switches."""
-    if event.get("event") == "resolved" and not event.get("candidate"):
+    deploy's resolve, a head move's (the new head's first line), or an upgrade's or rollback's
+    switch; an upgrade's resolve of its candidate (`candidate`) moves nothing until it
+    switches."""
+    if event.get("event") in ("resolved", MOVED_HEAD) and not event.get("candidate"):
         return str(event.get("digest", ""))
     return str(event.get("to", "")) if event.get("event") == "switched" else ""
 
@@ -199,9 +205,29 @@ def head_host() -> Any:
 
 
 def recorded(host: Any) -> Recorded:
-    """What the head's history says it runs (read in the head's one command)."""
+    """What the head's history says it runs (read in the head's one command); while the head
+    moves, the old head's (its snapshot holds the history the deploy carries), or nothing when
+    the old head is no node of this run (its history is out of reach)."""
     head = head_host()
-    return cached(head, HeadHistory, user=head.data.halo_cluster_user)
+    user = head.data.halo_cluster_user
+    moved_from = head.data.halo_container_moved_from
+    if not moved_from:
+        return cached(head, HeadHistory, user=user)
+    old = old_head(moved_from)
+    return HeadHistory().process(old_history(old, user).splitlines()) if old else Recorded()
+
+
+def old_head(name: str) -> Any:
+    """The node that was the head (the lock's `head`) while the head moves, None when it is not
+    a node of this run."""
+    state = ctx_state.get()
+    return next((h for h in state.inventory if h.data.get("halo_node") == name), None)
+
+
+def old_history(old: Any, user: str) -> str:
+    """The old head's history as its snapshot read it ("" without one): the roles declare it
+    there while the head moves (roles/container)."""
+    return node_files(old).user_file(user, HISTORY) or ""
 
 
 def resolved(host: Any) -> Resolved:

@@ -11,8 +11,14 @@ from halo_cluster.node import image as cluster_image
 from halo_cluster.node import toolbox as toolbox_files
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.nodefiles import STORAGE, node_files
+from halo_cluster.node.operations import text_file
 from halo_cluster.node.report import SKOPEO_PENDING, fail, record
-from halo_cluster.roles.container.operations import pull_image, record_image, toolbox_container
+from halo_cluster.roles.container.operations import (
+    pull_image,
+    record_head,
+    record_image,
+    toolbox_container,
+)
 
 ORDER = 60
 # skopeo: the head resolves the configured reference to the cluster's digest
@@ -20,11 +26,17 @@ PACKAGES = ("podman", "toolbox", "skopeo")
 
 
 def paths(data) -> tuple[str, ...]:
+    """The toolbox's record and the image storage's indexes; while the head moves, the history
+    on the old head (carried) and on the new one (replaced)."""
     home = f"~{data.halo_cluster_user}"
+    moving = data.halo_container_moved_from and (
+        data.halo_role == "head" or data.halo_node == data.halo_container_moved_from
+    )
     return (
         f"{home}/{toolbox_files.state_file(data.halo_toolbox)}",
         f"{home}/{STORAGE}/*-images/images.json",
         f"{home}/{STORAGE}/*-containers/containers.json",
+        *((f"{home}/{locks.HISTORY}",) if moving else ()),
     )
 
 
@@ -54,7 +66,10 @@ def apply(node: NodeContext) -> None:
     image_id = files.image_id(user, image)
     if image_id is None:
         pull_image(name=f"Pull {image} as {user}", user=user, image=image)
-    recording = host.data.halo_role == "head" and not host.data.halo_container_locked
+    head = host.data.halo_role == "head"
+    recording = head and not host.data.halo_container_locked
+    if head and host.data.halo_container_moved_from:
+        _move_head(found.digest)
     if recording and found.adopted:
         _adopt(image)
     elif recording:
@@ -103,4 +118,43 @@ def _adopt(image: str) -> None:
     logger.info(
         f"{host.print_prefix}lock adopted from the head: {image} (written to "
         f"{data.halo_container_lock})"
+    )
+
+
+def _move_head(digest: str) -> None:
+    """The head moved to this node: the old head's history is written here with a `moved-head`
+    line after it (replacing what this node had: a history carried from here before is inside
+    it), then the lock records this node as the head. Without the old head in this run (it
+    left the config) the line follows this node's own history: the lock's digest, so that the
+    history agrees with the lock from now on."""
+    data = host.data
+    user, moved_from = data.halo_cluster_user, data.halo_container_moved_from
+    old = cluster_image.old_head(moved_from)
+    files = node_files(host)
+    carried = (
+        cluster_image.old_history(old, user)
+        if old is not None
+        else files.user_file(user, locks.HISTORY) or ""
+    )
+    line = locks.history_line(
+        cluster_image.MOVED_HEAD,
+        reference=data.halo_image,
+        digest=digest,
+        to=data.halo_node,
+        carried=old is not None,
+        **{"from": moved_from},
+    )
+    home = files.home(user) or f"/home/{user}"
+    text_file(
+        name=f"The head's history, from {moved_from}",
+        path=f"{home}/{locks.HISTORY}",
+        text=carried + ("" if not carried or carried.endswith("\n") else "\n") + line + "\n",
+        mode="644",
+        owner=user,
+    )
+    record_head(
+        name=f"Record {data.halo_node} as the head in {data.halo_container_lock}",
+        lock=data.halo_container_lock,
+        head=data.halo_node,
+        moved_from=moved_from,
     )

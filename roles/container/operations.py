@@ -4,6 +4,7 @@ cluster's digest in the lock and the head's history."""
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 from pyinfra import logger
@@ -130,4 +131,35 @@ def _record(
     if not done:
         logger.warning(f"{host.print_prefix}history not written: {output.stderr.strip()[-200:]}")
     logger.info(f"{host.print_prefix}the cluster runs {image} (recorded in {lock})")
+    return True
+
+
+@operation(is_idempotent=False)
+def record_head(lock: str, head: str, moved_from: str):
+    """
+    Record a new head in the lock on the controller (atomically), once its history is there:
+    the lock as it is when the operation runs, its ``head`` replaced.
+
+    + lock: the lock's path on the controller
+    + head: the new head's name
+    + moved_from: the head the lock records, said in the log line
+
+    **Example:**
+
+    .. code:: python
+
+        record_head(name="Record node2 as the head", lock="/srv/halo/halo-cluster.lock",
+                    head="node2", moved_from="node1")
+    """
+    yield FunctionCommand(_record_head, (lock, head, moved_from), {})
+
+
+def _record_head(state, host, lock: str, head: str, moved_from: str) -> bool:
+    path = Path(lock)
+    found, problems = locks.read(path)
+    if found is None:
+        logger.error(f"{host.print_prefix}{lock}: cannot record the head: {'; '.join(problems)}")
+        return False
+    locks.write(path, replace(found, head=head))
+    logger.info(f"{host.print_prefix}the head moved from {moved_from} (recorded in {lock})")
     return True

@@ -1,8 +1,9 @@
 """The container role's key (`image_update`: `halo-cluster deploy` upgrades after it) and its
 derivation: the cluster's one image digest, read from the lock beside cluster.yml
 (`halo_cluster/config/lock.py`), the refusals of a lock that does not belong to this config,
-and the cluster's members: a node removed from cluster.yml moves to the lock's `left`
-(`prepare` writes it), which the head's serve role takes out of the cluster."""
+the cluster's members (a node removed from cluster.yml moves to the lock's `left`, which
+`prepare` writes and the head's serve role takes out of the cluster), and a head that moved to
+another of them (`moved_from`: the deploy carries the head's history and the lock's `head`)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ READS = (
     "halo_container_lock",
     "halo_container_members",
     "halo_container_left",
+    "halo_container_moved_from",
     "halo_node",
     "halo_role",
     "halo_toolbox",
@@ -56,6 +58,9 @@ class Container:
     members: dict[str, str]  # the config's nodes: {name: data address}, recorded in the lock
     left: dict[str, str]  # nodes that left cluster.yml (the lock's `left`, with this load's)
     leaving: tuple[str, ...]  # the names this load moves to `left` (the Ray token rotates)
+    # the lock's head when the config's head is another node of the same cluster (a head move:
+    # the deploy carries the history there and records the new head); "" otherwise
+    moved_from: str = ""
 
 
 def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Container:
@@ -66,8 +71,9 @@ def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Container:
     digest = image_digest(cluster.image) or ""
     left: tuple[locks.Departed, ...] = ()
     leaving: list[str] = []
+    moved_from = ""
     if found is not None:
-        _check_lock(found, cluster.image, head, path, problems)
+        moved_from = _check_lock(found, cluster, head, path, problems)
         digest = found.digest
         left, leaving = locks.moved(found, members(cluster))
     # while a lock exists, its reference's name: what the nodes really run, also after `image`
@@ -86,6 +92,7 @@ def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Container:
         members={m.name: m.data_address for m in members(cluster)},
         left={d.name: d.data_address for d in left},
         leaving=tuple(leaving),
+        moved_from=moved_from,
     )
 
 
@@ -106,15 +113,26 @@ def prepare(cluster: Cluster, problems: Problems, base_dir: Path) -> None:
         locks.write(path, replace(found, members=members(cluster), left=left))
 
 
-def _check_lock(found: locks.Lock, image: str, head: str, path: Path, problems: Problems) -> None:
-    """The lock must be this cluster's (its head) and of this image: cluster.yml's `image` as
-    the lock records it, or its name at the lock's digest."""
+def _check_lock(
+    found: locks.Lock, cluster: Cluster, head: str, path: Path, problems: Problems
+) -> str:
+    """The lock must be this cluster's and of this image: cluster.yml's `image` as the lock
+    records it, or its name at the lock's digest. A lock is this cluster's when the config names
+    its head or one of its members; a config whose head is another node is a head move (the
+    lock's head returned, "" when the head stays): only a lock none of whose nodes the config
+    names is another cluster's."""
+    moved_from = ""
     if head and found.head != head:
-        problems.lines.append(
-            f"{path}: the lock of another cluster (head {found.head}): one cluster per folder"
-        )
+        recorded = {found.head, *(m.name for m in found.members)}
+        if recorded & {n.name for n in cluster.nodes}:
+            moved_from = found.head
+        else:
+            problems.lines.append(
+                f"{path}: the lock of another cluster (head {found.head}): one cluster per folder"
+            )
+    image = cluster.image
     if os.environ.get(locks.UPGRADING):
-        return  # the upgrade's own deploy: it moves the lock itself (halo_cluster/tools/upgrade)
+        return moved_from  # the upgrade's own deploy: it moves the lock itself (tools/upgrade)
     if found.trial:
         back = found.previous.digest if found.previous else "the previous build"
         problems.lines.append(
@@ -129,3 +147,4 @@ def _check_lock(found: locks.Lock, image: str, head: str, path: Path, problems: 
             f"`halo-cluster upgrade` moves the cluster to {image} (pulled, switched and gated, "
             "rolled back on failure), or set image back",
         )
+    return moved_from

@@ -166,6 +166,7 @@ READS = (
     "halo_container_digest",  # the cluster's digest from the lock (the container derivation)
     "halo_container_pinned",  # NAME@DIGEST the lock pins (its reference's name)
     "halo_container_left",  # the nodes that left cluster.yml (the lock's `left`)
+    "halo_container_moved_from",  # the lock's head while the head moves (whose history counts)
     "halo_role",
     "halo_data_address",
     "halo_head_address",
