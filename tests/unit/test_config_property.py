@@ -11,13 +11,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from halo_cluster import roles
+from halo_cluster.config import rpmversion
 from halo_cluster.config.loader import ConfigError, load_cluster
 from halo_cluster.config.schema import REQUIRED
+from halo_cluster.roles.os import versions
+from halo_cluster.tools import upgrade_os
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = roles.schema()
@@ -279,3 +283,86 @@ def test_an_accepted_interface_name_is_one_the_kernel_takes(name: str, mtu: int)
     raw = interface.encode()
     assert 1 <= len(raw) <= 15 and interface.isascii() and interface.isprintable()
     assert not any(c in interface for c in "/: \t") and interface not in (".", "..")
+
+
+# rpm's version grammar (config/rpmversion.py): what might be typed for --kernel, --firmware or
+# in os.known_versions; its own shapes, digits of other scripts, arches, anything
+NON_ASCII_DIGIT = st.characters(categories=["Nd"]).filter(lambda c: not c.isascii())
+VERSION_TEXT = st.one_of(
+    st.from_regex(rpmversion.EVR, fullmatch=True),
+    st.text(
+        alphabet=st.one_of(st.sampled_from("0123456789.-:_+~^%{}ax "), NON_ASCII_DIGIT),
+        max_size=30,
+    ),
+    st.sampled_from(
+        ["6.18.9-200.fc43", "6.18.9-200.fc43.x86_64", "1" * 200, "\u0661:6.18.3-200.fc43"]
+    ),
+    st.text(max_size=30),
+)
+KNOWN_BOUNDS = ("6.18.4", "1:6.18.9-200.fc43", "6.18.9-200.fc43", "0:0", "~rc1^-1")
+
+
+@SETTINGS
+@given(VERSION_TEXT)
+def test_an_accepted_version_is_ascii_and_rpm_compares_it(text: str) -> None:
+    """Accepted (as an EVR, or as a bound without its release): ASCII, at most 128 characters,
+    and (epoch, version, release) rpm's comparison orders against any other without error,
+    antisymmetrically; a target it refuses is one line naming the option."""
+    if rpmversion.problem(text) is None:
+        assert rpmversion.problem(text, release=False) is None
+    refused = upgrade_os.target_problem("--kernel", text)
+    if rpmversion.problem(text, release=False) is not None:
+        with pytest.raises(ValueError):
+            rpmversion.split(text)
+        assert refused is not None and refused.startswith("--kernel: ") and "\n" not in refused
+        return
+    assert text.isascii() and len(text) <= rpmversion.MAX_LENGTH
+    epoch, version, release = rpmversion.split(text)
+    assert epoch >= 0 and version and release != ""
+    for other in (*KNOWN_BOUNDS, text):
+        order = versions.compare_evr(text, other)
+        assert order in (-1, 0, 1) and versions.compare_evr(other, text) == -order
+    assert versions.compare_evr(text, text) == 0
+
+
+@SETTINGS
+@given(
+    st.text(alphabet=st.sampled_from("0123456789.-:"), max_size=20),
+    st.integers(min_value=0, max_value=20),
+    NON_ASCII_DIGIT,
+)
+def test_a_version_with_a_digit_of_another_script_is_refused(
+    base: str, at: int, digit: str
+) -> None:
+    text = base[:at] + digit + base[at:]
+    assert rpmversion.problem(text) is not None
+    assert rpmversion.problem(text, release=False) is not None
+    assert upgrade_os.target_problem("--firmware", text) is not None
+    assert versions.version_problem(f"< {text}") is not None
+    with pytest.raises(ValueError):
+        rpmversion.split(text)
+
+
+@SETTINGS
+@given(st.lists(VERSION_TEXT, max_size=3), st.sampled_from(["kernel-core", "amd-gpu-firmware"]))
+def test_a_known_versions_entry_loads_with_rpm_s_versions_or_is_refused_in_one_line(
+    specs: list[str], package: str
+) -> None:
+    entry = {
+        "package": package,
+        "versions": specs,
+        "verdict": "bad",
+        "symptom": "hangs",
+        "source": "ours",
+        "date": "2026-11-30",
+    }
+    doc = {"cluster_user": "vllm", "nodes": [{"name": "a", "ssh": {"host": "10.0.0.11"}}]}
+    cluster = accepted(yaml.safe_dump({**doc, "os": {"known_versions": [entry]}}))
+    if cluster is None:
+        return
+    mine = cluster.os.known_versions[0]
+    assert mine["versions"] and all(versions.version_problem(v) is None for v in mine["versions"])
+    for spec in mine["versions"]:
+        assert spec.isascii() and len(spec) <= rpmversion.MAX_LENGTH + 3
+        if " " not in spec:  # an exact version: the entry of yours decides it
+            assert cluster.os.judged(package, spec).verdict == "bad"
