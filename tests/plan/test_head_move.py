@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
+import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,8 +19,7 @@ from halo_cluster.config import lock as locks
 from halo_cluster.config.loader import parse_cluster
 from halo_cluster.config.model import ConfigError
 from halo_cluster.node.facts import TextFiles
-from halo_cluster.node.image import HeadHistory
-from halo_cluster.roles.serve.model import ensure_ray_token
+from halo_cluster.node.image import HeadHistory, moves_command
 from tests.plan.harness import one_read, plan
 from tests.plan.nodes import HOME, RESOLVED, SERVE, converged, serve_cluster
 
@@ -50,9 +51,8 @@ def reversed_cluster(tmp_path: Path, names: tuple[str, ...] = ("halo2", "halo1")
         f"data: {{interface: auto, address: 192.168.100.{n[-1]}}}}}"
         for n in names
     ]
-    cluster = parse_cluster(yaml.safe_load("\n".join(lines)), base_dir=tmp_path)
-    ensure_ray_token(cluster, tmp_path)
-    return cluster
+    # the Ray token beside it: the one serve_cluster made for the config before
+    return parse_cluster(yaml.safe_load("\n".join(lines)), base_dir=tmp_path)
 
 
 def write_lock(tmp_path: Path, head: str = "halo1", names: tuple[str, ...] = ("halo1", "halo2")):
@@ -173,7 +173,21 @@ def test_a_lock_none_of_whose_nodes_is_in_the_config_is_another_clusters(
 
 def test_a_head_that_stays_moves_nothing(tmp_path: Path) -> None:
     write_lock(tmp_path)
+    serve_cluster(tmp_path=tmp_path)
     cluster = reversed_cluster(tmp_path, ("halo1", "halo2"))
     assert cluster.container.moved_from == ""
     result = plan(cluster, {n: converged(cluster, n) for n in ("halo1", "halo2")})
     assert not any("history" in n or "as the head" in n for n in result.names("halo1"))
+
+
+def test_the_heads_read_finds_the_moved_head_line(tmp_path: Path) -> None:
+    """The new head's history read by its real command (`moves_command`): the `moved-head`
+    line after the carried lines says what it runs, bench lines after it do not hide it."""
+    path = tmp_path / "history.jsonl"
+    moved = locks.history_line("moved-head", reference=f"{NAME}:latest", digest=OTHER,
+                               to="halo2", carried=False, **{"from": "halo1"})  # fmt: skip
+    path.write_text("\n".join([*OLD, moved, *old_lines()[1:]]) + "\n")
+    command = moves_command(shlex.quote(str(path)))
+    output = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
+    assert output.stdout.strip() == moved
+    assert HeadHistory().process(output.stdout.splitlines()).digest == OTHER
