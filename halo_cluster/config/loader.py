@@ -17,8 +17,10 @@ from typing import Any
 
 import yaml
 
+from halo_cluster.config import quoting
 from halo_cluster.config.model import Cluster, ConfigError, Problems, derive
 from halo_cluster.config.quoting import quote
+from halo_cluster.config.rules import file_path
 from halo_cluster.config.schema import REQUIRED, Field, current
 
 MAX_BYTES = 1024 * 1024  # a cluster.yml is a few KiB; more is not a config
@@ -35,7 +37,9 @@ def load_cluster(path: str | Path) -> Cluster:
     """Read, validate and derive; raises ConfigError with every problem found. Warnings (doubts
     that do not stop the run) are printed to stderr and kept in `cluster.warnings`."""
     path = Path(path)
-    label = str(path)
+    if problem := file_path(str(path)):  # --config's or $CLUSTER_CONFIG's: any text
+        raise ConfigError([f"the config's path: {problem}"])
+    label = quoting.path(str(path))  # every problem's first word
     raw, written = _parse_yaml(_read_config(path, label), label)
     cluster = parse_cluster(raw, label, base_dir=path.parent, written=written)
     cluster = replace(cluster, warnings=(*cluster.warnings, *_check_files(cluster, path.parent)))

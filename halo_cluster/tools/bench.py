@@ -15,7 +15,6 @@ The API key never reaches a command line: the container's shell is given the tex
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import posixpath
@@ -37,7 +36,7 @@ from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import IMAGES_FORMAT, parse_images
 from halo_cluster.node.memory import hub_folder
 from halo_cluster.node.versions import FIRMWARE_PACKAGES, versions_command, versions_process
-from halo_cluster.tools import benchresults, project, sshconfig, status
+from halo_cluster.tools import benchresults, options, project, sshconfig, status
 
 ERROR, REGRESSION = 1, 3
 CONTAINER = "halo-vllm"
@@ -561,12 +560,8 @@ def gate(config: str | Path, baseline_digest: str, folder: Path | None = None) -
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="halo-cluster bench",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--compare", action="store_true", help="compare the last two runs only")
+    parser = options.parser("halo-cluster bench", __doc__, ERROR)
+    parser.flag("--compare", "compare the last two runs only")
     args = parser.parse_args(argv)
     cluster = project.load_or_say(project.config())
     if cluster is None:

@@ -22,11 +22,14 @@ import tempfile
 from collections.abc import Callable
 
 from halo_cluster.config.loader import ConfigError
+from halo_cluster.config.quoting import quote
+from halo_cluster.config.rules import file_path
 
 # drift, status and where import pyinfra (a quarter of a second): each only when it runs
-from halo_cluster.tools import project
+from halo_cluster.tools import options, project
 
 ERROR = 1
+USAGE = 2  # argparse's, halo-cluster's own usage error (a command's is its error code)
 NO_CHECKOUT = 4  # pytest's usage error: there is nothing to run
 # pytest's options for the checks, without what only costs start-up time: no plugin found by
 # its entry point but testinfra's (hypothesis's and typeguard's, of the dev extra, which no check
@@ -203,7 +206,7 @@ def run_where(args: list[str]) -> int:
     """Where the serving cluster is: its URL, a curl line, the status command."""
     from halo_cluster.tools import where
 
-    argparse.ArgumentParser(prog="halo-cluster where", description=where.__doc__).parse_args(args)
+    options.parser("halo-cluster where", where.__doc__, ERROR).parse_args(args)
     config = project.config()
     cluster = project.load_or_say(config)
     if cluster is None:
@@ -251,14 +254,13 @@ options, pytest's for verify, pyinfra's for deploy; after `--`, as they are. Eac
 codes, for scripts and CI: docs/ci.md."""
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> options.Parser:
     commands = "\n".join(f"  {name:8} {text}" for name, (_, text) in COMMANDS.items())
-    parser = argparse.ArgumentParser(
-        prog="halo-cluster",
+    parser = options.parser(
+        "halo-cluster",
+        DESCRIPTION.format(commands=commands),
+        USAGE,
         usage="halo-cluster [--config PATH] COMMAND [ARGS...]",
-        description=DESCRIPTION.format(commands=commands),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
     )
     parser.add_argument("--config", metavar="PATH", action="append", help="the cluster.yml to use")
     parser.add_argument("command", nargs="?", metavar="COMMAND", help=argparse.SUPPRESS)
@@ -286,15 +288,14 @@ def _config_after_command(args: list[str]) -> tuple[list[str], list[str]]:
     return configs, rest
 
 
-def _one_config(parser: argparse.ArgumentParser, configs: list[str]) -> str | None:
-    """The one `--config`: an empty one is an error (a script's unset variable must not deploy
-    whatever $CLUSTER_CONFIG names), and so is a second one (which would win without a word)."""
-    if len(configs) > 1:
-        shown = ", ".join(repr(c) for c in configs)
-        parser.error(f"--config given {len(configs)} times ({shown}): give it once")
-    if configs and not configs[0]:
-        parser.error("--config is empty: give the cluster.yml's PATH, or leave the option out")
-    return configs[0] if configs else None
+def _one_config(parser: options.Parser, configs: list[str]) -> str | None:
+    """The one `--config`, a file's path: an empty one is an error (a script's unset variable
+    must not deploy whatever $CLUSTER_CONFIG names), and so is a second one (which would win
+    without a word)."""
+    first = configs[0] if configs else None
+    if problem := options.problem("--config", first, len(configs), file_path):
+        parser.error(problem)
+    return first
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -302,8 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     parsed = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if parsed.command not in COMMANDS:
         known = ", ".join(COMMANDS)
-        given = f"unknown COMMAND {parsed.command!r}" if parsed.command else "no COMMAND"
-        parser.error(f"{given}: give one of {known}")
+        given = f"unknown COMMAND {quote(parsed.command)}" if parsed.command else "no COMMAND"
+        parser.error(f"{given}: give one of {known} (--help)")
     after, args = _config_after_command(parsed.args)
     config = _one_config(parser, [*(parsed.config or []), *after])
     if config is not None:

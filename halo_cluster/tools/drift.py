@@ -14,7 +14,6 @@ reports nowhere else).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -23,7 +22,9 @@ import tempfile
 from pathlib import Path
 
 from halo_cluster.config.loader import ConfigError
+from halo_cluster.config.rules import file_path
 from halo_cluster.node.report import REPORT_ENV
+from halo_cluster.tools import options
 from halo_cluster.tools.project import PYINFRA, ROOT, config, load
 
 NO_DRIFT, ERROR, DRIFT = 0, 1, 2
@@ -177,9 +178,9 @@ def run(config: str, entry: Path) -> dict:
 
 
 def main(argv: list[str], entry: Path) -> int:
-    parser = argparse.ArgumentParser(prog="halo-cluster drift", description=__doc__)
-    parser.add_argument("--json-out", default=str(ROOT / "reports" / "drift.json"))
-    parser.add_argument("--md-out", default=None, help="default: beside --json-out, as .md")
+    parser = options.parser("halo-cluster drift", __doc__, ERROR)
+    parser.value("--json-out", "PATH", "default: reports/drift.json", rule=file_path)
+    parser.value("--md-out", "PATH", "default: beside --json-out, as .md", rule=file_path)
     args = parser.parse_args(argv)
     path = config()
     summary = run(path, entry)
@@ -188,7 +189,7 @@ def main(argv: list[str], entry: Path) -> int:
         print("\n".join(f"drift: error: {e}" for e in summary["config_errors"]))
     else:
         print(report(summary))
-    out = Path(args.json_out)
+    out = Path(args.json_out or ROOT / "reports" / "drift.json")
     if str(out) != os.devnull:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(summary, indent=2) + "\n")

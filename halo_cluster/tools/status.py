@@ -10,7 +10,6 @@ GPUs) and vLLM's health, model and URL. Exit 0 when everything is up, 2 when som
 
 from __future__ import annotations
 
-import argparse
 import json
 import shlex
 import subprocess
@@ -28,7 +27,7 @@ from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import IMAGES_FORMAT, parse_images
 from halo_cluster.node.memory import memory_command, memory_process
 from halo_cluster.node.versions import firmware, summary, versions_command, versions_process
-from halo_cluster.tools import sshconfig
+from halo_cluster.tools import options, sshconfig
 from halo_cluster.tools.project import config, load_or_say
 
 UP, DOWN, UNREACHABLE = 0, 2, 1
@@ -346,8 +345,8 @@ def table(cluster: Cluster, statuses: list[NodeStatus], lock: locks.Lock | None 
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="halo-cluster status", description=__doc__)
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser = options.parser("halo-cluster status", __doc__, UNREACHABLE)
+    parser.flag("--json", "machine-readable output")
     args = parser.parse_args(argv)
     cluster = load_or_say(config())
     if cluster is None:

@@ -16,7 +16,6 @@ and the deploy; a fake one in tests/unit/test_upgrade.py); the lock is the real 
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -26,7 +25,11 @@ from pathlib import Path
 from typing import Protocol
 
 from halo_cluster.config import lock as locks
+from halo_cluster.config import rules
+from halo_cluster.config.model import Cluster
+from halo_cluster.config.quoting import quote
 from halo_cluster.config.rules import image_name
+from halo_cluster.tools import options
 
 OK, REFUSED, ABORTED, ROLLED_BACK, NOT_SERVING = 0, 1, 5, 6, 7
 CRASH_LOOP = 3  # vLLM's restarts after the switch that end the wait at once (a build that dies)
@@ -375,18 +378,24 @@ class Refused(Exception):
     """P0 refused: one line, nothing changed (exit 1)."""
 
 
-def _parser(command: str, about: str) -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(prog=f"halo-cluster {command}", description=about)
+def _parser(command: str, about: str) -> options.Parser:
+    return options.parser(f"halo-cluster {command}", about, REFUSED)
 
 
-def _run(command: str, phases: Callable[[Upgrade], int]) -> int:
-    """Load the config (as an upgrade's deploy does), reach the cluster, run `phases`."""
+def _run(
+    command: str, phases: Callable[[Upgrade], int], refusal: Callable[[Cluster], str | None]
+) -> int:
+    """Load the config (as an upgrade's deploy does), refuse it in `refusal`'s line, reach
+    the cluster, run `phases`."""
     from halo_cluster.tools import project, remote
 
     os.environ[locks.UPGRADING] = "1"  # this run's loads and deploys: see lock.UPGRADING
     path = project.config()
     cluster = project.load_or_say(path)
     if cluster is None:
+        return REFUSED
+    if problem := refusal(cluster):
+        print(f"halo-cluster {command}: {problem}", file=sys.stderr)
         return REFUSED
     found = project.files()
     if found is None:
@@ -401,25 +410,31 @@ def main_upgrade(argv: list[str], converged: bool = False) -> int:
     """`halo-cluster upgrade`: exit 0 upgraded or nothing to do, 1 refused, 5 aborted before the
     switch, 6 gate failed and rolled back, 7 not serving after the rollback (docs/ci.md)."""
     parser = _parser("upgrade", main_upgrade.__doc__ or "")
-    parser.add_argument("--image", metavar="REF", help="default: cluster.yml's image")
-    parser.add_argument("--retry", action="store_true", help="admit a rejected digest")
-    parser.add_argument("--no-bench", action="store_true", help="skip the bench gate this once")
+    parser.value("--image", "REF", "default: cluster.yml's image", rule=rules.image_reference)
+    parser.flag("--retry", "admit a rejected digest")
+    parser.flag("--no-bench", "skip the bench gate this once")
     args = parser.parse_args(argv)
-    return _run("upgrade", lambda up: _checked_upgrade(up, args, converged))
+
+    def upgrade(up: Upgrade) -> int:
+        return up.upgrade(retry=args.retry, no_bench=args.no_bench, converged=converged)
+
+    return _run("upgrade", upgrade, lambda cluster: _other_image(args.image, cluster))
 
 
-def _checked_upgrade(up: Upgrade, args: argparse.Namespace, converged: bool) -> int:
-    if args.image and args.image != up.reference:
-        print(
-            f"upgrade: --image {args.image} is not cluster.yml's image ({up.reference}): "
-            f"set image: {args.image} in cluster.yml first, so that the config and the lock agree"
-        )
-        return REFUSED
-    return up.upgrade(retry=args.retry, no_bench=args.no_bench, converged=converged)
+def _other_image(image: str | None, cluster: Cluster) -> str | None:
+    """Why `--image` is refused: it must be cluster.yml's image, so that the config and the
+    lock agree."""
+    reference = cluster.container.reference
+    if image is None or image == reference:
+        return None
+    return (
+        f"--image {quote(image)} is not cluster.yml's image ({quote(reference)}): set "
+        "image: to it in cluster.yml first, so that the config and the lock agree"
+    )
 
 
 def main_rollback(argv: list[str]) -> int:
     """`halo-cluster rollback`: every node back on the lock's previous build; exit 0 serving it,
     1 no previous build or refused, 5 its pull failed, 7 not serving (docs/ci.md)."""
     _parser("rollback", main_rollback.__doc__ or "").parse_args(argv)
-    return _run("rollback", Upgrade.rollback)
+    return _run("rollback", Upgrade.rollback, lambda _: None)

@@ -13,7 +13,6 @@ reboot), 6 a gate failed (that node rebooted into its old default), 7 a node did
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -44,7 +43,7 @@ from halo_cluster.node.versions import (
     versions_command,
     versions_process,
 )
-from halo_cluster.tools import project, remote, sshconfig
+from halo_cluster.tools import options, project, remote, sshconfig
 
 OK, REFUSED, ABORTED, GATE_FAILED, NOT_BACK = 0, 1, 5, 6, 7
 ENTRIES = "/boot/loader/entries"
@@ -658,12 +657,12 @@ class Upgrade:
 
 
 def main(args: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="halo-cluster upgrade --os", description=__doc__)
-    parser.add_argument("--os", action="store_true", required=True)
-    parser.add_argument("--kernel", metavar="VERSION", help="kernel-core's EVR, 6.18.9-200.fc43")
-    parser.add_argument("--firmware", metavar="VERSION", help="amd-gpu-firmware's, 20260110-1.fc43")
+    parser = options.parser("halo-cluster upgrade --os", __doc__, REFUSED)
+    parser.flag("--os", "the kernel and firmware, not the image", required=True)
+    parser.value("--kernel", "VERSION", "kernel-core's EVR, 6.18.9-200.fc43")
+    parser.value("--firmware", "VERSION", "amd-gpu-firmware's, 20260110-1.fc43")
     parsed = parser.parse_args(args)
-    # refused in one line with exit 1 before the config is read (argparse's error is 2 lines, 2)
+    # each refused in one line with exit 1 before the config is read
     problems = [
         problem
         for option, value in (("--kernel", parsed.kernel), ("--firmware", parsed.firmware))

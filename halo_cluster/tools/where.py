@@ -70,7 +70,7 @@ def status_command(config: str | Path) -> str:
 def lines(cluster: Cluster, config: str | Path) -> list[str]:
     serve = cluster.serve
     if not serve.enabled:
-        return [f"not serving: serve.enabled is false in {config}"]
+        return [f"not serving: serve.enabled is false in {cluster.source}"]
     side = "the head's data address" if serve.listen == "data" else "every address of the head"
     return [
         f"serving {serve.served_model_name} at {url(cluster)} ({side}, node {cluster.head.name})",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from halo_cluster.config import rules
 from halo_cluster.config.model import Cluster, Problems
-from halo_cluster.config.rules import quote
+from halo_cluster.config.quoting import quote
 from halo_cluster.config.schema import Field, section_type, variables
 
 # The workload's bounds: a few digits too many are refused here, not after a level that cannot
@@ -19,6 +19,9 @@ MAX_TIMEOUT = 7 * 86400  # seconds: a week
 # (vllm/benchmarks/serve.py, main_async); numpy's MT19937 seed is 0 to 2**32 - 1, anything else
 # a ValueError (numpy/random/_mt19937.pyx, _legacy_seeding): every level would fail with it
 MAX_SEED = 2**32 - 1
+# the upgrade gate's runs of each build: two at least, for a spread; each is a whole run of every
+# level, twice (the build being left and the new one), so the gate's time grows with it
+MAX_GATE_RUNS = 10
 
 tokens = rules.between(1, MAX_TOKENS, " tokens")
 prompts = rules.between(1, MAX_PROMPTS)
@@ -27,6 +30,7 @@ seed = rules.between(
     0, MAX_SEED, ": vllm bench serve seeds numpy's np.random.seed, which takes no other seed"
 )
 timeout = rules.between(1, MAX_TIMEOUT, " seconds (a week)")
+gate_runs = rules.between(2, MAX_GATE_RUNS, " runs of each build")
 
 
 def _percent(value: object) -> str | None:
@@ -96,15 +100,25 @@ SECTION: tuple[Field, ...] = (
         "number",
         10,
         "Percent output tokens/s may fall at a level, against the previous run of the same "
-        "configuration, before it is a regression (exit 3): 0-100.",
+        "configuration, before it is a regression (exit 3; in the upgrade's gate, beyond the "
+        "runs' spread too): 0-100.",
         rule=_percent,
     ),
     Field(
         "bench.gate",
         "boolean",
         True,
-        "The image upgrade runs the bench as part of its gate when a baseline exists (false: "
+        "The image upgrade's gate benches the build being left and the new one (false: "
         "skipped, for an upgrade to a build known to be slower).",
+    ),
+    Field(
+        "bench.gate_runs",
+        "integer",
+        3,
+        "Runs of each build the upgrade's gate takes, the build being left just before the "
+        "switch and the new one just after: the new one fails only when slower by more than "
+        f"both `bench.tolerance` and the runs' spread (docs/bench.md); 2-{MAX_GATE_RUNS}.",
+        rule=gate_runs,
     ),
     Field(
         "bench.timeout",
