@@ -52,10 +52,10 @@ def problem(value: object, example: str = EXAMPLE, release: bool = True) -> str 
 
 
 def split(evr: str) -> tuple[int, str, str | None]:
-    """(epoch, version, release) of a version the grammar takes (release optional): no epoch
+    """(epoch, version, release) of a version `problem` takes (the release optional): no epoch
     is epoch 0, no release None. Any other text is a ValueError: rpm's comparison never sees
     it."""
-    found = EVR.fullmatch(evr) if len(evr) <= MAX_LENGTH else None
-    if found is None:
+    found = EVR.fullmatch(evr)
+    if found is None or problem(evr, release=False) is not None:
         raise ValueError(f"not an rpm version: {quote(evr)}")
     return int(found["epoch"] or 0), found["version"], found["release"]
