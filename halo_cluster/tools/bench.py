@@ -32,6 +32,7 @@ from pathlib import Path
 from halo_cluster.config import lock as locks
 from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.model import Cluster, Node
+from halo_cluster.config.quoting import quote
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import IMAGES_FORMAT, parse_images
 from halo_cluster.node.memory import hub_folder
@@ -226,7 +227,7 @@ def parse_head(found: dict[str, list[str]], nodes: dict[str, dict]) -> Head:
         raise BenchError(f"halo-vllm runs {images[CONTAINER]['reference']}, not a digest")
     revision = next(iter(status.filled(found, "revision")), "").strip() or None
     if revision is not None and not REVISION.fullmatch(revision):
-        raise BenchError(f"the model's refs/main reads {revision!r}, not a commit")
+        raise BenchError(f"the model's refs/main reads {quote(revision)}, not a commit")
     try:
         models = json.loads(" ".join(status.filled(found, "models")))["data"]
     except (ValueError, KeyError, TypeError):

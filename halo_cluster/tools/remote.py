@@ -18,6 +18,7 @@ from pathlib import Path
 
 from halo_cluster.config import lock as locks
 from halo_cluster.config.model import Cluster, Node
+from halo_cluster.config.quoting import quote
 from halo_cluster.config.rules import image_name
 from halo_cluster.config.serving import api_key_read
 from halo_cluster.node.facts import as_user
@@ -281,5 +282,5 @@ def completion_problem(code: int, out: str, err: str, model: str) -> str | None:
     if not str(text).strip():
         return "an empty completion"
     if answer.get("model") != model:
-        return f"answered by {answer.get('model')!r}, not {model}"
+        return f"answered by {quote(answer.get('model'))}, not {model}"
     return None

@@ -9,6 +9,7 @@ from typing import Any
 
 from halo_cluster.config import rules
 from halo_cluster.config.model import Cluster, Problems
+from halo_cluster.config.quoting import quote
 from halo_cluster.config.schema import Field, variables
 from halo_cluster.decide import cmdline
 
@@ -158,7 +159,7 @@ def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Kernel:
 
 def _owner_problem(arg: str) -> str | None:
     key = owned().get(param_name(arg))
-    return f"{arg!r} is an argument the tool sets: use {key}" if key else None
+    return f"{quote(arg)} is an argument the tool sets: use {key}" if key else None
 
 
 def _extra(args: list[str], problems: Problems) -> list[str]:
@@ -172,7 +173,8 @@ def _extra(args: list[str], problems: Problems) -> list[str]:
         if problem := _owner_problem(arg):
             problems.error(at, problem)
         elif name in first:
-            problems.error(at, f"{name!r} is already given as kernel.extra_args[{first[name]}]")
+            given = f"kernel.extra_args[{first[name]}]"
+            problems.error(at, f"{quote(name)} is already given as {given}")
         else:
             first[name] = i
             kept.append(arg)
@@ -189,8 +191,8 @@ def _removed(args: list[str], wanted: list[str], problems: Problems) -> list[str
         if problem := _owner_problem(arg):
             problems.error(at, problem)
         elif (name := param_name(arg)) in adding:
-            also = f" ({adding[name]!r}, by name)" if adding[name] != arg else ""
-            problems.error(at, f"{arg!r} is also an argument to add{also}")
+            also = f" ({quote(adding[name])}, by name)" if adding[name] != arg else ""
+            problems.error(at, f"{quote(arg)} is also an argument to add{also}")
         else:
             kept.append(arg)
     return kept
