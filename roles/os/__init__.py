@@ -13,6 +13,7 @@ from pyinfra import host, logger, state
 from pyinfra.api import deploy
 from pyinfra.operations import server
 
+from halo_cluster.config import rpmversion
 from halo_cluster.decide.preflight import FAIL, NOT_VERIFIED, OK, WARN, Check
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.nodefiles import cached, node_files
@@ -68,11 +69,12 @@ def upgrade_targets(data: Any, entries: tuple[Entry, ...]) -> dict[str, str]:
     """{package: EVR} the running `halo-cluster upgrade --os` installs on the node, each one the
     list does not call bad (the upgrade refuses such a target itself): the known-bad version of
     that package is the one being replaced. Only the packages it names: a firmware upgrade
-    admits no known-bad kernel."""
+    admits no known-bad kernel; and only rpm's versions, which the list can judge."""
     return {
         package: evr
         for package, evr in data.halo_os_upgrade.items()
-        if getattr(versions.judge(entries, package, evr), "verdict", None) != BAD
+        if rpmversion.problem(evr) is None
+        and getattr(versions.judge(entries, package, evr), "verdict", None) != BAD
     }
 
 

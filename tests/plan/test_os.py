@@ -158,6 +158,22 @@ def test_a_known_bad_target_admits_nothing(monkeypatch: pytest.MonkeyPatch) -> N
     assert "known-bad amd-gpu-firmware 20251125-1.fc43: MES firmware 0x83" in reason
 
 
+@pytest.mark.parametrize(
+    "target",
+    ["\u0661:6.18.9-200.fc43", "6.18.9-200.fc43.x86_64", "6." + "1" * 5000 + "-1", "6.18.9"],
+)
+def test_a_target_outside_rpm_s_grammar_admits_nothing(
+    monkeypatch: pytest.MonkeyPatch, target: str
+) -> None:
+    """`--kernel` refuses such a value before the config is read; host data naming one (an
+    Arabic-Indic epoch, an arch, 5,000 characters) admits no known-bad kernel: the list judges
+    rpm's versions only, and this one is none."""
+    fedora = versions_output(*recorded_fedora43_versions())
+    reason = refusal(plan_upgrading(monkeypatch, Targets(target, None), fedora))
+    assert "known-bad kernel-core 6.17.8-300.fc43 (running)" in reason
+    assert "admitted" not in reason
+
+
 def test_a_good_kernel_and_firmware_pass_and_nothing_is_locked_by_default(
     log: pytest.LogCaptureFixture,
 ) -> None:
