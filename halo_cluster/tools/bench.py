@@ -6,7 +6,7 @@ it depends on, and compared with the previous run of the same configuration (doc
 Exit 0 within `bench.tolerance` (or the first run of a configuration: its baseline), 3 on a
 regression (output tokens/s fell by more than the tolerance at a level, or failed requests
 rose), 1 on an error (not serving, a flag the image's vLLM lacks, a level that failed or timed
-out, a bad config). `gate` is the image upgrade's bench check (design section 5).
+out, a bad config). `measure` is also the image upgrade's (its gate: benchgate.py).
 
 The API key never reaches a command line: the container's shell is given the text
 `OPENAI_API_KEY="$VLLM_API_KEY"` and expands it into vLLM's environment, from the container's own
@@ -30,7 +30,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from halo_cluster.config import lock as locks
-from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.model import Cluster, Node
 from halo_cluster.config.quoting import quote
 from halo_cluster.node.facts import as_user
@@ -63,12 +62,6 @@ class Head:
     revision: str | None  # the model snapshot's commit (refs/main), None for a path
     lab: bool  # /v1/models says the lab's stand-in serves
     nodes: dict[str, dict]  # name -> {kernel, firmware: {package: EVR}}
-
-
-@dataclass(frozen=True)
-class GateResult:
-    status: str  # passed, failed, baseline, skipped
-    reason: str
 
 
 def reports() -> Path:
@@ -413,26 +406,28 @@ def vllm_version(cluster: Cluster, digest: str) -> str:
 
 
 def measure(
-    cluster: Cluster, folder: Path, baseline_digest: str | None = None
-) -> tuple[dict, benchresults.Comparison]:
-    """A run: read, check the flags, each level, then store and compare: with the previous run
-    of its configuration, or for the gate with the baseline of `baseline_digest`."""
-    run_id = locks.RUN
+    cluster: Cluster, folder: Path, run_ids: tuple[str, ...] = (locks.RUN,)
+) -> list[tuple[dict, benchresults.Comparison]]:
+    """One run per id, one after another on one read of the cluster and its flag check: each
+    level, then the run stored and compared with the previous run of its configuration."""
+    kept = []
     with tempfile.TemporaryDirectory(prefix="halo-bench-ssh-") as scratch:
         remote = Remote(cluster, Path(scratch))
         try:
             head = read_cluster(remote)
-            check_flags(remote, head, flags(bench_argv(cluster, head, run_id, 1)), folder)
-            results = {
-                str(c): run_level(remote, head, run_id, c) for c in cluster.bench.concurrency
-            }
-            line, comparison = keep(cluster, folder, head, results, baseline_digest)
-            # on the shared connection, before it is closed: a new one per append would be a
-            # second login to the head, and could fail where the run's own did not
-            history(remote, cluster, line)
+            check_flags(remote, head, flags(bench_argv(cluster, head, run_ids[0], 1)), folder)
+            for run_id in run_ids:
+                results = {
+                    str(c): run_level(remote, head, run_id, c) for c in cluster.bench.concurrency
+                }
+                line, comparison = keep(cluster, folder, head, results, run_id)
+                # on the shared connection, before it is closed: a new one per append would be
+                # a second login to the head, and could fail where the run's own did not
+                history(remote, cluster, line)
+                kept.append((line, comparison))
         finally:
             remote.close()
-    return line, comparison
+    return kept
 
 
 def keep(
@@ -440,13 +435,13 @@ def keep(
     folder: Path,
     head: Head,
     results: dict[str, dict],
-    baseline_digest: str | None,
+    run_id: str,
 ) -> tuple[dict, benchresults.Comparison]:
     """The run's record and index line, compared and stored under `folder`."""
     the_key = key(cluster, head)
     date = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     meta = {
-        "run_id": locks.RUN,
+        "run_id": run_id,
         "date": date,
         "key": the_key,
         "config_id": benchresults.config_id(the_key),
@@ -457,12 +452,7 @@ def keep(
     line = index_line(
         record, f"runs/{date}-{meta['key_id']}.json", vllm_version(cluster, head.digest)
     )
-    lines = read_index(folder)
-    previous = (
-        benchresults.baseline_of(lines, line["config_id"], baseline_digest)
-        if baseline_digest
-        else benchresults.previous_of([*lines, line], line)
-    )
+    previous = benchresults.previous_of([*read_index(folder), line], line)
     comparison = benchresults.compare(line, previous, cluster.bench.tolerance)
     line.update(compared_to=previous and previous["run_id"], verdict=comparison.verdict)
     store(folder, record, line)
@@ -529,37 +519,6 @@ def not_run(error: subprocess.SubprocessError | OSError) -> str:
     return str(error)
 
 
-def gate(config: str | Path, baseline_digest: str, folder: Path | None = None) -> GateResult:
-    """The image upgrade's bench check (design section 5, "Gate"): `skipped` with
-    `bench.gate: false`; else a run, recorded like any, compared with the baseline (the latest
-    run of this configuration on `baseline_digest`, the image being left, else the latest run of
-    this configuration): `failed` on a regression or a run that could not measure, `passed`
-    within the tolerance, `baseline` when there was none (this run becomes it). It never
-    raises: the upgrade rolls back on a failed gate, so an exception would leave the trial."""
-    folder = folder or reports()
-    try:
-        cluster = project.load(config)
-    except ConfigError as error:
-        return GateResult("failed", f"bench: {error.problems[0]}")
-    if not cluster.bench.gate:
-        return GateResult("skipped", "bench: skipped (bench.gate: false)")
-    try:
-        line, comparison = measure(cluster, folder, baseline_digest)
-    except BenchError as error:
-        return GateResult("failed", f"bench: {error}")
-    except (subprocess.SubprocessError, OSError) as error:
-        return GateResult("failed", f"bench: {not_run(error)}")
-    if comparison.verdict == benchresults.BASELINE:
-        return GateResult(
-            "baseline", f"bench: baseline (no earlier run of config {line['config_id']})"
-        )
-    if comparison.verdict == benchresults.REGRESSION:
-        return GateResult("failed", "bench: " + "; ".join(comparison.reasons))
-    return GateResult(
-        "passed", f"bench: within {cluster.bench.tolerance:g} % of run {line['compared_to']}"
-    )
-
-
 def main(argv: list[str]) -> int:
     parser = options.parser("halo-cluster bench", __doc__, ERROR)
     parser.flag("--compare", "compare the last two runs only")
@@ -574,7 +533,7 @@ def main(argv: list[str]) -> int:
         print(f"bench: serve.enabled is false in {cluster.source}: nothing serves", file=sys.stderr)
         return ERROR
     try:
-        line, comparison = measure(cluster, folder)
+        [(line, comparison)] = measure(cluster, folder)
     except BenchError as error:
         print(f"bench: {error}", file=sys.stderr)
         return ERROR

@@ -1,14 +1,17 @@
 """What `halo-cluster bench` keeps and decides from its results (docs/bench.md), without a
 cluster: what a run is keyed by (`config_id`, `key_id`), each level's numbers out of vLLM's
-result, the comparison of two runs of one configuration and its verdict, report.md, and which of
-the tool's flags an image's `vllm bench serve --help=all` lacks. Plain values in and out; beside
+result, the comparison of two runs of one configuration and its verdict, the upgrade gate's
+comparison of two builds' repeated runs, report.md, and which of the tool's flags an image's
+`vllm bench serve --help=all` lacks. Plain values in and out; beside
 the tool, as only the tool uses them (tests/unit/test_layers.py keeps decide/ for shared ones)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,14 +141,6 @@ def previous_of(lines: list[dict], latest: dict) -> dict | None:
     return next((x for x in reversed(earlier) if comparable(x, latest["config_id"])), None)
 
 
-def baseline_of(lines: list[dict], config: str, digest: str) -> dict | None:
-    """The upgrade gate's baseline: the latest run of `config` on `digest` (the image being
-    left), else the latest run of `config`; regressions skipped, as in `previous_of`."""
-    mine = [x for x in lines if comparable(x, config)]
-    on_digest = [x for x in mine if x["image_digest"] == digest]
-    return (on_digest or mine or [None])[-1]
-
-
 def missing_flags(help_text: str, flags: list[str]) -> list[str]:
     """The flags (`--name`) `help_text` does not list."""
     listed = set(FLAG.findall(help_text))
@@ -213,3 +208,121 @@ def report(lines: list[dict]) -> str:
         "first; Δ % is output tokens/s against the row before, per level.\n"
         f"{lab}\n" + "\n".join(rows) + "\n"
     )
+
+
+# ---- the upgrade gate: two builds' runs in one window (halo_cluster/tools/benchgate.py)
+MEASURED, FAILED = "measured", "failed"
+
+
+@dataclass(frozen=True)
+class Side:
+    """One build's runs for the upgrade gate (their index lines), or why there are none:
+    `status` measured, skipped (`bench.gate: false`) or failed (`reason`)."""
+
+    status: str
+    reason: str = ""
+    lines: tuple[dict, ...] = ()
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """The gate's answer: `status` passed, failed, baseline or skipped; `reason` one line when
+    not passed; `said`, the gate's line per level."""
+
+    status: str
+    reason: str = ""
+    said: tuple[str, ...] = ()
+
+
+def spread(values: list[float]) -> float:
+    """How far one build's runs at a level disagree: (max - min) / median, in percent."""
+    middle = statistics.median(values)
+    if middle <= 0:  # no request completed in most runs: nothing to scale by
+        return 0.0 if max(values) == min(values) else math.inf
+    return (max(values) - min(values)) / middle * 100
+
+
+@dataclass(frozen=True)
+class LevelGate:
+    """One level of the gate: both builds' medians of output tokens/s and their change, the
+    larger of the two sides' spreads, and failed requests (the new build's fewest in a run,
+    the old one's most)."""
+
+    level: str
+    new: float
+    old: float
+    runs: tuple[int, int]  # new, old
+    change: float  # percent of `old`
+    spread: float
+    tolerance: float
+    failed: tuple[int, int]
+
+    @property
+    def slower(self) -> bool:
+        """Slower by more than both the tolerance and the spread: what noise cannot explain."""
+        return self.change < -max(self.tolerance, self.spread)
+
+    @property
+    def failing_more(self) -> bool:
+        """Every run of the new build failed more requests than any run of the old one."""
+        return self.failed[0] > self.failed[1]
+
+    @property
+    def passed(self) -> bool:
+        return not (self.slower or self.failing_more)
+
+    def line(self) -> str:
+        text = (
+            f"concurrency {self.level}: output tokens/s {_amount(self.new)} (new, median of "
+            f"{self.runs[0]}) against {_amount(self.old)} (old, median of {self.runs[1]}), "
+            f"{self.change:+.1f} %, spread {self.spread:.1f} %, tolerance {self.tolerance:g} %"
+        )
+        if self.failing_more:
+            text += (
+                f", failed requests {self.failed[0]} (new, fewest in a run) against "
+                f"{self.failed[1]} (old, most in a run)"
+            )
+        return f"{text}: {'pass' if self.passed else 'fail'}"
+
+
+def _amount(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
+
+
+def _values(lines: list[dict], level_name: str, metric: str) -> list[float]:
+    found = (line["levels"].get(level_name, {}).get(metric) for line in lines)
+    return [value for value in found if value is not None]
+
+
+def gate_levels(old: list[dict], new: list[dict], tolerance: float) -> list[LevelGate]:
+    """The old build's runs against the new one's (index lines), level by level: the medians
+    of output tokens/s, and the spread of the noisier side."""
+    found = []
+    for name in new[0]["levels"]:
+        before = _values(old, name, "output_throughput")
+        after = _values(new, name, "output_throughput")
+        if not before or not after:
+            continue
+        was, now = statistics.median(before), statistics.median(after)
+        change = delta(was, now)
+        if change is None:
+            continue
+        noise = max(spread(before), spread(after))
+        failed = (
+            min(_values(new, name, "failed") or [0]),
+            max(_values(old, name, "failed") or [0]),
+        )
+        runs = (len(after), len(before))
+        found.append(LevelGate(name, now, was, runs, change, noise, tolerance, failed))
+    return found
+
+
+def gate_result(old: list[dict], new: list[dict], tolerance: float) -> GateResult:
+    """The gate's verdict: failed when a level is slower than noise and the tolerance explain,
+    or fails more requests in every run; each level's line said either way."""
+    levels = gate_levels(old, new, tolerance)
+    if not levels:
+        return GateResult("baseline", "baseline (no level measured on both builds)")
+    said = tuple(f"bench gate: {level.line()}" for level in levels)
+    failing = [level.line() for level in levels if not level.passed]
+    return GateResult(FAILED if failing else "passed", "; ".join(failing), said)

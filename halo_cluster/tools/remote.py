@@ -30,6 +30,7 @@ from halo_cluster.node.image import (
     versions_command,
 )
 from halo_cluster.tools import drift, sshconfig
+from halo_cluster.tools.benchresults import GateResult, Side
 from halo_cluster.tools.project import PYINFRA, Files
 from halo_cluster.tools.upgrade import LocalImage, crash_looping, downtime
 
@@ -219,13 +220,19 @@ class Remote:
         code, _, err = self.run(self.by_name[node], rmi)
         return "" if code == 0 else (err.strip().splitlines() or [f"exit {code}"])[-1]
 
-    # R
-    def bench(self, baseline: str) -> tuple[str, str]:
-        """`halo-cluster bench`'s gate (docs/bench.md): a run compared with `baseline`'s."""
-        from halo_cluster.tools import bench
+    def bench_left(self) -> Side:
+        """The bench gate's runs of the build that serves, before the switch (docs/bench.md)."""
+        from halo_cluster.tools import benchgate
 
-        found = bench.gate(self.config, baseline)
-        return found.status, found.reason.removeprefix("bench: ")
+        return benchgate.runs(self.config, "old")
+
+    def bench(self, left: Side | None, baseline: str) -> GateResult:
+        """The bench gate's runs of the new build, compared with `left` (docs/bench.md)."""
+        from halo_cluster.tools import benchgate
+
+        return benchgate.gate(self.config, left, baseline)
+
+    # R
 
     def states(self) -> dict[str, str]:
         def script(node: Node) -> str:

@@ -6,7 +6,8 @@ image as one, and back (docs/roles/container.md, docs/design/day-after.md sectio
     P2 switch: the lock in trial, the deploy on the new digest (vLLM serving until just before
        Ray's restart on every node, then started, its /health identity wait), a crash loop cut
        short
-    P3 gate: every node's containers on the new digest, one real completion, the bench seam
+    P3 gate: every node's containers on the new digest, one real completion, the bench gate
+       (the build being left benched just before P2, the new one here: benchgate.py)
     P4 passed: the lock final, the history, every older image pruned but current and previous
     R  rollback: every node back on the previous digest and serving (exit 6), or not (exit 7)
 
@@ -30,6 +31,7 @@ from halo_cluster.config.model import Cluster
 from halo_cluster.config.quoting import quote
 from halo_cluster.config.rules import image_name
 from halo_cluster.tools import options
+from halo_cluster.tools.benchresults import FAILED, GateResult, Side
 
 OK, REFUSED, ABORTED, ROLLED_BACK, NOT_SERVING = 0, 1, 5, 6, 7
 CRASH_LOOP = 3  # vLLM's restarts after the switch that end the wait at once (a build that dies)
@@ -61,7 +63,8 @@ class Runner(Protocol):
     def downtime(self) -> float | None: ...  # seconds without a 200 since the last switch
     def local_images(self, node: str) -> list[LocalImage] | str: ...  # or why not read
     def remove_images(self, node: str, ids: list[str]) -> str: ...  # "" or the error
-    def bench(self, baseline: str) -> tuple[str, str]: ...  # the bench gate: status, reason
+    def bench_left(self) -> Side: ...  # the serving build's bench runs, before the switch
+    def bench(self, left: Side | None, baseline: str) -> GateResult: ...  # the new build's
     def states(self) -> dict[str, str]: ...  # node: its units' state and journal's last lines
 
 
@@ -72,12 +75,17 @@ class Gate:
     reason: str = ""
 
 
-def bench_check(runner: Runner, baseline: str) -> tuple[str, str]:
-    """The bench gate's one place: `halo-cluster bench`'s gate against the runs of the build
-    being left (`baseline`, its digest): (`passed`/`failed`/`skipped`/`baseline`, the reason
-    when failed)."""
-    status, reason = runner.bench(baseline)
-    return status, reason if status == "failed" else ""
+def bench_check(
+    runner: Runner, left: Side | None, baseline: str, say: Callable[[str], None]
+) -> tuple[str, str]:
+    """The bench gate's one place: the new build's runs against `left`, the runs of the build
+    being left (None: an interrupted upgrade gated again, whose old runs are the ones kept on
+    `baseline`, its digest); each level's line said; (`passed`/`failed`/`skipped`/`baseline`,
+    the reason when failed)."""
+    result = runner.bench(left, baseline)
+    for line in result.said:
+        say(line)
+    return result.status, result.reason if result.status == FAILED else ""
 
 
 def prune_selection(images: list[LocalImage], keep: set[str]) -> list[str]:
@@ -183,7 +191,17 @@ class Upgrade:
             previous=before.current(),
             rejected=tuple(r for r in before.rejected if r.digest != digest),
         )
-        return self._switch_and_gate(trial, no_bench, started, before)
+        left = None
+        if not no_bench:
+            self.say("upgrade: benching the build being left, before the switch")
+            left = self.runner.bench_left()
+            if left.status == FAILED:
+                self.say(
+                    f"upgrade aborted: the bench of the build being left failed ({left.reason}); "
+                    "nothing was restarted (`--no-bench` skips the bench gate this once)"
+                )
+                return ABORTED
+        return self._switch_and_gate(trial, left, started, before)
 
     def _pull(self, digest: str) -> int:
         """P1: every node pulls at once; any failure aborts, nothing restarted."""
@@ -207,23 +225,30 @@ class Upgrade:
         return OK
 
     def _switch_and_gate(
-        self, trial: locks.Lock, no_bench: bool, started: float, before: locks.Lock
+        self, trial: locks.Lock, left: Side | None, started: float, before: locks.Lock
     ) -> int:
-        """P2 and on: the lock in trial, the history, the deploy on the new digest."""
+        """P2 and on: the lock in trial, the history, the deploy on the new digest; `left`, the
+        bench runs of the build being left (None: `--no-bench`)."""
         locks.write(self.lock_path, trial)
         was = trial.previous.digest if trial.previous else ""
         self.history("switched", reference=self.reference, to=trial.digest, **{"from": was})
-        return self._gate_or_roll_back(trial, no_bench, started, before)
+        return self._gate_or_roll_back(trial, left is None, started, before, left)
 
     def _gate_or_roll_back(
-        self, trial: locks.Lock, no_bench: bool, started: float, before: locks.Lock | None = None
+        self,
+        trial: locks.Lock,
+        no_bench: bool,
+        started: float,
+        before: locks.Lock | None = None,
+        left: Side | None = None,
     ) -> int:
         """`before`: the lock as it was before this upgrade's switch (None when an interrupted
-        upgrade is gated again: that lock is gone), which a rollback restores."""
+        upgrade is gated again: that lock is gone), which a rollback restores; `left`, the
+        bench runs of the build being left (None when gated again: its kept runs stand in)."""
         pinned = self.pinned(trial.digest)
         self.say(f"upgrade: switching every node to {pinned}")
         baseline = trial.previous.digest if trial.previous else ""
-        gate = self.gate(pinned, self.runner.switch(pinned), no_bench, baseline)
+        gate = self.gate(pinned, self.runner.switch(pinned), no_bench, baseline, left)
         seconds = self.runner.downtime()
         shown = f"{seconds:.1f} s" if seconds is not None else "not serving again yet"
         self.say(f"downtime: {shown} without a 200 from /health")
@@ -241,10 +266,15 @@ class Upgrade:
         return OK
 
     def gate(
-        self, pinned: str, switch_error: str | None, no_bench: bool, baseline: str = ""
+        self,
+        pinned: str,
+        switch_error: str | None,
+        no_bench: bool,
+        baseline: str = "",
+        left: Side | None = None,
     ) -> Gate:
         """P3: the deploy's identity wait passed, every node runs `pinned`, one completion is
-        answered with the model; then the bench (its seam)."""
+        answered with the model; then the bench gate against `left` (`bench_check`)."""
         checks = {"identity": "failed", "completion": "skipped", "bench": "skipped"}
         if switch_error:
             return Gate(False, checks, switch_error)
@@ -259,7 +289,7 @@ class Upgrade:
             return Gate(False, checks, f"completion: {error}")
         if no_bench:
             return Gate(True, checks)
-        checks["bench"], why = bench_check(self.runner, baseline)
+        checks["bench"], why = bench_check(self.runner, left, baseline, self.say)
         return Gate(checks["bench"] != "failed", checks, f"bench: {why}" if why else "")
 
     def prune(self, serving: locks.Lock) -> None:

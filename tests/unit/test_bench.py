@@ -1,7 +1,7 @@
 """`halo-cluster bench` on recorded values: the keys' checks, the key and its ids, the head's
 answers, the flag check, the command's key handling, the comparison's verdicts and exit codes,
-index.jsonl and report.md, and the gate's switch (no cluster: the run itself is the lab's,
-tests/e2e/test_bench.py)."""
+index.jsonl and report.md (the upgrade gate: test_bench_gate.py); no cluster: the run itself is
+the lab's, tests/e2e/test_bench.py."""
 
 from __future__ import annotations
 
@@ -279,7 +279,9 @@ esac
 """
 
 
-def test_a_run_appends_the_history_before_closing_its_ssh_master(tmp_path, monkeypatch) -> None:
+def test_each_run_appends_the_history_before_closing_its_ssh_master(tmp_path, monkeypatch) -> None:
+    """Two runs (the upgrade gate's side) on one read of the cluster: each kept, each appended,
+    then the master closed."""
     answers = tmp_path / "answers"
     answers.mkdir()
     head_lines, worker_lines = gather_answers(skopeo_digest())
@@ -291,10 +293,13 @@ def test_a_run_appends_the_history_before_closing_its_ssh_master(tmp_path, monke
     monkeypatch.setenv("PATH", f"{tmp_path / 'fakebin'}:/usr/bin:/bin")
     monkeypatch.setenv("LOG", str(tmp_path / "log"))
     monkeypatch.setenv("ANSWERS", str(answers))
-    line, comparison = bench.measure(cluster(tmp_path), tmp_path / "reports")
-    assert comparison.verdict == "baseline" and bench.read_index(tmp_path / "reports") == [line]
+    kept = bench.measure(cluster(tmp_path), tmp_path / "reports", ("r-old1", "r-old2"))
+    assert [(line["run_id"], c.verdict) for line, c in kept] == [
+        ("r-old1", "baseline"), ("r-old2", "within")]  # fmt: skip
+    assert bench.read_index(tmp_path / "reports") == [line for line, _ in kept]
     calls = (tmp_path / "log").read_text().split()
-    assert calls[-4:] == ["level", "level", "history", "close"], calls
+    assert calls.count("help") == 1 and calls.count("read") == 2, calls
+    assert calls[-7:] == ["level", "level", "history"] * 2 + ["close"], calls
 
 
 # ---- comparison, verdicts and exit codes
@@ -341,23 +346,6 @@ def test_a_regression_is_never_the_next_comparison_base(tmp_path) -> None:
     lines = [good, slow, still_slow]
     assert benchresults.previous_of(lines, still_slow) is good
     assert benchresults.compare(still_slow, good, 10).verdict == "regression"
-    assert benchresults.baseline_of(lines[:2], good["config_id"], OTHER) is good
-
-
-def test_the_gate_baseline_is_the_last_run_on_the_image_being_left(tmp_path) -> None:
-    the_cluster = cluster(tmp_path)
-    on_old = run_line(the_cluster, head(), 1.0)
-    on_new = run_line(the_cluster, head(OTHER), 0.5)
-    config = on_old["config_id"]
-    assert benchresults.baseline_of([on_old, on_new], config, skopeo_digest()) is on_old
-    assert benchresults.baseline_of([on_old, on_new], config, "sha256:" + "d" * 64) is on_new
-    assert benchresults.baseline_of([on_old], "0" * 12, skopeo_digest()) is None
-
-
-def test_the_gate_is_skipped_when_bench_gate_is_false(tmp_path) -> None:
-    config = write(tmp_path, SERVING + "bench: {gate: false}\n")
-    result = bench.gate(config, skopeo_digest(), folder=tmp_path)
-    assert result == bench.GateResult("skipped", "bench: skipped (bench.gate: false)")
 
 
 def fake_ssh(tmp_path: Path, monkeypatch, body: str | None) -> None:
@@ -368,22 +356,6 @@ def fake_ssh(tmp_path: Path, monkeypatch, body: str | None) -> None:
         (tools / "ssh").write_text("#!/bin/sh\n" + body)
         (tools / "ssh").chmod(0o755)
     monkeypatch.setenv("PATH", str(tools))
-
-
-@pytest.mark.parametrize(
-    ("ssh", "reason"),
-    [
-        (None, "No such file or directory: 'ssh'"),
-        ("exec /bin/sleep 30\n", "ssh gave no answer in 0.2 s"),
-    ],
-)
-def test_the_gate_never_raises_a_run_that_could_not_start_fails_it(
-    tmp_path, monkeypatch, ssh, reason
-) -> None:
-    fake_ssh(tmp_path, monkeypatch, ssh)
-    monkeypatch.setattr(bench, "READ_SECONDS", 0.2)
-    result = bench.gate(write(tmp_path, SERVING), skopeo_digest(), folder=tmp_path)
-    assert result.status == "failed" and reason in result.reason, result
 
 
 def test_bench_that_cannot_reach_the_head_is_an_error_not_a_traceback(

@@ -15,6 +15,7 @@ import pytest
 from halo_cluster.config import lock as locks
 from halo_cluster.node.image import HeadHistory, moves_command
 from halo_cluster.tools import cli, upgrade
+from halo_cluster.tools.benchresults import GateResult, Side
 from halo_cluster.tools.remote import completion_problem, parse_local_images
 from halo_cluster.tools.upgrade import LocalImage, Upgrade
 from tests.recorded import skopeo_digest
@@ -42,6 +43,11 @@ class FakeRunner:
     stopped_first: list[bool] = field(default_factory=list)  # each switch's vLLM stop before
     pulled: list[str] = field(default_factory=list)
     removed: dict[str, list[str]] = field(default_factory=dict)
+    # a gate without a bench by default: the bench's own tests are test_bench*.py
+    left: Side = field(default_factory=lambda: Side("skipped", "bench.gate: false"))
+    gated: GateResult = field(default_factory=lambda: GateResult("skipped"))
+    benched: list[tuple[Side | None, str]] = field(default_factory=list)  # bench's arguments
+    order: list[str] = field(default_factory=list)  # the benches and switches, in turn
 
     def converged(self) -> str | None:
         return self.not_converged
@@ -60,6 +66,7 @@ class FakeRunner:
         self.lines.append(json.loads(line))
 
     def switch(self, pinned: str, stop_first: bool = False) -> str | None:
+        self.order.append("switch")
         self.switched.append(pinned)
         self.stopped_first.append(stop_first)
         return self.switch_errors.get(pinned)
@@ -80,8 +87,14 @@ class FakeRunner:
         self.removed[node] = ids
         return ""
 
-    def bench(self, baseline: str) -> tuple[str, str]:
-        return "skipped", ""  # a gate without a bench: the bench's own tests are test_bench.py
+    def bench_left(self) -> Side:
+        self.order.append("bench_left")
+        return self.left
+
+    def bench(self, left: Side | None, baseline: str) -> GateResult:
+        self.order.append("bench")
+        self.benched.append((left, baseline))
+        return self.gated
 
     def states(self) -> dict[str, str]:
         return {"node1": "halo-ray active; halo-vllm activating", "node2": "halo-ray active"}
@@ -325,15 +338,17 @@ def test_the_head_runs_what_the_last_switch_says() -> None:
 
 def test_the_lock_keeps_previous_and_rejected(tmp_path: Path) -> None:
     rejected = (locks.Rejected(OLDER, "2026-12-01T11:00:00Z", "gate failed: x"),)
-    path = serving_lock(tmp_path, previous=locks.Build(D1, "t", "t2", "2.60.0"), rejected=rejected)
+    previous = locks.Build(D1, "2026-11-01T10:00:00Z", "2026-11-01T10:05:00Z", "2.60.0")
+    path = serving_lock(tmp_path, previous=previous, rejected=rejected)
     lock = lock_of(path)
-    assert lock.previous == locks.Build(D1, "t", "t2", "2.60.0") and lock.rejected == rejected
+    assert lock.previous == previous and lock.rejected == rejected
     doc = json.loads(path.read_text())
     assert doc["image"]["previous"]["digest"] == D1
     doc["image"]["previous"]["digest"] = "latest"
     path.write_text(json.dumps(doc))
     assert locks.read(path)[1] == [
-        f"{path}: image.previous.digest: 'latest' is not sha256:<64 hex digits>"
+        f"{path}: image.previous.digest: 'latest' has a digest of an unknown algorithm (known: "
+        "sha256, sha512)"
     ]
 
 
@@ -382,25 +397,61 @@ def test_status_shows_current_and_previous_with_their_serving_times(tmp_path: Pa
     assert previous == f"previous: {D0} (served since 2026-12-01T10:05:00Z)"
 
 
-def test_the_bench_seam_can_fail_the_gate_and_no_bench_skips_it(
-    tmp_path: Path, monkeypatch
+OLD_RUNS = Side("measured", lines=({"levels": {}},) * 3)
+PASSED = GateResult("passed", "", ("bench gate: concurrency 8: output tokens/s 3,410 (new, ...",))
+
+
+def test_the_build_left_is_benched_before_the_switch_and_the_new_one_after(
+    tmp_path: Path,
 ) -> None:
-    asked: list[str] = []
+    path, runner = serving_lock(tmp_path), FakeRunner(left=OLD_RUNS, gated=PASSED)
+    up, said = machine(path, runner)
+    assert up.upgrade() == upgrade.OK
+    assert runner.order == ["bench_left", "switch", "bench"]  # the rollback's switch: no bench
+    assert runner.benched == [(OLD_RUNS, D0)]
+    assert PASSED.said[0] in said
+    gate = runner.lines[runner.events().index("gate")]
+    assert gate["checks"]["bench"] == "passed" and gate["passed"]
 
-    def regression(runner: FakeRunner, baseline: str) -> tuple[str, str]:
-        asked.append(baseline)
-        return "failed", "output tok/s fell by 30% at concurrency 8"
 
-    monkeypatch.setattr(upgrade, "bench_check", regression)
-    path, runner = serving_lock(tmp_path), FakeRunner()
+def test_a_slower_build_fails_the_gate_and_no_bench_benches_nothing(tmp_path: Path) -> None:
+    slower = GateResult("failed", "concurrency 8: output tokens/s 349 (new ...): fail")
+    path, runner = serving_lock(tmp_path), FakeRunner(left=OLD_RUNS, gated=slower)
     assert machine(path, runner)[0].upgrade() == upgrade.ROLLED_BACK
-    assert asked == [D0]  # the gate's bench against the build left, never the rollback's
-    reason = "gate failed: bench: output tok/s fell by 30% at concurrency 8"
+    assert runner.order == ["bench_left", "switch", "bench", "switch"]
+    reason = f"gate failed: bench: {slower.reason}"
     assert lock_of(path).rejected[0].reason == reason
     (tmp_path / "again").mkdir()
-    path = serving_lock(tmp_path / "again")
-    assert machine(path, FakeRunner())[0].upgrade(no_bench=True) == upgrade.OK
-    assert asked == [D0]
+    path, runner = serving_lock(tmp_path / "again"), FakeRunner(left=OLD_RUNS, gated=slower)
+    assert machine(path, runner)[0].upgrade(no_bench=True) == upgrade.OK
+    assert runner.order == ["switch"] and not runner.benched
+
+
+def test_a_build_left_that_cannot_be_benched_aborts_with_nothing_restarted(
+    tmp_path: Path,
+) -> None:
+    path = serving_lock(tmp_path)
+    runner = FakeRunner(left=Side("failed", "ssh gave no answer in 60 s"))
+    before = path.read_text()
+    up, said = machine(path, runner)
+    assert up.upgrade() == upgrade.ABORTED
+    assert path.read_text() == before and not runner.switched and not runner.benched
+    assert said[-1] == (
+        "upgrade aborted: the bench of the build being left failed (ssh gave no answer in "
+        "60 s); nothing was restarted (`--no-bench` skips the bench gate this once)"
+    )
+
+
+def test_an_interrupted_upgrade_is_gated_against_the_kept_runs_of_the_build_left(
+    tmp_path: Path,
+) -> None:
+    """Its build being left no longer serves: nothing to bench before the gate; the runs the
+    interrupted upgrade kept stand in (benchgate.gate with no `left`)."""
+    previous = locks.Build(D0, "2026-12-01T10:00:00Z", "2026-12-01T10:05:00Z", "2.60.0", "0.33.0")
+    path = serving_lock(tmp_path, digest=D1, trial=True, previous=previous)
+    runner = FakeRunner(gated=PASSED)
+    assert machine(path, runner)[0].upgrade() == upgrade.OK
+    assert runner.order == ["switch", "bench"] and runner.benched == [(None, D0)]
 
 
 def test_an_automatic_rollback_keeps_the_way_back(tmp_path: Path) -> None:
