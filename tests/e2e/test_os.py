@@ -1,7 +1,8 @@
 """Kernel and firmware on the lab (issue 27, design steps 7 and 8): the stand-in RPMs as dnf
 installs them, a known-bad firmware refused with its fix, locks that hold against `dnf upgrade`
 and show in drift when removed by hand, and `halo-cluster upgrade --os`: a good kernel kept on
-both nodes, a broken one stopped at the first worker, which boots its old kernel again."""
+both nodes, a broken one stopped at the first worker, which boots its old kernel again, and a node
+on the known-bad firmware repaired by it."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from tests.e2e.serving_lab import SERVE, wait_serving
 
 HALO_CLUSTER = str(Path(sys.executable).parent / "halo-cluster")
 OLD, GOOD, BROKEN = "6.18.6-200.fc43", "6.18.9-200.fc43", "6.18.16-200.fc43"
-FIRMWARE, BAD_FIRMWARE = "20251111-1.fc43", "20251125-1.fc43"
+FIRMWARE, BAD_FIRMWARE, GOOD_FIRMWARE = "20251111-1.fc43", "20251125-1.fc43", "20260110-1.fc43"
 FIRMWARE_SET = ("amd-gpu-firmware", "linux-firmware", "linux-firmware-whence")
 GRUBENV = "grub2-editenv - list"
 LOCKED = "os:\n  lock: true\n"
@@ -112,6 +113,33 @@ def broken_kernel_stops(lab: Lab) -> None:
     assert boots("node1") == head_boots  # the head never rebooted
     assert lab.ssh("node1", GRUBENV) == head_env  # nor its default moved
     assert lab.ssh("node1", "uname -r").strip() == f"{OLD}.x86_64"
+
+
+@pytest.mark.kernels  # after the broken kernel, on the same lab, before it serves
+def test_a_node_on_known_bad_firmware_is_repaired_by_upgrade_os() -> None:
+    """The refusal's first fix: the upgrade's own deploy admits the firmware it replaces. The
+    lab does not serve here (the good kernel's test below gates with serving)."""
+    lab = Lab(2, "roce").ensure_converged()
+    config = lab.config("reboot: if-needed\n")
+    lab.ssh("node2", f"dnf -y -q install {' '.join(f'{p}-{BAD_FIRMWARE}' for p in FIRMWARE_SET)}")
+    try:
+        result = lab.deploy(config=config)
+        out = result.stdout + result.stderr
+        assert result.returncode == 1, out[-3000:]
+        assert "[node2] refused: " in out and "[node1] refused" not in out
+        command = [HALO_CLUSTER, "upgrade", "--os", "--firmware", GOOD_FIRMWARE]
+        assert f"fix: `halo-cluster {' '.join(command[1:])}`, or by hand `dnf upgrade " in out
+        result = run(command, config)
+        assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+        for name in lab.nodes:
+            for package in FIRMWARE_SET:
+                assert rpm(lab, name, package) == [GOOD_FIRMWARE], (name, package)
+        drift = run([HALO_CLUSTER, "drift", "--json-out", os.devnull], config, 300)
+        assert drift.returncode == 0, drift.stdout + drift.stderr[-3000:]
+    finally:  # the firmware the lab starts with, for the good kernel's test
+        back = " ".join(f"{p}-{FIRMWARE}" for p in FIRMWARE_SET)
+        for name in lab.nodes:
+            lab.ssh(name, f"rpm -q {back} >/dev/null || dnf -y -q downgrade {back}")
 
 
 @pytest.mark.kernels  # after the broken kernel, on the same lab
