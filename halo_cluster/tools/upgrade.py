@@ -2,12 +2,13 @@
 image as one, and back (docs/roles/container.md, docs/design/day-after.md section 4).
 
     P0 identity: the lock, a converged cluster, the head's resolve of the image (equal: exit 0)
-    P1 pull the new digest on every node at once while the old build serves (a failure: exit 5)
+    P1 pull the new digest on every node at once while the old build serves (a failure: exit 5),
+       then the old build benched for the gate (a run that cannot measure: exit 5)
     P2 switch: the lock in trial, the deploy on the new digest (vLLM serving until just before
        Ray's restart on every node, then started, its /health identity wait), a crash loop cut
        short
     P3 gate: every node's containers on the new digest, one real completion, the bench gate
-       (the build being left benched just before P2, the new one here: benchgate.py)
+       (the new build benched, against the old one's runs: benchgate.py)
     P4 passed: the lock final, the history, every older image pruned but current and previous
     R  rollback: every node back on the previous digest and serving (exit 6), or not (exit 7)
 
