@@ -120,8 +120,8 @@ def removal(services: list[str], paths: list[str], run: Callable[[str], str]) ->
     # a manager that is not running (a former cluster user's, not lingering) has nothing loaded
     commands.append(f"{run('systemctl --user daemon-reload')} || true")
     if services:
-        # a service that ended failed (vLLM under a Ray stopped first) stays listed as failed
-        # once its unit is gone: forgotten, as a removed service should be
+        # a service that ended failed (as an old head's vLLM did on the lab when stopped) stays
+        # listed as failed once its unit is gone: forgotten, as a removed service should be
         commands.append(f"{run(f'systemctl --user reset-failed {units}')} 2>/dev/null || true")
         names = " ".join(shlex.quote(s) for s in services)
         commands.append(f"{run(f'podman rm --force --ignore {names}')} >/dev/null")

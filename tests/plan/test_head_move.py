@@ -120,7 +120,7 @@ def test_the_old_head_becomes_a_worker(tmp_path: Path) -> None:
         op for op in result.ops["halo1"] if op.name.startswith("Cluster services | Stop and remove")
     )
     assert "systemctl --user stop halo-vllm.service" in " ".join(removal.commands)
-    # its vLLM, stopped failed under a Ray that went first, is not listed as failed after it
+    # its vLLM, if it ended failed when stopped, is not listed as failed after it
     assert "systemctl --user reset-failed halo-vllm.service" in " ".join(removal.commands)
     assert f"{UNITS}/halo-vllm.container" in " ".join(removal.commands)
     ray_start = next(t for p, t in result.uploads("halo1").items() if p.endswith("ray-start.sh"))
