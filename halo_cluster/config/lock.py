@@ -4,8 +4,9 @@ resolved (docs/roles/container.md), the cluster's members and the nodes that lef
 
 The lock is JSON, keys sorted, indented by 1, written atomically (a temporary file beside it,
 then `rename`), so that a run that stops half-way leaves the old lock or the new one, never a
-torn one. Reading it checks its shape: every problem is one `halo-cluster.lock: KEY: what is
-wrong` line, before any host is contacted.
+torn one. Reading it checks the file and its shape first (`lockschema`): every problem is one
+`PATH: KEY: what is wrong (the fix)` line, before any host is contacted; writing writes only
+what reading takes.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from halo_cluster.config import lockschema
+
 LOCK_FILE = "halo-cluster.lock"
-FORMAT = 1
 HISTORY = ".local/state/halo-cluster/history.jsonl"  # below the cluster user's home, on the head
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 # set by `halo-cluster upgrade` and `rollback` for the deploys they run: those deploys run on a
@@ -114,101 +116,60 @@ def now() -> str:
 
 
 def read(path: Path) -> tuple[Lock | None, list[str]]:
-    """The lock at `path` (None when there is none yet) and its problems, one line each."""
+    """The lock at `path` (None when there is none yet) and its problems, one line each
+    (`lockschema`: the file, its JSON and every key checked)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None, []
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, [f"{path}: cannot be read ({exc})"]
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        return None, [f"{path}: is not JSON ({exc})"]
-    return _parse(path, doc)
+        doc = lockschema.load(path)
+    except lockschema.Refused as refused:
+        return None, refused.problems
+    return (None if doc is None else _lock(doc)), []
 
 
-def _parse(path: Path, doc: Any) -> tuple[Lock | None, list[str]]:
-    if not isinstance(doc, dict):
-        return None, [f"{path}: is not a JSON object"]
-    if doc.get("format") != FORMAT:
-        return None, [f"{path}: format: {doc.get('format')!r} is not {FORMAT}"]
-    image = doc.get("image")
-    current = image.get("current") if isinstance(image, dict) else None
-    problems = []
-    if not isinstance(doc.get("head"), str) or not doc["head"]:
-        problems.append(f"{path}: head: missing (the name of the cluster's head node)")
-    if not isinstance(image, dict) or not isinstance(image.get("reference"), str):
-        problems.append(f"{path}: image.reference: missing (cluster.yml's image, as written)")
-    if not isinstance(current, dict) or not DIGEST.fullmatch(str(current.get("digest", ""))):
-        got = current.get("digest") if isinstance(current, dict) else None
-        problems.append(f"{path}: image.current.digest: {got!r} is not sha256:<64 hex digits>")
-    if problems or not isinstance(image, dict) or not isinstance(current, dict):
-        return None, problems
-    text = {key: str(current.get(key) or "") for key in BUILD_TEXT}
-    previous, rejected = _build(path, image.get("previous")), _rejected(path, image)
-    if isinstance(previous, str) or isinstance(rejected, str):
-        return None, [p for p in (previous, rejected) if isinstance(p, str)]
-    members = _nodes(path, doc, "members", problems)
-    left = _nodes(path, doc, "left", problems)
-    if problems:
-        return None, problems
-    trial = current.get("trial") is True
-    lock = Lock(doc["head"], image["reference"], current["digest"], trial=trial, **text)
-    return replace(
-        lock,
-        previous=previous,
-        rejected=rejected,
-        members=tuple(Member(n["name"], n["data_address"]) for n in members),
-        left=tuple(Departed(n["name"], n["data_address"], str(n.get("since", ""))) for n in left),
-    ), []
-
-
-BUILD_TEXT = ("resolved", "serving_since", "ray", "vllm")
-
-
-def _build(path: Path, found: Any) -> Build | str | None:
-    """The lock's `previous` (None when there is none), or its problem line."""
-    if found is None:
-        return None
-    if not isinstance(found, dict) or not DIGEST.fullmatch(str(found.get("digest", ""))):
-        got = found.get("digest") if isinstance(found, dict) else found
-        return f"{path}: image.previous.digest: {got!r} is not sha256:<64 hex digits>"
-    return Build(found["digest"], **{key: str(found.get(key) or "") for key in BUILD_TEXT})
-
-
-def _rejected(path: Path, image: dict) -> tuple[Rejected, ...] | str:
-    found = image.get("rejected", [])
-    items = found if isinstance(found, list) else [None]
-    if not all(isinstance(i, dict) and DIGEST.fullmatch(str(i.get("digest", ""))) for i in items):
-        return f"{path}: image.rejected: each item needs a digest (sha256:<64 hex digits>)"
-    items = [{"at": "", "reason": ""} | i for i in items]
-    return tuple(Rejected(i["digest"], str(i.get("at", "")), str(i["reason"])) for i in items)
-
-
-def _nodes(path: Path, doc: dict, key: str, problems: list[str]) -> list[dict]:
-    """`members` or `left`: a list of {name, data_address}; absent in a lock written before
-    membership was recorded (then the next load records it)."""
-    nodes = doc.get(key, [])
-    valid = isinstance(nodes, list) and all(
-        isinstance(n, dict)
-        and isinstance(n.get("name"), str)
-        and isinstance(n.get("data_address"), str)
-        for n in nodes
+def _lock(doc: dict[str, Any]) -> Lock:
+    """The Lock of a checked document."""
+    image, current = doc["image"], doc["image"]["current"]
+    previous = image.get("previous")
+    return Lock(
+        doc["head"],
+        image["reference"],
+        current["digest"],
+        trial=current.get("trial", False),
+        previous=None if previous is None else _build(previous),
+        rejected=tuple(
+            Rejected(r["digest"], r["at"], r["reason"]) for r in image.get("rejected", ())
+        ),
+        members=tuple(Member(n["name"], n["data_address"]) for n in doc.get("members", ())),
+        left=tuple(Departed(n["name"], n["data_address"], n["since"]) for n in doc.get("left", ())),
+        **{key: current.get(key, "") for key in BUILD_TEXT},
     )
-    if not valid:
-        problems.append(f"{path}: {key}: is not a list of {{name, data_address}}")
-        return []
-    return nodes
+
+
+BUILD_TEXT = ("resolved", "serving_since", "ray", "vllm")  # a build's keys beside its digest
+
+
+def _build(found: dict[str, Any]) -> Build:
+    return Build(found["digest"], **{key: found.get(key, "") for key in BUILD_TEXT})
 
 
 def _build_document(build: Build) -> dict[str, Any]:
-    found = {"digest": build.digest, "resolved": build.resolved}
-    keys = ("serving_since", "ray", "vllm")
-    return found | {key: value for key in keys if (value := getattr(build, key))}
+    """A build's keys, those unknown ("") left out; a version the image reported in a form the
+    lock does not take (not one printable word) is unknown."""
+    found: dict[str, Any] = {"digest": build.digest}
+    for key in BUILD_TEXT:
+        value = getattr(build, key)
+        if value and not (key in ("ray", "vllm") and lockschema.version(value)):
+            found[key] = value
+    return found
+
+
+def one_line(text: str) -> str:
+    """A free text (a gate's reason) as the lock keeps it: one printable line, cut to its bound."""
+    line = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return line[: lockschema.MAX_REASON] or "?"
 
 
 def document(lock: Lock) -> dict[str, Any]:
+    """The lock as JSON; the newest entries of `rejected` and `left` within their bounds."""
     image: dict[str, Any] = {
         "reference": lock.reference,
         "current": _build_document(lock.current()) | {"trial": lock.trial},
@@ -216,19 +177,26 @@ def document(lock: Lock) -> dict[str, Any]:
     if lock.previous is not None:
         image["previous"] = _build_document(lock.previous)
     if lock.rejected:
-        image["rejected"] = [asdict(r) for r in lock.rejected]
+        rejected = lock.rejected[-lockschema.MAX_REJECTED :]
+        image["rejected"] = [asdict(replace(r, reason=one_line(r.reason))) for r in rejected]
     return {
-        "format": FORMAT,
+        "format": lockschema.FORMAT,
         "head": lock.head,
         "image": image,
         "members": [asdict(m) for m in lock.members],
-        "left": [asdict(d) for d in lock.left],
+        "left": [asdict(d) for d in lock.left[-lockschema.MAX_LEFT :]],
     }
 
 
 def write(path: Path, lock: Lock) -> None:
-    """Write the lock atomically: a temporary file in the same folder, then `rename`."""
-    text = json.dumps(document(lock), indent=1, sort_keys=True) + "\n"
+    """Write the lock atomically: a temporary file in the same folder, then `rename`. Only a
+    lock `read` takes is written: any other is a bug here, raised (ValueError) before the file
+    is touched."""
+    doc = document(lock)
+    problems = lockschema.check(path, doc)
+    if problems:
+        raise ValueError("; ".join(problems))
+    text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor, partial = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:

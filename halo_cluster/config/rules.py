@@ -221,6 +221,11 @@ def image_reference(value: object) -> str | None:
     return _digest_problem(text, digest) if at else None
 
 
+def image_digest_problem(digest: str) -> str | None:
+    """A digest alone (`sha256:...`), as the lock records the cluster's: the OCI rule above."""
+    return _digest_problem(digest, digest)
+
+
 def _digest_problem(text: str, digest: str) -> str | None:
     algorithm, _, hexes = digest.partition(":")
     length = IMAGE_DIGESTS.get(algorithm)

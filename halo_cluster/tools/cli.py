@@ -211,7 +211,8 @@ def run_where(args: list[str]) -> int:
     cluster = project.load_or_say(config)
     if cluster is None:
         return ERROR
-    print("\n".join(where.lines(cluster, config)))
+    pending = project.next_deploy(cluster)
+    print("\n".join([*([pending] if pending else []), *where.lines(cluster, config)]))
     return 0
 
 

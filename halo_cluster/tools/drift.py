@@ -25,7 +25,7 @@ from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.rules import file_path
 from halo_cluster.node.report import REPORT_ENV
 from halo_cluster.tools import options
-from halo_cluster.tools.project import PYINFRA, ROOT, config, load
+from halo_cluster.tools.project import PYINFRA, ROOT, config, load, next_deploy
 
 NO_DRIFT, ERROR, DRIFT = 0, 1, 2
 CONVERGED, PENDING, REFUSED, UNREACHABLE = "converged", "drift", "refused", "unreachable"
@@ -123,7 +123,7 @@ def _digest(reference: str) -> str:
 
 
 def report(summary: dict) -> str:
-    lines = []
+    lines = [summary["next_deploy"]] if summary.get("next_deploy") else []
     for node, entry in summary["nodes"].items():
         if entry["status"] in (REFUSED, UNREACHABLE, FAILED):
             lines.append(f"{node}: {entry['status']}: {entry['reason']}")
@@ -167,14 +167,15 @@ def markdown(summary: dict) -> str:
 
 def run(config: str, entry: Path) -> dict:
     try:
-        nodes = [node.name for node in load(config).nodes]
+        cluster = load(config)
     except ConfigError as error:
         problems = error.problems
         return {"exit_code": ERROR, "errors": problems, "config_errors": problems, "nodes": {}}
     with tempfile.TemporaryDirectory(prefix="halo-drift-") as folder:
         events = Path(folder) / "events.jsonl"
         result = dry_run(config, events, entry)
-        return summarize(nodes, result, _read_events(events))
+        summary = summarize([n.name for n in cluster.nodes], result, _read_events(events))
+    return summary | {"next_deploy": next_deploy(cluster)}
 
 
 def main(argv: list[str], entry: Path) -> int:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from halo_cluster.config.loader import ConfigError, load_cluster
+from halo_cluster.config.lock import LOCK_FILE
 from halo_cluster.config.model import Cluster
 from halo_cluster.config.schema import use
 
@@ -83,3 +84,19 @@ def load_or_say(path: str | Path) -> Cluster | None:
     except ConfigError as error:
         print("\n".join(error.problems), file=sys.stderr)
         return None
+
+
+def next_deploy(cluster: Cluster) -> str | None:
+    """What the next deploy records of a change to the cluster's members, in one line, or None:
+    the commands that only read (`where`, `drift`, `status`) say it, since they write nothing
+    (roles/serve/controller.py writes when a deploy runs)."""
+    container = cluster.container
+    if container.leaving:
+        token = " and rotates Ray's token" if cluster.serve.ray_token_owned else ""
+        return (
+            f"{LOCK_FILE}: {', '.join(container.leaving)} left the config: the next deploy "
+            f"records it{token}"
+        )
+    if container.unrecorded:
+        return f"{LOCK_FILE}: its members are not the config's nodes: the next deploy records them"
+    return None

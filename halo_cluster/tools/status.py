@@ -28,7 +28,7 @@ from halo_cluster.node.image import IMAGES_FORMAT, parse_images
 from halo_cluster.node.memory import memory_command, memory_process
 from halo_cluster.node.versions import firmware, summary, versions_command, versions_process
 from halo_cluster.tools import options, sshconfig
-from halo_cluster.tools.project import config, load_or_say
+from halo_cluster.tools.project import config, load_or_say, next_deploy
 
 UP, DOWN, UNREACHABLE = 0, 2, 1
 VERDICTS = {UP: "up", DOWN: "something is down", UNREACHABLE: "a node cannot be reached"}
@@ -336,7 +336,7 @@ def table(cluster: Cluster, statuses: list[NodeStatus], lock: locks.Lock | None 
         image = image_cell(s.images, lock)
         rows.append((s.name, s.role, s.ray, s.address, f"{s.gpus:g}", image, services, vllm))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    lines = [image_line(lock)]
+    lines = [image_line(lock), *filter(None, [next_deploy(cluster)])]
     lines += [
         "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
     ]

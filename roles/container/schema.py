@@ -1,14 +1,15 @@
 """The container role's key (`image_update`: `halo-cluster deploy` upgrades after it) and its
 derivation: the cluster's one image digest, read from the lock beside cluster.yml
 (`halo_cluster/config/lock.py`), the refusals of a lock that does not belong to this config,
-the cluster's members (a node removed from cluster.yml moves to the lock's `left`, which
-`prepare` writes and the head's serve role takes out of the cluster), and a head that moved to
-another of them (`moved_from`: the deploy carries the head's history and the lock's `head`)."""
+the cluster's members (a node removed from cluster.yml moves to the lock's `left`, which the
+head's serve role takes out of the cluster and records when the deploy runs: loading the config
+writes nothing), and a head that moved to another of them (`moved_from`: the deploy carries the
+head's history and the lock's `head`)."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from halo_cluster.config import lock as locks
@@ -58,13 +59,16 @@ class Container:
     members: dict[str, str]  # the config's nodes: {name: data address}, recorded in the lock
     left: dict[str, str]  # nodes that left cluster.yml (the lock's `left`, with this load's)
     leaving: tuple[str, ...]  # the names this load moves to `left` (the Ray token rotates)
+    # the lock's members or `left` are not yet the config's: the next deploy records them
+    unrecorded: bool
     # the lock's head when the config's head is another node of the same cluster (a head move:
     # the deploy carries the history there and records the new head); "" otherwise
     moved_from: str = ""
 
 
 def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Container:
-    path = (base_dir / locks.LOCK_FILE).resolve()
+    # the folder resolved, not the lock: a symlink in its place is the lock's to judge
+    path = base_dir.resolve() / locks.LOCK_FILE
     found, lock_problems = locks.read(path)
     problems.lines.extend(lock_problems)
     head = next((n.name for n in cluster.nodes if n.role == "head"), "")
@@ -92,25 +96,13 @@ def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Container:
         members={m.name: m.data_address for m in members(cluster)},
         left={d.name: d.data_address for d in left},
         leaving=tuple(leaving),
+        unrecorded=found is not None and (found.members, found.left) != (members(cluster), left),
         moved_from=moved_from,
     )
 
 
 def members(cluster: Cluster) -> tuple[locks.Member, ...]:
     return tuple(locks.Member(n.name, n.address) for n in cluster.nodes)
-
-
-def prepare(cluster: Cluster, problems: Problems, base_dir: Path) -> None:
-    """The lock records the config's members: a removed node moves to `left`, a node added
-    again leaves it (a lock written before the members were recorded gets them now). Nothing
-    before the first resolve: the lock is written with them then (`record_image`)."""
-    path = Path(cluster.container.lock)
-    found, _ = locks.read(path)  # its problems are derive's, already reported
-    if found is None:
-        return
-    left, _ = locks.moved(found, members(cluster))
-    if (found.members, found.left) != (members(cluster), left):
-        locks.write(path, replace(found, members=members(cluster), left=left))
 
 
 def _check_lock(

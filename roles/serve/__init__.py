@@ -17,7 +17,7 @@ from halo_cluster.node.context import NodeContext
 from halo_cluster.node.image import ContainerImages
 from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.report import fail
-from halo_cluster.roles.serve import budget, lifecycle, membership, ray, vllm, weights
+from halo_cluster.roles.serve import budget, controller, lifecycle, membership, ray, vllm, weights
 from halo_cluster.roles.serve.facts import (
     HttpStatus,
     RdmaLinks,
@@ -71,6 +71,7 @@ def apply(node: NodeContext) -> None:
     home = snapshot.home(user) or f"/home/{user}"
     where = {name: f"{home}/{path}" for name, path in service_files().items()}
     lifecycle.remove_other_users_services(user, snapshot)
+    controller.record()  # the token first: every node's Ray restarts with the one it writes
     membership.leave(user)  # before Ray restarts: a departed node never rejoins the new cluster
     if not host.data.halo_serve_enabled:
         lifecycle.remove(user, snapshot, list(where.values()), [VLLM, RAY], "the cluster services")

@@ -4,9 +4,6 @@ controller when cluster.yml is loaded."""
 
 from __future__ import annotations
 
-import os
-import secrets
-import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -15,7 +12,7 @@ from halo_cluster.config.model import Cluster, Problems, resolve
 from halo_cluster.config.schema import section_type
 from halo_cluster.roles.serve.schema import SECTION
 
-# Ray's cluster token when `serve.ray_token_file` is not given: made once by `prepare`
+# Ray's cluster token when `serve.ray_token_file` is not given: made by the first deploy
 DEFAULT_RAY_TOKEN = ".halo-cluster/ray-token"
 # RCCL's transport between the nodes (`serve.transport`) when cluster.yml names none
 DEFAULT_TRANSPORTS = {"roce": "rdma", "thunderbolt": "sockets"}
@@ -110,45 +107,19 @@ def _check_enabled(serve: Serving, node_count: int, problems: Problems) -> None:
 
 
 def prepare(cluster: Cluster, problems: Problems, base_dir: Path) -> None:
-    """Ray's token rotated when a node left, made when none is named, then every secret file
-    checked, when serving."""
-    rotate_ray_token(cluster, problems)
-    ensure_ray_token(cluster, base_dir)
+    """Every secret file checked, when serving: the tool's own Ray token only once a deploy
+    made it (roles/serve/controller.py: loading the config writes nothing). A token file the
+    user gave is never rewritten: a node leaving is a warning naming it."""
     serve = cluster.serve
-    for name in SECRET_FILES:
-        path = getattr(serve, name)
-        if serve.enabled and path:
-            check_secret(f"serve.{name}", path, problems)
-
-
-def rotate_ray_token(cluster: Cluster, problems: Problems) -> None:
-    """A new token once a node first leaves (this load moved it to the lock's `left`), so that
-    a departed node the head could not reach cannot rejoin: every node's Ray restarts with it.
-    A token file the user gave is never rewritten: a warning names it."""
-    leaving, serve = cluster.container_leaving, cluster.serve
-    path = Path(serve.ray_token_file)
-    if not leaving:
-        return
-    if not serve.ray_token_owned:
+    if cluster.container_leaving and not serve.ray_token_owned:
         problems.warn(
             "serve.ray_token_file",
-            f"{', '.join(leaving)} left the cluster: {path} is yours and never rewritten; write "
-            "a new token into it, or a node that could not be reached can rejoin",
+            f"{', '.join(cluster.container_leaving)} left the cluster: {serve.ray_token_file} is "
+            "yours and never rewritten; write a new token into it, or a node that could not be "
+            "reached can rejoin",
         )
-    elif path.exists():  # none yet: the one ensure_ray_token makes is new
-        descriptor, partial = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(descriptor, "w") as token:  # mkstemp's file is 0600
-            token.write(secrets.token_hex(32) + "\n")
-        os.replace(partial, path)
-
-
-def ensure_ray_token(cluster: Cluster, base_dir: Path) -> None:
-    """Ray's cluster token when the config names none: made once on the controller (0600 in a
-    0700 folder) and kept, so that every run gives the nodes the same token."""
-    path = (base_dir / DEFAULT_RAY_TOKEN).resolve()
-    if not cluster.serve.enabled or cluster.serve.ray_token_file != str(path) or path.exists():
-        return
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w") as token:
-        token.write(secrets.token_hex(32) + "\n")
+    for name in SECRET_FILES:
+        path = getattr(serve, name)
+        made_by_the_deploy = name == "ray_token_file" and serve.ray_token_owned
+        if serve.enabled and path and not (made_by_the_deploy and not Path(path).exists()):
+            check_secret(f"serve.{name}", path, problems)

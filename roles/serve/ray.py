@@ -13,7 +13,7 @@ from halo_cluster.node import toolbox as toolbox_files
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.environment import environment_values
 from halo_cluster.node.render import templates
-from halo_cluster.roles.serve import weights
+from halo_cluster.roles.serve import controller, weights
 from halo_cluster.roles.serve.files import paths
 
 render = templates(__package__)  # templates/serve/: the role's package names it
@@ -81,7 +81,7 @@ def files(node: NodeContext) -> tuple[dict[str, str], dict]:
         "env": env,
         "non_carry_over": render("ray_non_carry_over_env_vars.json.j2", names=NON_CARRY_OVER),
         "model": f"{data.halo_serve_model}\n",
-        "ray_token": secret_line(data.halo_serve_ray_token_file),
+        "ray_token": controller.ray_token(data),  # the one this run writes, if it does
     }
     if data.halo_serve_hf_token_file:
         wanted["hf_token"] = secret_line(data.halo_serve_hf_token_file)

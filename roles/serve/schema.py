@@ -77,8 +77,9 @@ SECTION: tuple[Field, ...] = (
         "string",
         DERIVED,
         "File on the controller holding Ray's cluster token (relative to cluster.yml). Default: "
-        "made once, 64 random hex digits, in `.halo-cluster/ray-token` beside cluster.yml (0600), "
-        "and made anew when a node leaves the cluster (a file you give is never rewritten). "
+        "made by the first deploy, 64 random hex digits, in `.halo-cluster/ray-token` beside "
+        "cluster.yml (0600), and made anew by the deploy that takes a node out (a file you give "
+        "is never rewritten). "
         "Installed 0600 on every node; Ray 2.52 and later refuse a client without it.",
         rule=rules.file_path,
     ),
@@ -166,6 +167,10 @@ READS = (
     "halo_container_digest",  # the cluster's digest from the lock (the container derivation)
     "halo_container_pinned",  # NAME@DIGEST the lock pins (its reference's name)
     "halo_container_left",  # the nodes that left cluster.yml (the lock's `left`)
+    "halo_container_leaving",  # the names this config takes out: Ray's token rotates
+    "halo_container_unrecorded",  # the lock's members are not the config's: the head records
+    "halo_container_lock",  # the lock the head records the members in
+    "halo_container_members",  # the config's nodes, recorded in the lock
     "halo_container_moved_from",  # the lock's head while the head moves (whose history counts)
     "halo_role",
     "halo_data_address",

@@ -25,7 +25,7 @@ from typing import Any
 
 import pyinfra
 from pyinfra.api import Config, FactBase, Inventory, State
-from pyinfra.api.command import FileUploadCommand, StringCommand
+from pyinfra.api.command import FileUploadCommand, FunctionCommand, StringCommand
 from pyinfra.api.connect import connect_all
 from pyinfra.api.state import StateStage
 from pyinfra.context import ctx_host, ctx_state
@@ -64,6 +64,8 @@ class PlannedOp:
     commands: list[str] = field(default_factory=list)
     uploads: dict[str, str] = field(default_factory=dict)  # path -> text
     runs: bool = True  # its `_if` conditions, as the run evaluates them after every node planned
+    # what it runs on the controller when the deploy runs (the lock, Ray's token): `run_on`
+    functions: list[FunctionCommand] = field(default_factory=list)
 
 
 @dataclass
@@ -259,6 +261,26 @@ def _described(command: str) -> str:
     return command[:160]
 
 
+def run_on_controller(result: Plan, node: str, names: tuple[str, ...]) -> None:
+    """Run what the operations `names` of `node` run on the controller, as the deploy does
+    once it runs them (planning runs none: a dry run writes nothing)."""
+    for op in result.ops[node]:
+        if op.name in names:
+            for command in op.functions:
+                command.function(None, _Controller(node), *command.args, **command.kwargs)
+
+
+@dataclass
+class _Controller:
+    """The host a controller-side function is given: its log prefix only."""
+
+    name: str
+
+    @property
+    def print_prefix(self) -> str:
+        return f"[{self.name}] "
+
+
 def fact_reads(result: Plan, node: str) -> list[str]:
     """The commands planning ran on `node` but the temporary directory pyinfra reads once to
     upload a changed file (no upload, no such read)."""
@@ -308,6 +330,8 @@ def _collect(state: State) -> dict[str, list[PlannedOp]]:
                         op.commands.append(command.get_raw_value())
                     else:
                         op.commands.append(repr(command))
+                        if isinstance(command, FunctionCommand):
+                            op.functions.append(command)
             ops.append(op)
         result[host.name.removeprefix("@fake/")] = ops
     return result

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import tempfile
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from halo_cluster.node.memory import ModelWeights, NodeMemory
 from halo_cluster.node.versions import InstalledVersions
 from halo_cluster.roles import all_packages
 from halo_cluster.roles.network.facts import NmActiveConnections
+from halo_cluster.roles.serve.controller import make_token
 from halo_cluster.roles.serve.facts import (
     DepartedServices,
     HttpStatus,
@@ -37,7 +39,6 @@ from halo_cluster.roles.serve.facts import (
     UserManager,
     UserUnits,
 )
-from halo_cluster.roles.serve.model import ensure_ray_token
 from tests.plan.harness import Node, Plan, given, plan
 from tests.recorded import (
     firewalld_output,
@@ -341,7 +342,9 @@ def serve_cluster(
     ]
     base_dir = tmp_path or SHARED_DIR
     cluster = parse_cluster(yaml.safe_load("\n".join(lines)), base_dir=base_dir)
-    ensure_ray_token(cluster, base_dir)
+    token = Path(cluster.serve.ray_token_file)
+    if not token.exists():  # as the first deploy makes it, the same for every plan of the folder
+        make_token(token, secrets.token_hex(32) + "\n")
     return cluster
 
 

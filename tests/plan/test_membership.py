@@ -5,14 +5,16 @@ its services out when they are there, and say so in one line; nothing is asked w
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 from halo_cluster.config import lock as locks
 from halo_cluster.roles.serve.facts import DepartedServices
-from tests.plan.harness import fact_reads, plan
+from tests.plan.harness import fact_reads, plan, run_on_controller
 from tests.plan.nodes import HOME, RESOLVED, converged, serve_cluster, user_node
 
 NAME = "docker.io/kyuz0/vllm-therock-gfx1151"
+OTHER = "sha256:" + "ab" * 32
 GONE = "192.168.100.3"  # halo3's data address, recorded in the lock when it was a member
 TAKE_OUT = f"Cluster services | Take halo3 ({GONE}) out of the cluster"
 
@@ -110,3 +112,55 @@ def test_no_departed_node_no_probe(tmp_path: Path) -> None:
     cluster = serve_cluster(tmp_path=tmp_path)
     result = plan(cluster, {n: converged(cluster, n) for n in ("halo1", "halo2")})
     assert "halo-*.container" not in " ".join(fact_reads(result, "halo1"))
+
+
+TOKEN_OP = "Cluster services | Ray's token in {} (rotated: halo3 left)"
+RECORD_OP = "Cluster services | Record the members in {}"
+
+
+def test_the_deploy_records_the_departure_and_rotates_the_token_when_it_runs(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Issue 34, item 2: planning writes nothing (a dry run, drift), and gives every node the
+    token the run writes; the head's operations write it, then the lock's members, when they
+    run. An interrupted upgrade's `trial` survives (the upgrade's own deploy records members)."""
+    cluster = departed_cluster(tmp_path)
+    lock, token = tmp_path / locks.LOCK_FILE, Path(cluster.serve.ray_token_file)
+    trial = locks.read(lock)[0]
+    assert trial is not None
+    locks.write(lock, replace(trial, trial=True, previous=locks.Build(OTHER)))
+    monkeypatch.setenv(locks.UPGRADING, "1")
+    before = (lock.read_bytes(), token.read_bytes(), token.stat().st_mtime_ns)
+    head = user_node()
+    head[DepartedServices] = [f"{GONE} 0"]
+    result = plan(cluster, {"halo1": head, "halo2": user_node()})
+    assert (lock.read_bytes(), token.read_bytes(), token.stat().st_mtime_ns) == before
+    names = (TOKEN_OP.format(token), RECORD_OP.format(lock.resolve()))
+    ops = result.names("halo1")
+    assert ops.index(names[0]) < ops.index(names[1]) < ops.index(TAKE_OUT)
+    assert not set(names) & set(result.names("halo2"))
+    new = {result.uploads(n)[f"{HOME}/.config/halo-cluster/ray-token"] for n in ("halo1", "halo2")}
+    assert len(new) == 1 and new != {token.read_text()}
+    run_on_controller(result, "halo1", names)
+    assert {token.read_text()} == new and token.stat().st_mode & 0o777 == 0o600
+    recorded = locks.read(lock)[0]
+    assert recorded is not None and recorded.trial and recorded.previous == locks.Build(OTHER)
+    assert [m.name for m in recorded.members] == ["halo1", "halo2"]
+    assert [(d.name, d.data_address) for d in recorded.left] == [("halo3", GONE)]
+    again = serve_cluster(tmp_path=tmp_path)
+    assert (again.container.leaving, again.container.unrecorded) == ((), False)
+    nodes = {n: converged(again, n) for n in ("halo1", "halo2")}
+    assert not set(names) & set(plan(again, nodes).names("halo1"))
+
+
+def test_the_first_deploy_makes_the_token_it_gives_the_nodes(tmp_path: Path) -> None:
+    cluster = serve_cluster(tmp_path=tmp_path)
+    token = Path(cluster.serve.ray_token_file)
+    token.unlink()
+    token.parent.rmdir()
+    result = plan(cluster, {n: user_node() for n in ("halo1", "halo2")})
+    name = f"Cluster services | Ray's token in {token} (made)"
+    assert name in result.names("halo1") and not token.parent.exists()
+    run_on_controller(result, "halo1", (name,))
+    assert token.read_text() == result.uploads("halo2")[f"{HOME}/.config/halo-cluster/ray-token"]
+    assert (token.stat().st_mode & 0o777, token.parent.stat().st_mode & 0o777) == (0o600, 0o700)

@@ -336,16 +336,18 @@ def test_docs_example_is_valid(tmp_path: Path) -> None:
 SERVING = VALID_ROCE + "serve: {enabled: true, model: Qwen/Qwen3-14B}\n"
 
 
-def test_ray_token_made_once_beside_the_config(tmp_path: Path) -> None:
+def test_ray_token_beside_the_config_made_by_a_deploy_not_by_loading(tmp_path: Path) -> None:
+    """Loading writes nothing (issue 34): the first deploy makes the token (roles/serve/
+    controller.py, tests/plan/test_membership.py); once it is there it is checked."""
     token = tmp_path / ".halo-cluster" / "ray-token"
-    assert load_cluster(write(tmp_path, VALID_ROCE)).serve.ray_token_file and not token.exists()
     cluster = load_cluster(write(tmp_path, SERVING))
-    assert cluster.serve.ray_token_file == str(token)
-    first = token.read_text()
-    assert len(first.strip()) == 64 and int(first, 16) >= 0
-    assert (token.stat().st_mode & 0o777, token.parent.stat().st_mode & 0o777) == (0o600, 0o700)
-    load_cluster(write(tmp_path, SERVING))
-    assert token.read_text() == first
+    assert cluster.serve.ray_token_file == str(token) and not token.parent.exists()
+    token.parent.mkdir()
+    token.write_text("two\nlines\n")
+    token.chmod(0o600)
+    with pytest.raises(ConfigError) as raised:
+        load_cluster(write(tmp_path, SERVING))
+    assert "serve.ray_token_file: " in raised.value.problems[0]
 
 
 def test_a_given_ray_token_file_must_exist(tmp_path: Path) -> None:

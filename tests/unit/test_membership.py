@@ -1,11 +1,14 @@
-"""The cluster's members in the lock (issue 25, item 3): loading cluster.yml moves a removed
-node to the lock's `left` and rotates the tool's Ray token once, a node added again leaves
-`left`; a token file the user gave is never rewritten. And the head's probe of a departed node,
-read from its exit status."""
+"""The cluster's members in the lock (issue 25, item 3; issue 34, item 2): loading cluster.yml
+derives a removed node's departure and writes nothing (the deploy records it and rotates the
+tool's Ray token: tests/plan/test_membership.py), a node added again leaves `left`; a token
+file the user gave is never rewritten. And the head's probe of a departed node, read from its
+exit status."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,7 @@ import pytest
 from halo_cluster.config import lock as locks
 from halo_cluster.config.loader import load_cluster
 from halo_cluster.roles.serve.facts import DepartedServices
+from halo_cluster.tools import cli, drift
 from tests.recorded import skopeo_digest
 
 NAME = "docker.io/kyuz0/vllm-therock-gfx1151"
@@ -38,42 +42,21 @@ def three_node_lock(folder: Path) -> Path:
     return path
 
 
-def lock_nodes(path: Path, key: str) -> list[str]:
-    return [node["name"] for node in json.loads(path.read_text())[key]]
-
-
-def token(folder: Path) -> str:
-    return (folder / ".halo-cluster" / "ray-token").read_text()
-
-
-def test_a_removed_node_moves_to_left_and_the_token_rotates_once(tmp_path: Path) -> None:
+def test_loading_a_config_a_node_left_writes_nothing(tmp_path: Path) -> None:
+    """Loading is what `where`, `drift`, `status`, `verify` and `bench` do: the departure is
+    derived (the head probes the node, the next deploy records it and rotates the token) but
+    neither the lock nor a token is written (tests/plan/test_membership.py: the deploy)."""
     lock = three_node_lock(tmp_path)
-    load_cluster(config(tmp_path, 3))  # the tool's token made, nothing moved
-    made = token(tmp_path)
-    assert (lock_nodes(lock, "members"), lock_nodes(lock, "left")) == (
-        ["halo1", "halo2", "halo3"],
-        [],
-    )
-    assert token(tmp_path) == made
+    before = (lock.read_bytes(), lock.stat().st_mtime_ns)
+    same = load_cluster(config(tmp_path, 3)).container
+    assert (same.leaving, same.unrecorded, same.left) == ((), False, {})
     removed = load_cluster(config(tmp_path, 2))
     assert removed.container.left == {"halo3": "192.168.100.3"}
-    assert removed.container.leaving == ("halo3",) and removed.serve.ray_token_owned
-    assert (lock_nodes(lock, "members"), lock_nodes(lock, "left")) == (
-        ["halo1", "halo2"],
-        ["halo3"],
-    )
-    assert json.loads(lock.read_text())["left"][0]["data_address"] == "192.168.100.3"
-    rotated = token(tmp_path)
-    assert rotated != made and len(rotated.strip()) == 64
-    assert (tmp_path / ".halo-cluster" / "ray-token").stat().st_mode & 0o777 == 0o600
-    again = load_cluster(config(tmp_path, 2))  # drift, status, the next deploy: no new token
-    assert again.container.left == {"halo3": "192.168.100.3"} and again.container.leaving == ()
-    assert token(tmp_path) == rotated
-    back = load_cluster(config(tmp_path, 3))
-    assert back.container.left == {}
-    assert lock_nodes(lock, "left") == [] and lock_nodes(lock, "members")[-1] == "halo3"
-    assert token(tmp_path) == rotated
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".halo-cluster.")] == []
+    assert removed.container.leaving == ("halo3",) and removed.container.unrecorded
+    assert removed.serve.ray_token_owned
+    assert (lock.read_bytes(), lock.stat().st_mtime_ns) == before
+    assert not (tmp_path / ".halo-cluster").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster.yml", locks.LOCK_FILE]
 
 
 def test_a_token_file_the_user_gave_is_never_rewritten(
@@ -109,7 +92,10 @@ def test_members_malformed_is_one_line(tmp_path: Path) -> None:
     doc = json.loads(path.read_text())
     doc["left"] = [{"name": "halo3"}]
     path.write_text(json.dumps(doc))
-    assert locks.read(path) == (None, [f"{path}: left: is not a list of {{name, data_address}}"])
+    assert locks.read(path) == (
+        None,
+        [f"{path}: left[0].data_address: missing", f"{path}: left[0].since: missing"],
+    )
 
 
 def test_a_lock_without_members_reads_as_none_recorded(tmp_path: Path) -> None:
@@ -138,3 +124,30 @@ def test_the_probe_of_departed_nodes_by_exit_status() -> None:
             f"vllm@{address} 'ls ~/.config/containers/systemd/halo-*.container' "
             f">/dev/null 2>&1; echo {address} $?"
         ) in command
+
+
+def test_where_and_drift_write_neither_the_lock_nor_a_token_and_say_what_is_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 34, item 2: `where` and `drift` load the config of a cluster a node left; the
+    lock keeps its bytes and its time, no Ray token is made, and each says in one line what the
+    next deploy records."""
+    lock = three_node_lock(tmp_path)
+    path = config(tmp_path, 2)
+    before = (lock.read_bytes(), lock.stat().st_mtime_ns)
+    said = (
+        "halo-cluster.lock: halo3 left the config: the next deploy records it and rotates Ray's "
+        "token"
+    )
+    monkeypatch.setenv("CLUSTER_CONFIG", str(path))
+    assert cli.main(["where"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == said
+
+    def dry_run(*args) -> subprocess.CompletedProcess:  # pyinfra's plan: no node planned
+        return subprocess.CompletedProcess([], 1, stdout="", stderr="")
+
+    monkeypatch.setattr(drift, "dry_run", dry_run)
+    assert drift.main(["--json-out", os.devnull], tmp_path) == drift.ERROR
+    assert capsys.readouterr().out.splitlines()[0] == said
+    assert (lock.read_bytes(), lock.stat().st_mtime_ns) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster.yml", locks.LOCK_FILE]
