@@ -22,6 +22,7 @@ BOUNDS = [
     ("warmups", 0, 100_000, "is outside 0-100000"),
     ("timeout", 1, 7 * 86400, "is outside 1-604800 seconds (a week)"),
     ("tolerance", 0, 100, "is outside 0-100 %"),
+    ("gate_runs", 2, 10, "is outside 2-10 runs of each build"),
 ]
 
 
