@@ -51,7 +51,7 @@ class Parser(argparse.ArgumentParser):
         """An option without a value, once."""
         self.add_argument(name, help=help, action=_Flag, required=required)
 
-    def parse_args(  # type: ignore[override]
+    def parse_args(
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> argparse.Namespace:
         self.given = set()
