@@ -152,12 +152,13 @@ def _build(found: dict[str, Any]) -> Build:
 
 
 def _build_document(build: Build) -> dict[str, Any]:
-    """A build's keys, those unknown ("") left out; a version the image reported in a form the
-    lock does not take (not one printable word) is unknown."""
+    """A build's keys, those unknown ("") left out; a time or version in a form the lock does
+    not take (a hand-edited history's, an image's odd version) is unknown too."""
     found: dict[str, Any] = {"digest": build.digest}
     for key in BUILD_TEXT:
         value = getattr(build, key)
-        if value and not (key in ("ray", "vllm") and lockschema.version(value)):
+        check = lockschema.BUILD[key].check
+        if value and callable(check) and check(value) is None:
             found[key] = value
     return found
 

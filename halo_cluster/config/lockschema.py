@@ -116,7 +116,8 @@ def reason(value: object) -> str | None:
     return f"{quote(value)} is not one printable line of at most {MAX_REASON} characters"
 
 
-_BUILD = {
+# a build's keys: `current`'s and `previous`'s
+BUILD: dict[str, Key] = {
     "digest": Key(digest, required=True),
     "resolved": Key(time),
     "serving_since": Key(time),
@@ -129,8 +130,8 @@ SHAPE: dict[str, Key] = {
     "image": Key(
         {
             "reference": Key(reference, required=True),
-            "current": Key({**_BUILD, "trial": Key(boolean)}, required=True),
-            "previous": Key(_BUILD),
+            "current": Key({**BUILD, "trial": Key(boolean)}, required=True),
+            "previous": Key(BUILD),
             "rejected": Key(
                 Items(
                     {

@@ -334,10 +334,11 @@ def test_only_what_read_takes_is_written(tmp_path: Path) -> None:
         locks.write(path, locks.Lock(";reboot", f"{NAME}:latest", DIGEST))
     assert not path.exists()
     gate = "gate failed: \x1b[2J" + "slow\n" * 400
-    lock = locks.Lock("halo1", f"{NAME}:latest", DIGEST, ray="2.60 .0", vllm="0.33\n",
+    lock = locks.Lock("halo1", f"{NAME}:latest", DIGEST, "yesterday", "2.60 .0", "0.33\n",
                       rejected=(locks.Rejected(OTHER, "2026-12-01T11:00:00Z", gate),))  # fmt: skip
     locks.write(path, lock)
     found, lines = locks.read(path)
-    assert lines == [] and found is not None and (found.ray, found.vllm) == ("", "")
+    assert lines == [] and found is not None
+    assert (found.resolved, found.ray, found.vllm) == ("", "", "")  # unknown, not refused
     assert found.rejected[0].reason.startswith("gate failed: [2Jslow slow")
     assert len(found.rejected[0].reason) == 500
