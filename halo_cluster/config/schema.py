@@ -35,6 +35,9 @@ class Field:
     meaning: str
     choices: tuple[str, ...] = ()
     rule: rules.Rule | None = None  # for a list: applied to each item
+    # why a measurement of the cluster does not depend on this key, "" when it may: a tool that
+    # keys its measurements by a section's keys leaves out those with a reason (docs/bench.md)
+    unmeasured: str = ""
 
     @property
     def default_text(self) -> str:

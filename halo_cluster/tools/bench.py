@@ -32,6 +32,7 @@ from pathlib import Path
 from halo_cluster.config import lock as locks
 from halo_cluster.config.model import Cluster, Node
 from halo_cluster.config.quoting import quote
+from halo_cluster.config.schema import current, host_name
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import IMAGES_FORMAT, parse_images
 from halo_cluster.node.memory import hub_folder
@@ -43,6 +44,7 @@ CONTAINER = "halo-vllm"
 RESULT_DIR = "/tmp/halo-bench"  # inside the container: the result files, removed once read
 PROGRESS_SECONDS = 10
 KILL_AFTER = 10  # seconds after a level's timeout until a client that ignored TERM is killed
+SERVE = "serve"  # the section whose keys reach vLLM and Ray (`serve_values`)
 READ_SECONDS = 60  # one SSH read of a node: versions, images, /v1/models, --help=all, history
 REVISION = re.compile(r"[0-9a-f]{40}")
 # the image's login environment puts vllm on PATH (ROCm's and the venv's), as the image's own
@@ -81,28 +83,44 @@ def workload(cluster: Cluster) -> dict:
 
 
 def key(cluster: Cluster, head: Head) -> dict:
-    """Everything a result depends on (docs/bench.md, "The key")."""
-    serve = cluster.serve
+    """Everything a result depends on (docs/bench.md, "The key"): the serve keys by name, then
+    what the run reads of the cluster and the workload."""
     return {
+        **serve_values(cluster),
         "image_digest": head.digest,
-        "model": serve.model,
         "revision": head.revision,
-        "served_model_name": serve.served_model_name,
-        "tensor_parallel_size": serve.tensor_parallel_size,
-        "pipeline_parallel_size": serve.pipeline_parallel_size,
-        "transport": serve.transport,
-        "gpu_memory_utilization": serve.gpu_memory_utilization,
-        "max_model_len": serve.max_model_len,
-        "max_num_seqs": serve.max_num_seqs,
-        "enforce_eager": serve.enforce_eager,
-        "extra_args": list(serve.extra_args),
-        # the user's own environment of vLLM and Ray (e.g. an allocator or NCCL setting) changes
-        # throughput as a flag does; secrets are never in it (secrets.env, the token file)
-        "env": dict(sorted(serve.env.items())),
         "nodes": head.nodes,
         "workload": workload(cluster),
         "lab": head.lab,
     }
+
+
+def serve_values(cluster: Cluster) -> dict:
+    """Every key of the serve section as the deploy gives it to vLLM and Ray (its host data: a
+    derived default resolved), by its name below `serve.`, read from the schema the config was
+    loaded with, so that a new key is in the key; a key whose field says why a result does not
+    depend on it (`Field.unmeasured`: an address, a secret's file, the deploy's wait) is not.
+    `serve.env` is the user's environment of vLLM and Ray: it changes throughput as a flag does,
+    and no secret is ever in it (secrets.env, the token file)."""
+    values = cluster.values()
+    return {
+        field.path.removeprefix(f"{SERVE}."): plain(values[host_name(field.path)])
+        for field in current().fields
+        if field.path.startswith(f"{SERVE}.")
+        and field.type != "mapping"
+        and "[]" not in field.path
+        and not field.unmeasured
+    }
+
+
+def plain(value: object) -> object:
+    """A value as its JSON reads back (a list for a tuple, a mapping sorted), so that a stored
+    key and a new one compare equal."""
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    if isinstance(value, dict):
+        return {name: plain(value[name]) for name in sorted(value)}
+    return value
 
 
 def snapshot_dir(cluster: Cluster, revision: str | None) -> str:

@@ -7,6 +7,12 @@ from halo_cluster.config.schema import DERIVED, Field, variables
 from halo_cluster.roles.serve import flags
 from halo_cluster.roles.serve.files import BY_NAME
 
+# why a key is left out of the bench's key (`Field.unmeasured`): every other serve key reaches
+# vLLM or Ray as a flag or in their environment, so a result depends on it
+WHERE = "where vLLM listens: the bench's client reaches it on the head either way"
+SECRET = "a secret's file on the controller: where the secret is, never how vLLM serves"
+DEPLOY = "how the deploy waits for vLLM, not how vLLM serves"
+
 SECTION: tuple[Field, ...] = (
     Field(
         "serve",
@@ -15,7 +21,13 @@ SECTION: tuple[Field, ...] = (
         "Ray on every node and `vllm serve` on the head as rootless services (see `serve.*` and "
         "docs/roles/serve.md). Off by default.",
     ),
-    Field("serve.enabled", "boolean", False, "Start and keep the cluster serving."),
+    Field(
+        "serve.enabled",
+        "boolean",
+        False,
+        "Start and keep the cluster serving.",
+        unmeasured="a run needs the cluster serving: true in every run",
+    ),
     Field(
         "serve.model",
         "string",
@@ -46,6 +58,7 @@ SECTION: tuple[Field, ...] = (
         "vLLM's HTTP port on the head: 1024-65535, not 22 and not one of Ray's ports (6379-6385, "
         "10001-10199).",
         rule=rules.serve_port,
+        unmeasured=WHERE,
     ),
     Field(
         "serve.listen",
@@ -54,6 +67,7 @@ SECTION: tuple[Field, ...] = (
         "`data`: the head's data address only; `all`: every address (then `serve.api_key_file` "
         "is required).",
         ("data", "all"),
+        unmeasured=WHERE,
     ),
     Field(
         "serve.api_key_file",
@@ -62,6 +76,7 @@ SECTION: tuple[Field, ...] = (
         "File on the controller holding the API key (relative to cluster.yml); installed 0600 "
         "for the cluster user, never in a unit file, the log or `ps`.",
         rule=rules.file_path,
+        unmeasured=SECRET,
     ),
     Field(
         "serve.hf_token_file",
@@ -71,6 +86,7 @@ SECTION: tuple[Field, ...] = (
         f"installed 0600 as `~/{BY_NAME['hf_token'].path}` on every node and read through "
         "`HF_TOKEN_PATH` by `hf download` and vLLM; never in an argument or an environment file.",
         rule=rules.file_path,
+        unmeasured=SECRET,
     ),
     Field(
         "serve.ray_token_file",
@@ -82,6 +98,7 @@ SECTION: tuple[Field, ...] = (
         "is never rewritten). "
         "Installed 0600 on every node; Ray 2.52 and later refuse a client without it.",
         rule=rules.file_path,
+        unmeasured=SECRET,
     ),
     Field(
         "serve.gpu_memory_utilization",
@@ -117,12 +134,14 @@ SECTION: tuple[Field, ...] = (
         "Seconds the deploy waits for vLLM's /health (a real model load takes minutes); "
         "`--data halo_serve_wait=false` skips the wait.",
         rule=rules.ready_timeout,
+        unmeasured=DEPLOY,
     ),
     Field(
         "serve.wait",
         "boolean",
         True,
         "Wait for /health at the end of the deploy (`--data halo_serve_wait=false` skips it).",
+        unmeasured=DEPLOY,
     ),
     Field(
         "serve.nccl_debug",
@@ -140,6 +159,7 @@ SECTION: tuple[Field, ...] = (
         "With `once` and `never` the services run with `HF_HUB_OFFLINE=1` unless `serve.env` sets "
         "it. A model given as a path is never fetched or copied.",
         ("once", "every", "never"),
+        unmeasured="where the weights come from, not which: the key holds the snapshot's revision",
     ),
     Field(
         "serve.object_store_mib",
