@@ -36,7 +36,7 @@ class Field:
     choices: tuple[str, ...] = ()
     rule: rules.Rule | None = None  # for a list: applied to each item
     # why a measurement of the cluster does not depend on this key, "" when it may: a tool that
-    # keys its measurements by a section's keys leaves out those with a reason (docs/bench.md)
+    # keys its measurements by a section's keys leaves out those with a reason
     unmeasured: str = ""
 
     @property
