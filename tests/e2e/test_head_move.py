@@ -108,3 +108,4 @@ def test_the_head_moves_to_node2_and_back(serving: Lab) -> None:
     assert result.returncode == 0, failure(result)
     print(f"head moved back to node1 in {time.monotonic() - start:.1f} s")
     moved_to(lab, "node1", before, serving_config)
+    node2_head.unlink()
