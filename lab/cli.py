@@ -1,5 +1,5 @@
 """Lab command line: `python -m lab up|down|status|reboot|install-kernel|publish-image|
-break-kernel`
+break-kernel|throttle`
 (docs/lab.md)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from halo_cluster.config.lock import LOCK_FILE
-from lab import image, network, node, rootfs, rpms, sh
+from lab import image, network, node, rootfs, rpms, sh, throttle
 from lab.sh import LabError
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -320,7 +320,7 @@ def down(quiet: bool = False) -> None:
     if (LAB_DIR / "nodes").exists():
         remove_in_background(list((LAB_DIR / "nodes").iterdir()))
     # the lock is the cluster's: new nodes are a new cluster (the registry and its builds stay)
-    for path in (STATE, CONFIG, KNOWN_HOSTS, LAB_DIR / LOCK_FILE):
+    for path in (STATE, CONFIG, KNOWN_HOSTS, LAB_DIR / LOCK_FILE, LAB_DIR / throttle.RATE_FILE):
         path.unlink(missing_ok=True)
     if sh.ok("mountpoint", "-q", str(node.NSPAWN_RUNTIME)):
         sh.run("umount", str(node.NSPAWN_RUNTIME), check=False)
@@ -473,6 +473,8 @@ def main(argv: list[str]) -> int:
         "version", help="as rpm prints it, e.g. 6.18.16-200.fc43 (or with .x86_64)"
     )
     p_break.add_argument("--node", action="append", help="this node only (default: every node)")
+    p_throttle = sub.add_parser("throttle", help="the registry and the hub send at most RATE")
+    p_throttle.add_argument("--rate", required=True, help="e.g. 2MB/s or 500KB/s; off ends it")
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
@@ -497,6 +499,10 @@ def main(argv: list[str]) -> int:
             publish_image("broken" if args.broken else "slow" if args.slow else "none")
         elif args.command == "break-kernel":
             break_kernel(args.version, args.node)
+        elif args.command == "throttle":
+            rate = throttle.parse_rate(args.rate)
+            throttle.throttle(LAB_DIR, load_state().get("nodes", []), rate)
+            print(f"lab: registry and hub at {args.rate}" if rate else "lab: throttle off")
     except LabError as error:
         print(f"lab: {error}", file=sys.stderr)
         return 1

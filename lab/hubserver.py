@@ -19,12 +19,17 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from lab import throttle
+
 LFS_SUFFIXES = (".safetensors", ".bin")  # what a hub keeps in LFS: weights
+CHUNK = 64 * 1024  # a body is sent in these, the lab's throttle read before each
 
 
 @dataclass(frozen=True)
@@ -40,13 +45,24 @@ class Repo:
 
 
 class Hub(ThreadingHTTPServer):
-    """Serves `repos` (id -> Repo) on `address`; `sent` counts file bytes per file path."""
+    """Serves `repos` (id -> Repo) on `address`; `sent` counts file bytes per file path. Its
+    bodies go at most at the rate `python -m lab throttle` stored in `rate_file` (the lab's)."""
 
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], repos: dict[str, Repo]) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        repos: dict[str, Repo],
+        rate_file: Path | None = None,
+    ) -> None:
         super().__init__(address, _Handler)
+        if rate_file is None:
+            from lab.cli import LAB_DIR  # not at the top: lab.cli's nodes import Repo from here
+
+            rate_file = LAB_DIR / throttle.RATE_FILE
         self.repos = repos
+        self.rate_file = rate_file
         self.sent: Counter[str] = Counter()
         self.lock = threading.Lock()
 
@@ -133,8 +149,11 @@ class _Handler(BaseHTTPRequestHandler):
         }.items():
             self.send_header(key, value)
         self.end_headers()
-        if body:
-            self.wfile.write(data)
+        for start in range(0, len(data) if body else 0, CHUNK):
+            self.wfile.write(data[start : start + CHUNK])
+            rate = throttle.current(self.server.rate_file)
+            if rate:
+                time.sleep(len(data[start : start + CHUNK]) / rate)
 
 
 def _tree_entry(repo: Repo, name: str) -> dict:

@@ -11,7 +11,7 @@ from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, OperationError, operation
 
 from halo_cluster.node.nodefiles import node_files
-from halo_cluster.node.progress import waiting
+from halo_cluster.node.progress import Measure, transferring, waiting
 from halo_cluster.node.report import record
 
 RESTORE_SELINUX_LABEL = "{{ ! command -v restorecon >/dev/null || restorecon -R {path}; }}"
@@ -78,9 +78,10 @@ def _diff_lines(path: str, current: str | None, text: str) -> list[str]:
     )
 
 
-def run_saying_what(state, host, command: str, what: str) -> bool:
-    """Run a long command, logging what it waits for and for how long so far."""
-    with waiting(host, what):
+def run_saying_what(state, host, command: str, what: str, measure: Measure | None = None) -> bool:
+    """Run a long command, logging what it waits for and for how long so far, or for a
+    transfer its `measure`d bytes, rate and time left."""
+    with transferring(host, what, measure) if measure else waiting(host, what):
         done, output = host.run_shell_command(command)
     if not done:
         raise OperationError(f"{what} failed: {output.stderr.strip()[-500:]}")

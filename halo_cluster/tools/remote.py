@@ -21,6 +21,7 @@ from halo_cluster.config.model import Cluster, Node
 from halo_cluster.config.quoting import quote
 from halo_cluster.config.rules import image_name
 from halo_cluster.config.serving import api_key_read
+from halo_cluster.node import progress
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import (
     IMAGES_FORMAT,
@@ -95,7 +96,13 @@ class Remote:
         def one(node: Node) -> tuple[float, str]:
             start = time.monotonic()
             pull = as_user(self.user, f"podman pull --quiet {shlex.quote(image)} >/dev/null")
-            code, _, err = self.run(node, pull, PULL_SECONDS)
+            with progress.measuring(
+                lambda line, _: print(f"{node.name}: {line}", flush=True),
+                lambda script: self.run(node, script, progress.READ_SECONDS)[1],
+                f"podman pull {image}",
+                progress.pull_measure(self.user, image),
+            ):
+                code, _, err = self.run(node, pull, PULL_SECONDS)
             error = "" if code == 0 else (err.strip().splitlines() or [f"exit {code}"])[-1]
             return time.monotonic() - start, error
 

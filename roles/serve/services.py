@@ -17,7 +17,6 @@ from halo_cluster.node.memory import hub_folder
 from halo_cluster.node.operations import run_saying_what
 from halo_cluster.node.progress import waiting
 from halo_cluster.roles.serve.facts import over_data_link
-from halo_cluster.roles.serve.files import BY_NAME
 
 POLL_SECONDS = 1  # a curl on the head: the deploy sees vLLM serving within a second
 NOT_OURS_SECONDS = 5  # after a 200 from a vLLM that is not the configured cluster's yet
@@ -174,49 +173,6 @@ def leave_cluster(
 def _say(state, host, line: str) -> bool:
     logger.info(f"{host.print_prefix}{line}")
     return True
-
-
-@operation(is_idempotent=False)
-def download_model(user: str, image: str, model: str, token: bool, go_online: bool = False):
-    """
-    Fetch a model's weights into the user's Hugging Face cache with the image's own CLI
-    (``hf download``, huggingface_hub 1.x), saying how long it has taken so far (a real model
-    is tens of gigabytes). It reads this node's serve.env (HF_HOME, HF_TOKEN_PATH and the user's
-    ``serve.env``, e.g. HF_HUB_OFFLINE); the token, when there is one, is the node's own 0600
-    file mounted read-only: never an argument, never the head's secrets.
-
-    + user: the cluster user
-    + image: the serving image
-    + model: a Hugging Face id (a path on the node is left as it is)
-    + token: whether the node has an HF token file
-    + go_online: serve.env keeps the services offline (HF_HUB_OFFLINE=1, set by the deploy):
-      this download goes online all the same
-
-    **Example:**
-
-    .. code:: python
-
-        download_model(name="Download the model", user="vllm", image="docker.io/kyuz0/...",
-                       model="Qwen/Qwen3-14B", token=False)
-    """
-    if model.startswith("/"):
-        return
-    mounts = ['-v "$HOME/.cache/huggingface:/root/.cache/huggingface"']
-    if token:
-        mounts.append(f'-v "$HOME/{BY_NAME["hf_token"].path}:/etc/halo-cluster/hf-token:ro"')
-    online = "env HF_HUB_OFFLINE=0 " if go_online else ""
-    # podman does not create a missing bind source (a fresh node has no cache yet); the home's
-    # SELinux labels stay, as in the quadlets (SecurityLabelDisable=true)
-    run = (
-        'mkdir -p "$HOME/.cache/huggingface" && podman run --rm --network=host '
-        f'--security-opt label=disable --env-file="$HOME/{BY_NAME["env"].path}" {" ".join(mounts)} '
-        f"{shlex.quote(image)} {online}hf download {shlex.quote(model)} >/dev/null"
-    )
-    yield FunctionCommand(
-        run_saying_what,
-        (as_user(user, f"sh -c {shlex.quote(run)}"), f"the download of {model}"),
-        {},
-    )
 
 
 def copy_command(user: str, model: str, address: str) -> str:

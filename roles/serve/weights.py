@@ -14,9 +14,10 @@ from pyinfra import host, logger
 from halo_cluster.node import image as cluster_image
 from halo_cluster.node.nodefiles import cached
 from halo_cluster.roles.serve import budget
+from halo_cluster.roles.serve.download import download_model
 from halo_cluster.roles.serve.facts import ModelFiles, complete
 from halo_cluster.roles.serve.peers import nodes, unreachable
-from halo_cluster.roles.serve.services import copy_model, download_model
+from halo_cluster.roles.serve.services import copy_model
 
 ONCE, EVERY, NEVER = "once", "every", "never"
 

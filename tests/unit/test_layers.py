@@ -114,6 +114,12 @@ ONE_USER = {
     "edit_bls_entry",
     "edit_kernel_cmdline",
     "default_entry",
+    # a long transfer's progress (decide/transfer.py), which node/progress.py alone measures, for
+    # the container role's pull, the serve role's download and the upgrade's pull alike
+    "Meter",
+    "rate",
+    "on_disk",
+    "layers_to_fetch",
 }
 
 
