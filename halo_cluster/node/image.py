@@ -15,12 +15,12 @@ from dataclasses import dataclass, replace
 from typing import Any, TypedDict
 
 from pyinfra.api import FactBase
-from pyinfra.context import ctx_state
 
 from halo_cluster.config.lock import DIGEST, HISTORY, LOCK_FILE
 from halo_cluster.config.rules import image_name
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.nodefiles import node_files
+from halo_cluster.node.pyinfra_internals import run
 from halo_cluster.node.reads import cached
 
 
@@ -200,8 +200,7 @@ def history_append(user: str, line: str) -> str:
 
 
 def head_host() -> Any:
-    state = ctx_state.get()
-    return next(h for h in state.inventory if h.data.get("halo_role") == "head")
+    return next(h for h in run().inventory if h.data.get("halo_role") == "head")
 
 
 def recorded(host: Any) -> Recorded:
@@ -220,8 +219,7 @@ def recorded(host: Any) -> Recorded:
 def old_head(name: str) -> Any:
     """The node that was the head (the lock's `head`) while the head moves, None when it is not
     a node of this run."""
-    state = ctx_state.get()
-    return next((h for h in state.inventory if h.data.get("halo_node") == name), None)
+    return next((h for h in run().inventory if h.data.get("halo_node") == name), None)
 
 
 def old_history(old: Any, user: str) -> str:

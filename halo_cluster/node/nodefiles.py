@@ -17,9 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pyinfra.context import ctx_state
-
 from halo_cluster.node.facts import OsRelease, TextFile, TextFiles
+from halo_cluster.node.pyinfra_internals import run
 from halo_cluster.node.reads import cached
 
 __all__ = ["cached", "declare", "node_files", "snapshot_read"]
@@ -35,12 +34,12 @@ _DECLARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def declare(declared_paths: Callable[[Any], tuple[str, ...]]) -> None:
     """What the roles read or write, as a function of host data, for this run: the deploy hands
     it in (roles build on this package, never the other way round)."""
-    _DECLARED[ctx_state.get()] = declared_paths
+    _DECLARED[run()] = declared_paths
 
 
 def paths(data: Any) -> tuple[str, ...]:
     """The snapshot: the system files plus every path the roles declare for this run."""
-    declared = _DECLARED.get(ctx_state.get())
+    declared = _DECLARED.get(run())
     return (*SYSTEM_FILES, *(declared(data) if declared else ()))
 
 

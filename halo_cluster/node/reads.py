@@ -23,7 +23,8 @@ from typing import Any
 
 import gevent.event
 from pyinfra.api import FactBase, StringCommand
-from pyinfra.context import ctx_state
+
+from halo_cluster.node.pyinfra_internals import run
 
 MARK = "@@halo-read"
 # what a part prints when its fact's `requires_command` is not installed; the script's own
@@ -43,14 +44,14 @@ _FAILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # run -> {host
 def declare(reads_of: Callable[[Any], Iterable[Read]]) -> None:
     """What the deploy and the roles read on a node, as a function of its host data, for this
     run: the deploy hands it in (roles build on this package, never the other way round)."""
-    _DECLARED[ctx_state.get()] = reads_of
+    _DECLARED[run()] = reads_of
 
 
 def cached(host: Any, fact: type, **kwargs: Any) -> Any:
     """`host.get_fact(fact, **kwargs)`, read once per host and run (the state before changes):
     from the node's one command (`prefetch`), else on its own (a read nobody declared)."""
     prefetch(host)
-    cache = _CACHES.setdefault(ctx_state.get(), {})
+    cache = _CACHES.setdefault(run(), {})
     key = _key(host, fact, kwargs)
     if key not in cache:
         cache[key] = host.get_fact(fact, **kwargs)
@@ -169,7 +170,7 @@ def prefetch(host: Any) -> None:
     """Read everything declared for `host` in one command, once per run, whichever greenlet
     asks first: the head reads its workers' snapshots (the launcher role), and waits for a
     worker's read under way instead of reading again."""
-    state = ctx_state.get()
+    state = run()
     reads_of = _DECLARED.get(state)
     if reads_of is None:
         return
@@ -202,7 +203,7 @@ def _fetch(host: Any, reads: Iterable[Read], cache: dict) -> None:
     results = host.get_fact(NodeReads, parts=tuple(parts), _ignore_errors=True) or []
     if not results:  # the one command itself failed: each read is left to `cached()`
         return
-    failed = _FAILED.setdefault(ctx_state.get(), {}).setdefault(host.name, [])
+    failed = _FAILED.setdefault(run(), {}).setdefault(host.name, [])
     for (fact, kwargs), command, (status, lines) in zip(wanted, parts, results, strict=False):
         value = _value(fact, status, lines)
         if value is _MISSING:
@@ -225,7 +226,7 @@ def _read_alone(host: Any, fact: type, command: str) -> Any:
 def unreadable(host: Any) -> str | None:
     """Why the node cannot be deployed: each declared read whose command failed on it, with what
     to do (the fact's `unreadable_fix`, else the command to run there); None when all were read."""
-    failed = _FAILED.get(ctx_state.get(), {}).get(host.name, [])
+    failed = _FAILED.get(run(), {}).get(host.name, [])
     reasons = []
     for fact, kwargs in failed:
         command = _text(fact().command(**kwargs))

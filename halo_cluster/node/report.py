@@ -21,7 +21,14 @@ import weakref
 from typing import Any
 
 from pyinfra import logger
-from pyinfra.context import ctx_state
+
+from halo_cluster.node.pyinfra_internals import (
+    cli_running,
+    mark_failed,
+    real_host,
+    run,
+    take_out,
+)
 
 REPORT_ENV = "HALO_REPORT"
 # a node refused only because the head had no skopeo when the run read it (the packages role
@@ -34,7 +41,7 @@ _ENDING: weakref.WeakSet = weakref.WeakSet()  # runs whose end line is registere
 
 def record(host: Any, kind: str, **fields: Any) -> None:
     event = {"node": host.data.get("halo_node") or host.name, "kind": kind, **fields}
-    _EVENTS.setdefault(ctx_state.get(), []).append(event)
+    _EVENTS.setdefault(run(), []).append(event)
     target = os.environ.get(REPORT_ENV)
     if target:
         with open(target, "a") as out:
@@ -76,13 +83,11 @@ def refuse(host: Any, reason: str) -> None:
     The host is taken out of the run directly rather than through `state.fail_hosts`, which
     aborts the whole run when no host is left: every refused node must still print its reason.
     """
-    host = _real(host)
+    host = real_host(host)  # a proxy in pyinfra's failed hosts outlives its run
     logger.error(f"{host.print_prefix}refused: {reason}")
     record(host, "refused", reason=reason)
-    state = ctx_state.get()
-    state.failed_hosts.add(host)
-    state.active_hosts.discard(host)
-    _end_with_refusals(state)
+    take_out(host)
+    _end_with_refusals(run())
 
 
 def fail(host: Any, reason: str) -> None:
@@ -90,19 +95,11 @@ def fail(host: Any, reason: str) -> None:
 
     Unlike `refuse`, the host stays in the run: what it planned before still happens (the serve
     role writes its files and runs Ray, and withholds only vLLM's start)."""
-    host = _real(host)
+    host = real_host(host)
     logger.error(f"{host.print_prefix}refused: {reason}")
     record(host, "refused", reason=reason)
-    ctx_state.get().failed_hosts.add(host)
-    _end_with_refusals(ctx_state.get())
-
-
-def _real(host: Any) -> Any:
-    """The Host behind pyinfra's context proxy (`from pyinfra import host`): the proxy in
-    `failed_hosts` points at no host once the run's context ends, and pyinfra's JSON report
-    then fails on it."""
-    module = getattr(host, "_get_module", None)
-    return module() if callable(module) and module() is not None else host
+    mark_failed(host)
+    _end_with_refusals(run())
 
 
 def end_line(refused: list[dict]) -> str | None:
@@ -126,7 +123,7 @@ def _natural(name: str) -> list[tuple[int, str]]:
 def _end_with_refusals(state: Any) -> None:
     """Print `end_line` when the pyinfra CLI exits, after its own output (once per run; not
     when the plan tests prepare a deploy in their own process)."""
-    if "pyinfra_cli.main" not in sys.modules or state in _ENDING:
+    if not cli_running() or state in _ENDING:
         return
     _ENDING.add(state)
     ref = weakref.ref(state)

@@ -8,6 +8,7 @@ from halo_cluster.node.context import NodeContext
 from halo_cluster.node.environment import environment_values
 from halo_cluster.node.nodefiles import node_files
 from halo_cluster.node.operations import text_file
+from halo_cluster.node.pyinfra_internals import active
 from halo_cluster.node.render import templates
 from halo_cluster.roles.launcher.blocks import block_lines, with_block
 from halo_cluster.roles.launcher.operations import authorize_key, user_ssh_key
@@ -49,7 +50,7 @@ def apply(node: NodeContext) -> None:
 def node_host(name: str):
     """The inventory host of a node, or None when it is unreachable in this run."""
     found = next(h for h in state.inventory if h.data.get("halo_node") == name)
-    return found if found in state.active_hosts else None
+    return found if active(found) else None
 
 
 def head_name() -> str:

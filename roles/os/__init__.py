@@ -17,6 +17,7 @@ from halo_cluster.config import rpmversion
 from halo_cluster.decide.preflight import FAIL, NOT_VERIFIED, OK, WARN, Check
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.nodefiles import cached, node_files
+from halo_cluster.node.pyinfra_internals import active
 from halo_cluster.node.versions import (
     FIRMWARE,
     FIRMWARE_PACKAGES,
@@ -200,7 +201,7 @@ def same_versions(node_host: Any, info: VersionsInfo) -> Check:
     mine = (info["running"], firmware(info))
     differ = []
     for other in state.inventory:
-        if other is node_host or other not in state.active_hosts:
+        if other is node_host or not active(other):
             continue
         theirs = cached(other, InstalledVersions)
         if (theirs["running"], firmware(theirs)) != mine:

@@ -9,7 +9,6 @@ import shlex
 from collections.abc import Callable
 
 from pyinfra import host, logger
-from pyinfra.context import ctx_state
 from pyinfra.operations import server
 
 from halo_cluster.node import image as cluster_image
@@ -18,6 +17,7 @@ from halo_cluster.node.groups import device_groups
 from halo_cluster.node.image import ContainerImages
 from halo_cluster.node.nodefiles import cached
 from halo_cluster.node.operations import text_file
+from halo_cluster.node.pyinfra_internals import run
 from halo_cluster.node.report import events
 from halo_cluster.roles.serve.facts import HttpStatus, UserManager, UserUnits
 from halo_cluster.roles.serve.files import BY_NAME, RAY, UNITS, VLLM, paths, restarted_by
@@ -197,7 +197,7 @@ def no_node_refused(say: bool = True) -> Callable[[], bool]:
     """For vLLM's start, checked when it would run (every node planned by then, in pyinfra's
     order): vLLM needs every node, so while any node was refused (a worker's RDMA port, its
     safety checks) the head does not start it and (`say`) says why."""
-    state, prefix = ctx_state.get(), host.print_prefix
+    state, prefix = run(), host.print_prefix
 
     def check() -> bool:
         refused = sorted({event["node"] for event in events(state, "refused")})

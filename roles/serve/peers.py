@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 from pyinfra import host
-from pyinfra.context import ctx_state
+
+from halo_cluster.node.pyinfra_internals import active, run
 
 
 def nodes() -> list:
     """Every node this run reaches, this one first, then by name."""
-    state = ctx_state.get()
     return sorted(
-        (h for h in state.inventory if h in state.active_hosts or h is host),
+        (h for h in run().inventory if active(h) or h is host),
         key=lambda h: (h is not host, h.data.get("halo_node") or h.name),
     )
 
 
 def unreachable() -> list[str]:
     """The nodes this run does not reach (their facts could not be read)."""
-    state = ctx_state.get()
     return sorted(
         h.data.get("halo_node") or h.name
-        for h in state.inventory
-        if h not in state.active_hosts and h is not host
+        for h in run().inventory
+        if not active(h) and h is not host
     )
