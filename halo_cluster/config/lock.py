@@ -164,7 +164,10 @@ def _build_document(build: Build) -> dict[str, Any]:
 
 
 def one_line(text: str) -> str:
-    """A free text (a gate's reason) as the lock keeps it: one printable line, cut to its bound."""
+    """A free text (a gate's reason) as the lock keeps it: as it is when the reader takes it,
+    else made one printable line, cut to its bound."""
+    if lockschema.reason(text) is None:
+        return text
     line = " ".join("".join(c if c.isprintable() else " " for c in text).split())
     return line[: lockschema.MAX_REASON] or "?"
 
