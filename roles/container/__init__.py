@@ -1,6 +1,7 @@
 """The gfx1151 vLLM image and its toolbox, rootless for the cluster user, as upstream does it;
 every node on the cluster's one digest (the lock beside cluster.yml, docs/roles/container.md)."""
 
+import sys
 from pathlib import Path
 
 from pyinfra import host, logger
@@ -101,8 +102,9 @@ def apply(node: NodeContext) -> None:
 
 
 def _adopt(image: str) -> None:
-    """A checkout without the lock takes the head's digest: written now, under --dry too, since
-    the lock only mirrors what the head already runs (no node changes, so drift stays 0)."""
+    """A checkout without the lock takes the head's digest: written while the run is planned
+    (no node changes, so drift stays 0), except in a dry run, which writes nothing beside
+    cluster.yml either: it says that the next deploy records it."""
     data = host.data
     recorded = cluster_image.recorded(host)
     lock = locks.Lock(
@@ -114,11 +116,23 @@ def _adopt(image: str) -> None:
         recorded.vllm,
         members=locks.members_of(data.halo_container_members),
     )
+    if _dry_run():
+        logger.info(
+            f"{host.print_prefix}{Path(data.halo_container_lock).name}: none yet: the next "
+            f"deploy records the head's {image}"
+        )
+        return
     locks.write(Path(data.halo_container_lock), lock)
     logger.info(
         f"{host.print_prefix}lock adopted from the head: {image} (written to "
         f"{data.halo_container_lock})"
     )
+
+
+def _dry_run() -> bool:
+    """pyinfra plans a dry run as it plans a deploy and keeps `--dry` to its CLI
+    (pyinfra_cli/cli.py); `halo-cluster drift` and `deploy --dry` both pass it on its argv."""
+    return "--dry" in sys.argv[1:]
 
 
 def _move_head(digest: str) -> None:

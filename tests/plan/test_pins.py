@@ -5,7 +5,10 @@ cluster.yml keeps it for every later run."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
+
+import pytest
 
 from halo_cluster.config import lock as locks
 from halo_cluster.node import report
@@ -146,6 +149,18 @@ def test_a_checkout_without_the_lock_adopts_the_heads_digest(tmp_path: Path) -> 
     lock, errors = locks.read(tmp_path / locks.LOCK_FILE)
     assert not errors and lock is not None
     assert (lock.digest, lock.ray, lock.vllm) == (OTHER, "2.60.0", "0.33.0")
+
+
+def test_a_dry_run_without_the_lock_writes_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`halo-cluster drift` and `deploy --dry` plan as the deploy does, from the head's digest,
+    and leave the folder as it was: the next deploy writes the lock."""
+    monkeypatch.setattr(sys, "argv", ["pyinfra", "--dry", "inventory.py", "deploy.py"])
+    result = plan_cluster(serve_cluster(tmp_path=tmp_path), history=history(OTHER))
+    for node in ("halo1", "halo2"):
+        assert f"--quiet {NAME}@{OTHER} " in pulls(result, node)[0]
+    assert not (tmp_path / locks.LOCK_FILE).exists()
 
 
 def test_another_reference_in_the_history_is_resolved_anew(tmp_path: Path) -> None:
