@@ -17,8 +17,8 @@ from halo_cluster.config import lock as locks
 from halo_cluster.roles.serve.services import RAY_NODES
 from lab import cli
 from tests.e2e.conftest import Lab, failure
+from tests.e2e.helpers_cluster import HALO_CLUSTER, run
 from tests.e2e.serving_lab import SERVE, user, wait_serving
-from tests.e2e.test_pins import HALO_CLUSTER, run
 
 # the 4-node lab, after the 2-node tests: a cluster of its first three nodes, node4 outside it
 # until test_serve's 4-node test (after this one) adds it on the same lab

@@ -4,36 +4,22 @@ hand to another digest is reported by drift and verify and repaired by the next 
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from halo_cluster.config.loader import load_cluster
 from lab import cli
-from tests.e2e.conftest import ROOT, Lab, failure
+from tests.e2e.conftest import Lab, failure
+from tests.e2e.helpers_cluster import HALO_CLUSTER, INSPECT, NAME, cluster_digest, run
 from tests.e2e.serving_lab import SERVE, user, wait_serving
 
 pytestmark = pytest.mark.serving
-HALO_CLUSTER = str(Path(sys.executable).parent / "halo-cluster")
-NAME = "docker.io/kyuz0/vllm-therock-gfx1151"
 UNITS = "~vllm/.config/containers/systemd"
-INSPECT = "podman container inspect --format '{{.ImageName}}' halo-ray"
 
 
 def serving_config(lab: Lab) -> Path:
     return lab.config("reboot: if-needed\n" + SERVE)
-
-
-def cluster_digest(config: Path) -> str:
-    return load_cluster(config).container.digest
-
-
-def run(argv: list[str], config: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = dict(os.environ, CLUSTER_CONFIG=str(config))
-    return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def test_reinstalled_node_gets_the_cluster_digest(serving: Lab) -> None:

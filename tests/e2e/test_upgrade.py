@@ -20,8 +20,8 @@ import pytest
 from halo_cluster.config import lock as locks
 from lab import cli
 from tests.e2e.conftest import Lab
+from tests.e2e.helpers_cluster import HALO_CLUSTER, INSPECT, NAME, cluster_digest, run
 from tests.e2e.serving_lab import SERVE, health, user, wait_serving
-from tests.e2e.test_pins import HALO_CLUSTER, INSPECT, NAME, cluster_digest, run
 
 pytestmark = pytest.mark.serving
 HISTORY = f"~vllm/{locks.HISTORY}"

@@ -5,6 +5,7 @@ halo_cluster holds for the roles is shared knowledge, not one role's."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -198,3 +199,122 @@ def test_every_exception_is_still_one_users() -> None:
     assert {
         name: sorted(defined.get(name, ())) for name in ONE_USER if len(defined.get(name, ())) != 1
     } == {}
+
+
+# ---- pyinfra's internals, in one module (halo_cluster/node/pyinfra_internals.py)
+
+INTERNALS_MODULE = ROOT / "halo_cluster" / "node" / "pyinfra_internals.py"
+# what ships: the package (the verification included) and the entry points
+SHIPPED = ("halo_cluster", "roles", "tests/infra")
+PRIVATE_MODULES = ("pyinfra.context", "pyinfra_cli")
+DOCUMENTED_PRIVATE = {("os", "_exit")}  # the standard library's own, documented
+
+
+def internals() -> list[str]:
+    """The internals the module's docstring lists, one paragraph each: "`NAME` (where...)"."""
+    doc = ast.get_docstring(ast.parse(INTERNALS_MODULE.read_text())) or ""
+    return re.findall(r"^`(\w+)` \(", doc, flags=re.MULTILINE)
+
+
+def internal_uses(path: Path) -> set[str]:
+    """The pyinfra internals `path` uses: a private module imported or named, a listed
+    internal by name, attribute or string, any other object's private attribute."""
+    listed, found = set(internals()), set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module, *(alias.name for alias in node.names)]
+        elif isinstance(node, ast.Attribute):
+            names = [node.attr]
+            if private := private_attribute(node):
+                found.add(private)
+        elif isinstance(node, ast.Name):
+            names = [node.id]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            # a module's name, or a private name for getattr; not pyinfra's JSON output's keys
+            names = [node.value] if node.value.startswith(("_", *PRIVATE_MODULES)) else []
+        for name in names:
+            if name in listed or name.startswith(PRIVATE_MODULES):
+                found.add(name)
+    return found
+
+
+def private_attribute(node: ast.Attribute) -> str | None:
+    """`owner._name` of another object than self or cls (a documented one of the standard
+    library's aside), else None."""
+    owner = node.value.id if isinstance(node.value, ast.Name) else "?"
+    if not node.attr.startswith("_") or node.attr.startswith("__"):
+        return None
+    if owner in ("self", "cls") or (owner, node.attr) in DOCUMENTED_PRIVATE:
+        return None
+    return f"{owner}.{node.attr}"
+
+
+def sources(*folders: str) -> list[Path]:
+    return sorted(p for folder in folders for p in (ROOT / folder).rglob("*.py"))
+
+
+def test_the_internals_module_lists_what_it_uses() -> None:
+    listed = set(internals())
+    assert listed >= {"ctx_state", "active_hosts", "failed_hosts", "_get_module", "pyinfra_cli"}
+    for use in internal_uses(INTERNALS_MODULE):
+        assert use.rpartition(".")[2] in listed or use.startswith(PRIVATE_MODULES), use
+
+
+def test_pyinfra_internals_are_used_through_one_module() -> None:
+    """What ships reaches pyinfra beyond its documented API only through
+    halo_cluster/node/pyinfra_internals.py, whose docstring says where and why."""
+    shipped = [ROOT / "deploy.py", ROOT / "inventory.py", *sources(*SHIPPED)]
+    found = {
+        str(path.relative_to(ROOT)): sorted(uses)
+        for path in shipped
+        if path != INTERNALS_MODULE and (uses := internal_uses(path))
+    }
+    assert found == {}, "use halo_cluster/node/pyinfra_internals.py (add the internal there)"
+
+
+def test_the_architecture_lists_every_internal_and_who_uses_it() -> None:
+    """docs/architecture.md's table of pyinfra beyond its API names each internal, each module
+    using them, and each test reaching them itself."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    table = page[page.index("Where the code meets pyinfra beyond") : page.index("## The lab")]
+    users = [
+        path
+        for path in [ROOT / "deploy.py", *sources(*SHIPPED)]
+        if "halo_cluster.node.pyinfra_internals" in imported(path)
+    ]
+    # a test's own private names (`reads._MISSING`) are ours: a test is listed for pyinfra's
+    tests = [
+        path
+        for path in sources("tests", "lab", "bench")
+        if not path.is_relative_to(ROOT / "tests" / "infra")
+        and path != Path(__file__).resolve()
+        and any(u in internals() or u.startswith(PRIVATE_MODULES) for u in internal_uses(path))
+    ]
+    missing = [f"`{name}`" for name in internals() if f"`{name}`" not in table]
+    missing += [str(p.relative_to(ROOT)) for p in users + tests if p.name not in table]
+    assert missing == []
+
+
+# ---- test modules import helpers, never each other
+
+
+def test_no_module_imports_a_test_module() -> None:
+    """A test module's helpers shared with another live in a helper module (tests/unit/configs.py,
+    tests/e2e/serving_lab.py, ...): importing a test module runs its collection-time code and
+    ties one test's change to the other's."""
+    found = []
+    for path in sources("tests", "lab", "bench"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                names = [module, *(f"{module}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            tests = [n for n in names if n.rpartition(".")[2].startswith("test_")]
+            found += [f"{path.relative_to(ROOT)}:{node.lineno} imports {n}" for n in tests]
+    assert found == []

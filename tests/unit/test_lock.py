@@ -9,31 +9,15 @@ import signal
 from pathlib import Path
 
 import pytest
-import yaml
 
 from halo_cluster.config import lock as locks
-from halo_cluster.config.loader import ConfigError, parse_cluster
 from halo_cluster.config.rules import image_digest, image_name
 from tests.recorded import skopeo_digest
+from tests.unit.helpers_lock import load, problems
 
 NAME = "docker.io/kyuz0/vllm-therock-gfx1151"
 DIGEST = skopeo_digest()
 OTHER = "sha256:" + "ab" * 32
-CONFIG = (
-    "cluster_user: vllm\nnodes:\n"
-    "  - {name: halo1, ssh: {host: 10.0.0.11}, data: {interface: auto}}\n"
-    "  - {name: halo2, ssh: {host: 10.0.0.12}, data: {interface: auto}}\n"
-)
-
-
-def load(folder: Path, extra: str = ""):
-    return parse_cluster(yaml.safe_load(extra + CONFIG), base_dir=folder)
-
-
-def problems(folder: Path, extra: str = "") -> list[str]:
-    with pytest.raises(ConfigError) as raised:
-        load(folder, extra)
-    return raised.value.problems
 
 
 def write(folder: Path, head: str = "halo1", reference: str = f"{NAME}:latest") -> Path:

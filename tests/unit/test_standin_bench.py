@@ -155,7 +155,7 @@ def test_the_tools_level_script_passes_the_key_by_environment_and_prints_the_res
     lab's image, without podman): the key only in VLLM_API_KEY, the result on stdout, the file
     removed."""
     from halo_cluster.tools import bench
-    from tests.unit.test_bench import cluster, head
+    from tests.unit.helpers_bench import cluster, head
 
     wrapper = tmp_path / "bin" / "vllm"
     wrapper.parent.mkdir()

@@ -308,7 +308,7 @@ def test_downtime_is_the_time_without_a_200() -> None:
 
 
 def test_the_lock_in_trial_is_refused_outside_the_upgrade(tmp_path: Path, monkeypatch) -> None:
-    from tests.unit.test_lock import CONFIG, problems
+    from tests.unit.helpers_lock import CONFIG, problems
 
     serving_lock(tmp_path, "halo1", digest=D1, trial=True, previous=locks.Build(D0))
     monkeypatch.delenv(locks.UPGRADING, raising=False)
@@ -319,7 +319,7 @@ def test_the_lock_in_trial_is_refused_outside_the_upgrade(tmp_path: Path, monkey
     ]
     monkeypatch.setenv(locks.UPGRADING, "1")
     assert CONFIG  # the same config loads for the upgrade's own deploy
-    from tests.unit.test_lock import load
+    from tests.unit.helpers_lock import load
 
     assert load(tmp_path, f"image: {REFERENCE}\n").container.digest == D1
 
