@@ -20,12 +20,14 @@ Each internal, where pyinfra 3.10 defines it, and why we need it:
     once the run's context ends, and pyinfra's JSON report then fails on it.
 `pyinfra_cli` (pyinfra_cli/main.py, the module the `pyinfra` command runs): `cli_running()`, the
     refusals' end line is printed at the CLI's exit, not in a process that only prepares a
-    deploy (the plan tests).
+    deploy (the plan tests); `cli_main()`, its `main`, for a tool that runs pyinfra's command
+    in its own process (without colours for NO_COLOR, which pyinfra has no option for).
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from pyinfra.context import ctx_state
@@ -59,6 +61,13 @@ def real_host(host: Any) -> Any:
     """The Host behind pyinfra's context proxy, or `host` itself when it is none."""
     module = getattr(host, "_get_module", None)
     return module() if callable(module) and module() is not None else host
+
+
+def cli_main() -> Callable[[], Any]:
+    """pyinfra's command (`python -m pyinfra`), to run in this process."""
+    from pyinfra_cli.main import main  # here: only a process that runs the command loads it
+
+    return main
 
 
 def cli_running() -> bool:
