@@ -8,6 +8,8 @@ from pathlib import Path
 
 from halo_cluster.config.model import Cluster, Node
 
+CONNECT_SECONDS = 10  # a node that does not take the connection: said within 15 s (reach.py)
+
 
 def alias(node: Node) -> str:
     return f"halo-{node.name}"
@@ -22,7 +24,10 @@ def write(cluster: Cluster, folder: Path) -> Path:
             f"  Port {node.ssh_port}",
             f"  User {node.ssh_user}",
             "  BatchMode yes",
-            "  ConnectTimeout 10",
+            f"  ConnectTimeout {CONNECT_SECONDS}",
+            # a node that stops answering mid-command is said within 15 s too (docs/ci.md)
+            "  ServerAliveInterval 5",
+            "  ServerAliveCountMax 2",
             "  LogLevel ERROR",
             "  ControlMaster auto",
             f"  ControlPath {folder}/%C",

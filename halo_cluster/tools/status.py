@@ -4,8 +4,9 @@ One SSH command per node, all nodes at once: each service unit (state, restarts,
 last error line of a failed one), the image its containers run (its digest, short, and the Ray
 and vLLM versions the lock records for it), the kernel and firmware the node runs and has
 installed (the deploy's InstalledVersions read), and from the head the Ray nodes (address, alive,
-GPUs) and vLLM's health, model and URL. Exit 0 when everything is up, 2 when something is down,
-1 when a node cannot be reached (or the config is bad).
+GPUs) and vLLM's health, model and URL. Exit 0 when everything is up, 2 when something is down
+(or serve.enabled is false), 1 when a node cannot be reached (one line naming it and SSH's
+reason; in --json what it could not say is "unknown") or the config is bad.
 """
 
 from __future__ import annotations
@@ -27,12 +28,15 @@ from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import IMAGES_FORMAT, parse_images
 from halo_cluster.node.memory import memory_command, memory_process
 from halo_cluster.node.versions import firmware, summary, versions_command, versions_process
-from halo_cluster.tools import options, sshconfig
+from halo_cluster.tools import options, reach, sshconfig
 from halo_cluster.tools.project import config, load_or_say, next_deploy
 
 UP, DOWN, UNREACHABLE = 0, 2, 1
 VERDICTS = {UP: "up", DOWN: "something is down", UNREACHABLE: "a node cannot be reached"}
 SERVICES = ("halo-ray", "halo-vllm")
+READ_SECONDS = 60  # a node that took the connection and says nothing for this long is said
+# what --json says of a node it could not reach: none of it was read
+NOT_READ = ("ray", "gpus", "units", "vllm", "memory", "versions", "images")
 # run inside the Ray container with the Python that runs `ray`: the image's own, whatever it is
 RAY_NODES = (
     "import json, ray; ray.init(address='auto', logging_level='ERROR'); "
@@ -64,8 +68,9 @@ class NodeStatus:
     role: str
     address: str
     reachable: bool = True
-    ray: str = "absent"  # alive, dead, absent (not among Ray's nodes)
-    gpus: float = 0
+    unreachable: str = ""  # the one line saying why it cannot be reached (reach.py)
+    ray: str = reach.UNKNOWN  # alive, dead, absent (not among Ray's nodes), unknown (not read)
+    gpus: float | str = reach.UNKNOWN
     units: list[Unit] = field(default_factory=list)
     vllm: dict = field(default_factory=dict)  # head only: health, models, url
     memory: dict = field(default_factory=dict)  # the memory budget (decide/budget.py)
@@ -177,16 +182,19 @@ def parse_units(lines: list[str], errors: list[str]) -> list[Unit]:
 
 def read_node(cluster: Cluster, node: Node, config: Path) -> tuple[NodeStatus, list]:
     status = NodeStatus(node.name, node.role, node.address)
-    result = subprocess.run(
-        ["ssh", "-F", str(config), sshconfig.alias(node), "sh", "-s"],
-        input=gather_script(cluster, node),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    try:
+        result = subprocess.run(
+            ["ssh", "-F", str(config), sshconfig.alias(node), "sh", "-s"],
+            input=gather_script(cluster, node),
+            capture_output=True,
+            text=True,
+            timeout=READ_SECONDS,
+        )
+    except subprocess.TimeoutExpired:
+        status.reachable, status.unreachable = False, reach.silent(node, READ_SECONDS)
+        return status, []
     if result.returncode == 255:
-        status.reachable = False
-        status.vllm = {"error": result.stderr.strip().splitlines()[-1:] or ["unreachable"]}
+        status.reachable, status.unreachable = False, reach.line(node, result.stderr)
         return status, []
     found = sections(result.stdout)
     status.units = parse_units(found.get("units", []), filled(found, "errors"))
@@ -264,13 +272,22 @@ def collect(cluster: Cluster) -> list[NodeStatus]:
             capture_output=True,
         )
     statuses = [status for status, _ in results]
+    if not next(s for s in statuses if s.role == "head").reachable:
+        return statuses  # Ray's nodes are read on the head: every node's stays unknown
     ray_nodes = next((nodes for _, nodes in results if nodes), [])
     for status in statuses:
         mine = [n for n in ray_nodes if n[0] == status.address]
+        status.ray, status.gpus = "absent", 0
         if mine:
             status.ray = "alive" if any(alive for _, alive, _ in mine) else "dead"
             status.gpus = sum(gpus for _, alive, gpus in mine if alive)
     return statuses
+
+
+def as_json(status: NodeStatus) -> dict:
+    """A node in --json: what was not read from an unreachable node is "unknown"."""
+    found = asdict(status)
+    return found if status.reachable else found | dict.fromkeys(NOT_READ, reach.UNKNOWN)
 
 
 def exit_code(cluster: Cluster, statuses: list[NodeStatus]) -> int:
@@ -320,9 +337,7 @@ def table(cluster: Cluster, statuses: list[NodeStatus], lock: locks.Lock | None 
     rows = [("node", "role", "ray", "node ip", "gpus", "image", "services", "vllm")]
     for s in statuses:
         if not s.reachable:
-            row = (s.name, s.role, "?", s.address, "?", "?", "unreachable", s.vllm["error"][0])
-            rows.append(row)
-            continue
+            continue  # said in its one line (`main`)
         services = ", ".join(
             f"{u.name} {u.state}" + (f" ({u.restarts} restarts)" if u.restarts else "")
             + (f" since {u.since}" if u.since else "")
@@ -334,7 +349,8 @@ def table(cluster: Cluster, statuses: list[NodeStatus], lock: locks.Lock | None 
             vllm = f"health {health or 'no answer'}, {' '.join(s.vllm['models']) or 'no model'}"
             vllm += f", {s.vllm['url']}"
         image = image_cell(s.images, lock)
-        rows.append((s.name, s.role, s.ray, s.address, f"{s.gpus:g}", image, services, vllm))
+        gpus = f"{s.gpus:g}" if isinstance(s.gpus, float | int) else s.gpus
+        rows.append((s.name, s.role, s.ray, s.address, gpus, image, services, vllm))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     lines = [image_line(lock), *filter(None, [next_deploy(cluster)])]
     lines += [
@@ -352,13 +368,21 @@ def main(argv: list[str]) -> int:
     if cluster is None:
         return UNREACHABLE
     if not cluster.serve.enabled:
-        print(f"status: serve.enabled is false in {cluster.source}: no services to show")
+        said = f"serve.enabled is false in {cluster.source}: no services to show"
+        if args.json:
+            print(json.dumps({"exit_code": DOWN, "serving": False, "reason": said, "nodes": []}))
+        else:
+            print(f"status: {said}")
         return DOWN
     statuses = collect(cluster)
     code = exit_code(cluster, statuses)
     if args.json:
-        print(json.dumps({"exit_code": code, "nodes": [asdict(s) for s in statuses]}, indent=2))
+        nodes = [as_json(s) for s in statuses]
+        print(json.dumps({"exit_code": code, "serving": True, "nodes": nodes}, indent=2))
     else:
+        for s in statuses:
+            if not s.reachable:
+                print(s.unreachable)
         lock, _ = locks.read(Path(cluster.container.lock))
         print(table(cluster, statuses, lock))
         print(memory_table(statuses))
