@@ -1,15 +1,16 @@
 """Drift check: a dry run that says per node what would change, with file diffs.
 
-    halo-cluster drift [--config PATH] [--json-out reports/drift.json] [--md-out reports/drift.md]
+    halo-cluster drift [--config PATH] [--json] [--json-out reports/drift.json] [--md-out ...]
 
 Exit status: 0 nothing would change, 2 drift (something would change), 1 error (bad config, a
 node unreachable or refused by the safety checks; the other nodes are still reported). It never
-changes a host: it runs `pyinfra --dry`.
+changes a host: it runs `pyinfra --dry`. `--json` prints the summary as JSON instead of text.
 
 Where each answer comes from: which operations would change which node, from pyinfra's `--json`
 plan; refusals and file diffs, from the deploy's own structured events ($HALO_REPORT, see
 `halo_cluster.node.report`); why a node could not be reached, from pyinfra's log (the only thing it
-reports nowhere else).
+reports nowhere else), and what it says, from the tool's own ssh (reach.py: paramiko's "Unable
+to connect" names no cause).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.rules import file_path
 from halo_cluster.node.report import REPORT_ENV
-from halo_cluster.tools import options
+from halo_cluster.tools import options, reach
 from halo_cluster.tools.project import PYINFRA, ROOT, config, load, next_deploy
 
 NO_DRIFT, ERROR, DRIFT = 0, 1, 2
@@ -100,21 +101,28 @@ def summarize(nodes: list[str], result: subprocess.CompletedProcess, events: lis
             entry.update(status=REFUSED, reason=refusal, changes=[], files={}, images=[])
         elif node not in reached:
             reason = _connect_error(result.stderr, node)
-            entry.update(status=UNREACHABLE, reason=reason)
+            # what a dry run that did not reach the node cannot say
+            unknown = dict.fromkeys(("changes", "files", "images"), reach.UNKNOWN)
+            entry.update(status=UNREACHABLE, reason=reason, **unknown)
         elif node not in planned:
             entry.update(status=FAILED, reason=_last_error(result.stderr), changes=[], files={})
         summary["nodes"][node] = entry
     statuses = {entry["status"] for entry in summary["nodes"].values()}
     if statuses & {REFUSED, UNREACHABLE, FAILED}:
         summary["exit_code"] = ERROR
-        summary["errors"] = [
-            f"{node}: {e['status']}: {e['reason']}"
-            for node, e in summary["nodes"].items()
-            if e["status"] in (REFUSED, UNREACHABLE, FAILED)
-        ]
+        summary["errors"] = _errors(summary)
     elif PENDING in statuses:
         summary["exit_code"] = DRIFT
     return summary
+
+
+def _errors(summary: dict) -> list[str]:
+    """One line per node in error, as the text report says it."""
+    return [
+        f"{node}: {e['status']}: {e['reason']}"
+        for node, e in summary["nodes"].items()
+        if e["status"] in (REFUSED, UNREACHABLE, FAILED)
+    ]
 
 
 def _digest(reference: str) -> str:
@@ -159,6 +167,8 @@ def markdown(summary: dict) -> str:
         detail = entry["reason"] or "<br>".join(f"`{c}`" for c in entry["changes"]) or "-"
         lines.append(f"| {node} | {entry['status']} | {detail.replace('|', '/')} |")
     for node, entry in summary["nodes"].items():
+        if entry["status"] == UNREACHABLE:
+            continue  # its files are unknown
         for path, diff in entry["files"].items():
             lines += ["", f"<details><summary>{node}: {path}</summary>", "", "```diff", *diff]
             lines += ["```", "", "</details>"]
@@ -175,6 +185,10 @@ def run(config: str, entry: Path) -> dict:
         events = Path(folder) / "events.jsonl"
         result = dry_run(config, events, entry)
         summary = summarize([n.name for n in cluster.nodes], result, _read_events(events))
+    down = {n for n, e in summary["nodes"].items() if e["status"] == UNREACHABLE}
+    for node, why in reach.probe_names(cluster, down).items():
+        summary["nodes"][node]["reason"] = why
+    summary["errors"] = _errors(summary)
     return summary | {"next_deploy": next_deploy(cluster)}
 
 
@@ -182,11 +196,14 @@ def main(argv: list[str], entry: Path) -> int:
     parser = options.parser("halo-cluster drift", __doc__, ERROR)
     parser.value("--json-out", "PATH", "default: reports/drift.json", rule=file_path)
     parser.value("--md-out", "PATH", "default: beside --json-out, as .md", rule=file_path)
+    parser.flag("--json", "the summary as JSON on stdout instead of text")
     args = parser.parse_args(argv)
     path = config()
     summary = run(path, entry)
     summary["config"] = path
-    if summary.get("config_errors"):
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    elif summary.get("config_errors"):
         print("\n".join(f"drift: error: {e}" for e in summary["config_errors"]))
     else:
         print(report(summary))

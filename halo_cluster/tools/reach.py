@@ -95,16 +95,15 @@ def probe(nodes: list[Node], config: Path) -> dict[str, str]:
         return {n.name: why for n, why in zip(nodes, found, strict=True) if why}
 
 
-def probe_lines(cluster: Cluster, names: set[str]) -> dict[str, str]:
-    """{name: `said`} for the nodes of `names` that cannot be reached, probed over the tool's
+def probe_names(cluster: Cluster, names: set[str]) -> dict[str, str]:
+    """{name: `why`} for the nodes of `names` that cannot be reached, probed over the tool's
     own ssh_config: why a run that reached nodes another way (pyinfra's) did not reach them."""
     nodes = [n for n in cluster.nodes if n.name in names]
     with tempfile.TemporaryDirectory(prefix="halo-reach-") as folder:
         config = sshconfig.write(cluster, Path(folder))
         found = probe(nodes, config)
         close(nodes, config)
-    by_name = {n.name: n for n in nodes}
-    return {name: said(by_name[name], why) for name, why in found.items()}
+    return found
 
 
 def close(nodes: list[Node], config: Path) -> None:
