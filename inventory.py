@@ -12,6 +12,7 @@ from halo_cluster import roles
 from halo_cluster.config.hostdata import inventory_groups
 from halo_cluster.config.loader import ConfigError, load_cluster
 from halo_cluster.config.schema import use
+from halo_cluster.tools.commands.exits import BAD_CONFIG
 
 _config = os.environ.get("CLUSTER_CONFIG") or str(Path(__file__).resolve().parent / "cluster.yml")
 use(roles.schema())  # the cluster section and every role's: the keys cluster.yml may hold
@@ -22,7 +23,7 @@ except ConfigError as _error:
     # os._exit, not sys.exit: pyinfra loads this file inside its own exception handling, which
     # prints a SystemExit raised here as "pyinfra error: ..." with a traceback under --debug
     sys.stderr.flush()
-    os._exit(2)
+    os._exit(BAD_CONFIG)
 
 head = _groups["head"]
 workers = _groups["workers"]

@@ -20,8 +20,13 @@ from halo_cluster.config.schema import use
 PACKAGE = Path(__file__).resolve().parents[1]  # halo_cluster: the checkout's or the wheel's
 PACKAGE_PARENT = PACKAGE.parent
 MARKERS = ("deploy.py", "inventory.py", "tests/infra/conftest.py")
-# pyinfra of this interpreter, wherever its environment puts console scripts (a venv, pipx)
-PYINFRA = (sys.executable, "-m", "pyinfra")
+# pyinfra of this interpreter, wherever its environment puts console scripts (a venv, pipx);
+# without its colours when NO_COLOR is set to anything but "" (https://no-color.org; nocolor.py)
+PYINFRA = (
+    sys.executable,
+    "-m",
+    "halo_cluster.tools.nocolor" if os.environ.get("NO_COLOR") else "pyinfra",
+)
 
 
 @dataclass(frozen=True)

@@ -61,10 +61,10 @@ def curl_line(cluster: Cluster) -> str:
 
 
 def status_command(config: str | Path) -> str:
-    """`make status` for this config (the default config needs no variable)."""
+    """`halo-cluster status` for this config (the default config needs no option)."""
     if Path(config).resolve() == (ROOT / "cluster.yml").resolve():
-        return "make status"
-    return f"make status CLUSTER_CONFIG={shlex.quote(shown(str(config)))}"
+        return "halo-cluster status"
+    return f"halo-cluster status --config {shlex.quote(shown(str(config)))}"
 
 
 def lines(cluster: Cluster, config: str | Path) -> list[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from halo_cluster.tools import cli as cli_tool
+from halo_cluster.tools.commands import verify as verify_command
 from lab import cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,7 +145,7 @@ def verify() -> subprocess.CompletedProcess:
     return subprocess.run(
         [
             sys.executable,
-            *cli_tool.VERIFY,
+            *verify_command.VERIFY,
             "tests/infra",
             "--junitxml",
             str(ROOT / "reports" / "verify-lab.xml"),

@@ -4,11 +4,19 @@ Hosts come from the same cluster.yml as the deploy ($CLUSTER_CONFIG, default clu
 the same loader; SSH uses the config's keys and pinned known_hosts. A check that needs hardware
 this node cannot have (RDMA in a container) reads NOT VERIFIED, never passed; the summary at the
 end shows passed / FAILED / NOT VERIFIED per node and check, with measured values.
+
+Each node's SSH is probed once before the checks (halo_cluster/tools/reach.py): a node that
+cannot be reached is one line naming it and SSH's reason, its checks (and those that need it)
+are not run, and the run exits 1. `--json` prints the summary as one JSON document on stdout
+(pytest's own lines go to stderr then).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import sys
 import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -18,7 +26,8 @@ import testinfra
 
 from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.model import Cluster
-from halo_cluster.tools import project, sshconfig
+from halo_cluster.tools import project, reach, sshconfig
+from halo_cluster.tools.commands.exits import BAD_CONFIG
 
 from .target import NOT_VERIFIED, Target
 
@@ -27,21 +36,45 @@ def config_path() -> Path:
     return Path(project.config())
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--json", action="store_true", help="the summary as JSON on stdout")
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    config.pluginmanager.register(Summary(), "halo-summary")
+    summary = Summary()
+    config.pluginmanager.register(summary, "halo-summary")
     try:
         config.halo_cluster = project.load(config_path())  # the whole schema, as the tools load it  # type: ignore[attr-defined]
     except ConfigError as error:
-        pytest.exit("\n".join(error.problems), returncode=2)
+        pytest.exit("\n".join(error.problems), returncode=BAD_CONFIG)
+    if config.getoption("json", False):
+        summary.json_out = _stdout_to_stderr()
+    cluster: Cluster = config.halo_cluster  # type: ignore[attr-defined]
+    ssh_config = sshconfig.write(cluster, Path(tempfile.mkdtemp(prefix="halo-verify-")))
+    by_name = {n.name: n for n in cluster.nodes}
+    summary.unreachable = {
+        name: reach.said(by_name[name], why)
+        for name, why in reach.probe(list(cluster.nodes), ssh_config).items()
+    }
     # the nodes are read while pytest collects the checks
-    config.halo_targets = read_nodes(config.halo_cluster)  # type: ignore[attr-defined]
+    config.halo_targets = read_nodes(cluster, ssh_config, set(summary.unreachable))  # type: ignore[attr-defined]
 
 
-def read_nodes(cluster: Cluster) -> tuple[dict[str, Target], list[Future]]:
-    """A Target per node, and the reads under way: every node at once, each in one SSH command
-    (then one more for the commands that name what the first found: the data interface, the
-    user's home). A node that cannot be read fails its own checks, with their messages."""
-    config = sshconfig.write(cluster, Path(tempfile.mkdtemp(prefix="halo-verify-")))
+def _stdout_to_stderr() -> int:
+    """pytest's output (file descriptor 1) sent to stderr, for `--json`'s one document on
+    stdout: the descriptor that still writes to stdout (`Summary.pytest_unconfigure`)."""
+    sys.stdout.flush()
+    kept = os.dup(1)
+    os.dup2(2, 1)
+    return kept
+
+
+def read_nodes(
+    cluster: Cluster, config: Path, unreachable: set[str]
+) -> tuple[dict[str, Target], list[Future]]:
+    """A Target per node that answered the probe, and the reads under way: every node at once,
+    each in one SSH command (then one more for the commands that name what the first found: the
+    data interface, the user's home)."""
     found = {
         node.name: Target(
             cluster,
@@ -53,13 +86,14 @@ def read_nodes(cluster: Cluster) -> tuple[dict[str, Target], list[Future]]:
             ),
         )
         for node in cluster.nodes
+        if node.name not in unreachable
     }
 
     def read(target: Target) -> None:
         target.read(target.first_reads([p.node for p in found.values() if p is not target]))
         target.read(target.second_reads())
 
-    pool = ThreadPoolExecutor(max_workers=len(found))
+    pool = ThreadPoolExecutor(max_workers=max(len(found), 1))
     reads = [pool.submit(read, target) for target in found.values()]
     pool.shutdown(wait=False)
     return found, reads
@@ -78,15 +112,39 @@ def targets(pytestconfig: pytest.Config) -> dict[str, Target]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The serving checks run only where the config serves; elsewhere they are not collected."""
+    """The serving checks run only where the config serves; elsewhere they are not collected.
+    The checks of a node that cannot be reached, and those that need it, are not run."""
     cluster: Cluster = config.halo_cluster  # type: ignore[attr-defined]
-    if cluster.serve.enabled:
-        return
-    kept = [item for item in items if "test_serving.py" not in item.nodeid]
+    summary: Summary = config.pluginmanager.get_plugin("halo-summary")  # type: ignore[assignment]
+    kept = items
+    if not cluster.serve.enabled:
+        kept = [item for item in items if "test_serving.py" not in item.nodeid]
+        if len(kept) != len(items):
+            print(f"serving checks left out: serve.enabled is false in {cluster.source}")
+    down = set(summary.unreachable)
+    if down:
+        for item in kept:
+            for name in needs(cluster, item) & down:
+                summary.not_run[name] = summary.not_run.get(name, 0) + 1
+        kept = [item for item in kept if not needs(cluster, item) & down]
     if len(kept) != len(items):
-        print(f"serving checks left out: serve.enabled is false in {cluster.source}")
         config.hook.pytest_deselected(items=[i for i in items if i not in kept])
         items[:] = kept
+
+
+def needs(cluster: Cluster, item: pytest.Item) -> set[str]:
+    """The nodes a check reads: its parameters' and its fixtures' (`head`, every node for
+    `targets`)."""
+    params = getattr(item, "callspec", None)
+    given = params.params if params else {}
+    names = {given[k] for k in ("node_name", "worker_name") if k in given}
+    names |= set(given.get("pair_names", ()))
+    fixtures = getattr(item, "fixturenames", ())
+    if "head" in fixtures:
+        names.add(cluster.head.name)
+    if "targets" in fixtures:
+        names |= {n.name for n in cluster.nodes}
+    return names
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -151,27 +209,76 @@ def _row(report: pytest.TestReport) -> tuple[str, str, str, str]:
 
 
 class Summary:
-    """Collects every check's outcome and prints the per-node table at the end."""
+    """Collects every check's outcome and prints the per-node table at the end (as JSON with
+    `--json`), after one line per node that cannot be reached."""
 
     def __init__(self) -> None:
         self.reports: list[pytest.TestReport] = []
+        self.unreachable: dict[str, str] = {}  # node: its one line (reach.py)
+        self.not_run: dict[str, int] = {}  # node: how many checks were not run for it
+        self.json_out: int | None = None  # the descriptor of stdout, with --json
+        self.exit_code = 0
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call" or (report.when == "setup" and not report.passed):
             self.reports.append(report)
 
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        # a node not reached is a failed verification, even when nothing else was left to run
+        if self.unreachable and session.exitstatus in (pytest.ExitCode.OK, 5):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        self.exit_code = int(session.exitstatus)
+
     def pytest_terminal_summary(self, terminalreporter) -> None:
         rows = [_row(r) for r in self.reports]
+        write = terminalreporter.write_line
+        if self.unreachable:
+            write("")
+        for name, line in self.unreachable.items():
+            write(f"{line}: {self.not_run.get(name, 0)} checks not run")
         if not rows:
             return
-        write = terminalreporter.write_line
         write("")
         write(f"halo-cluster verification of {config_path()}")
         width = max(len(r[1]) for r in rows)
         for where, check, status, detail in sorted(rows):
             write(f"  {where:16} {check:{width}}  {status:12}  {detail}"[:220])
-        counts = {s: sum(1 for r in rows if r[2] == s) for s in ("passed", "FAILED", NOT_VERIFIED)}
+        counts = _counts(rows)
         write(
             f"verification: {counts['passed']} passed, {counts['FAILED']} FAILED, "
             f"{counts[NOT_VERIFIED]} NOT VERIFIED (hardware this machine cannot have)"
+            + (f", {len(self.unreachable)} node(s) not reached" if self.unreachable else "")
         )
+
+    def document(self, cluster: Cluster | None) -> dict:
+        """The summary as --json prints it: a node not reached has its checks "unknown"."""
+        rows = [_row(r) for r in self.reports]
+        nodes: dict[str, dict] = {}
+        for node in cluster.nodes if cluster else ():
+            if node.name in self.unreachable:
+                line = self.unreachable[node.name]
+                nodes[node.name] = {"reachable": False, "reason": line, "checks": reach.UNKNOWN}
+            else:
+                own = [r for r in rows if r[0] == node.name]
+                nodes[node.name] = {"reachable": True, "reason": None, "checks": _counts(own)}
+        checks = [dict(zip(("where", "check", "status", "detail"), r, strict=True)) for r in rows]
+        return {
+            "exit_code": self.exit_code,
+            "config": str(config_path()),
+            "counts": _counts(rows),
+            "nodes": nodes,
+            "checks": sorted(checks, key=lambda c: (c["where"], c["check"])),
+        }
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.json_out is None:
+            return
+        sys.stdout.flush()
+        os.dup2(self.json_out, 1)
+        os.close(self.json_out)
+        self.json_out = None
+        print(json.dumps(self.document(getattr(config, "halo_cluster", None)), indent=2))
+
+
+def _counts(rows: list[tuple[str, str, str, str]]) -> dict[str, int]:
+    return {s: sum(1 for r in rows if r[2] == s) for s in ("passed", "FAILED", NOT_VERIFIED)}

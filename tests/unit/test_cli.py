@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from halo_cluster.tools import cli, project
+from halo_cluster.tools.commands import NAMES, command, deploy, exits, verify
 
 ROOT = Path(__file__).resolve().parents[2]
 # the lab's config as `python -m lab up` writes it, with lab/serve.yml appended (make demo SERVE=1)
@@ -75,7 +76,8 @@ def test_bad_config_exits_1_with_one_line(
 
 
 def test_verify_passes_pytests_own_exit_code(tmp_path: Path) -> None:
-    """tests/infra stops a bad config with pytest.exit(returncode=2): 2 reaches the caller."""
+    """tests/infra stops a bad config with pytest.exit(returncode=BAD_CONFIG), every command's
+    code for it, which reaches the caller."""
     script = Path(sys.executable).parent / "halo-cluster"
     if not script.exists():
         pytest.skip("the console script is not installed: pip install -e . (make venv)")
@@ -86,7 +88,7 @@ def test_verify_passes_pytests_own_exit_code(tmp_path: Path) -> None:
         timeout=120,
         cwd=tmp_path,
     )
-    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.returncode == exits.BAD_CONFIG, result.stdout + result.stderr
     assert "missing.yml: cannot read" in result.stdout + result.stderr
 
 
@@ -100,14 +102,14 @@ def test_plugins(pytestconfig):
 def test_the_verifications_pytest_loads_testinfra_and_none_of_the_unused_plugins(
     tmp_path: Path,
 ) -> None:
-    """The start-up options (`cli.PYTEST_OPTIONS`) leave out what they name, on this pytest: a
+    """The start-up options (`verify.PYTEST_OPTIONS`) leave out what they name, on this pytest: a
     plugin renamed by an upgrade, or one autoloaded again, would fail here, not slow verify."""
     from _pytest.config import default_plugins
 
-    assert set(cli.UNUSED_PLUGINS) <= set(default_plugins)
+    assert set(verify.UNUSED_PLUGINS) <= set(default_plugins)
     (tmp_path / "test_seen.py").write_text(PLUGINS_SEEN)
     result = subprocess.run(
-        [sys.executable, *cli.VERIFY, "-s", "-c", "/dev/null", str(tmp_path)],
+        [sys.executable, *verify.VERIFY, "-s", "-c", "/dev/null", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -117,17 +119,19 @@ def test_the_verifications_pytest_loads_testinfra_and_none_of_the_unused_plugins
     line = next(line for line in result.stdout.splitlines() if line.startswith("PLUGINS"))
     loaded = set(line.split()[1:])
     assert "testinfra.plugin" in loaded and "junitxml" in loaded
-    assert not loaded & {*cli.UNUSED_PLUGINS, "hypothesispytest", "typeguard"}, loaded
+    assert not loaded & {*verify.UNUSED_PLUGINS, "hypothesispytest", "typeguard"}, loaded
 
 
 @pytest.mark.parametrize(
-    ("command", "code"), [("verify", cli.NO_CHECKOUT), ("drift", 1), ("deploy", 1)]
+    ("command", "args", "code"),
+    [("verify", [], exits.NO_CHECKS), ("drift", [], 1), ("deploy", ["-y"], 1)],
 )
 def test_outside_a_checkout_says_so_in_one_line(
-    command: str, code: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+    command: str, args: list[str], code: int, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
     monkeypatch.setattr(project, "checkout", lambda: None)
-    assert cli.main([command]) == code
+    assert cli.main([command, *args]) == code
     error = capsys.readouterr().err.splitlines()
     assert len(error) == 1 and error[0].startswith(f"halo-cluster {command}: no checkout")
     assert "tests/infra/conftest.py" in error[0]
@@ -136,17 +140,17 @@ def test_outside_a_checkout_says_so_in_one_line(
 def test_verify_without_pytest_names_the_extra(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    real = cli.importlib.util.find_spec
+    real = verify.importlib.util.find_spec
     monkeypatch.setattr(
-        cli.importlib.util, "find_spec", lambda name: None if name == "pytest" else real(name)
+        verify.importlib.util, "find_spec", lambda name: None if name == "pytest" else real(name)
     )
-    assert cli.main(["verify"]) == cli.NO_CHECKOUT
+    assert cli.main(["verify"]) == exits.NO_CHECKS
     assert "halo-cluster[test]" in capsys.readouterr().err
 
 
 def test_config_before_or_after_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = []
-    monkeypatch.setitem(cli.COMMANDS, "drift", (lambda args: seen.append(args) or 2, ""))
+    monkeypatch.setattr(command("drift"), "main", lambda args: seen.append(args) or 2)
     assert cli.main(["drift", "--config", "a.yml", "--json-out", "x"]) == 2
     assert cli.os.environ["CLUSTER_CONFIG"] == "a.yml"
     assert cli.main(["--config=b.yml", "drift"]) == 2
@@ -157,7 +161,7 @@ def test_config_before_or_after_the_command(monkeypatch: pytest.MonkeyPatch) -> 
 def test_a_double_dash_ends_halo_clusters_options(monkeypatch: pytest.MonkeyPatch) -> None:
     """`deploy --config X -- --dry` is pyinfra's --dry, not an inventory named `--dry`."""
     seen = []
-    monkeypatch.setitem(cli.COMMANDS, "deploy", (lambda args: seen.append(args) or 0, ""))
+    monkeypatch.setattr(deploy, "main", lambda args: seen.append(args) or 0)
     assert cli.main(["deploy", "--config", "a.yml", "--", "--dry"]) == 0
     assert cli.main(["deploy", "--dry", "--", "--config", "pyinfra.yml", "--"]) == 0
     assert cli.os.environ["CLUSTER_CONFIG"] == "a.yml"
@@ -185,7 +189,7 @@ def test_where_on_the_lab_runs_curl_on_the_head(
     remote = shlex.split(ssh[-1])  # as the head's shell splits it
     assert remote[:3] == ["curl", "-s", "http://192.168.100.1:8000/v1/completions"]
     assert json.loads(remote[remote.index("-d") + 1])["model"] == "facebook/opt-125m"
-    assert status == "status:  make status CLUSTER_CONFIG=.lab/cluster-serve.yml"
+    assert status == "status:  halo-cluster status --config .lab/cluster-serve.yml"
 
 
 def test_where_reads_the_key_file_and_never_prints_the_key(
@@ -227,7 +231,7 @@ def test_an_empty_or_repeated_config_is_an_error_naming_the_option(
     """Never a silent fallback to $CLUSTER_CONFIG, never the last of two winning."""
     monkeypatch.setenv("CLUSTER_CONFIG", "from-the-environment.yml")
     ran = []
-    monkeypatch.setitem(cli.COMMANDS, "drift", (lambda args: ran.append(args) or 0, ""))
+    monkeypatch.setattr(command("drift"), "main", lambda args: ran.append(args) or 0)
     with pytest.raises(SystemExit) as stopped:
         cli.main(argv)
     assert stopped.value.code == 2 and ran == []
@@ -239,8 +243,10 @@ def test_usage_names_only_what_a_user_types(capsys: pytest.CaptureFixture[str]) 
     with pytest.raises(SystemExit) as stopped:
         cli.main([])
     err = capsys.readouterr().err
-    assert stopped.value.code == cli.USAGE and len(err.splitlines()) == 1
-    assert err.startswith("halo-cluster: no COMMAND: give one of deploy, drift, verify, status")
+    assert stopped.value.code == exits.USAGE and len(err.splitlines()) == 1
+    assert err.startswith(
+        "halo-cluster: no COMMAND: give one of init, deploy, drift, verify, status"
+    )
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     out = capsys.readouterr().out
@@ -253,9 +259,9 @@ def test_help_starts_with_what_each_command_does(capsys: pytest.CaptureFixture[s
         cli.main(["--help"])
     out = capsys.readouterr().out
     commands = out.index("commands:")
-    for name in cli.COMMANDS:
-        assert commands < out.index(f"  {name} ") < out.index("docs/ci.md")
-    assert "make" not in out  # the exit-code plumbing is in docs/ci.md
+    for name in NAMES:
+        assert commands < out.index(f"  {name} ") < out.index("COMMAND --help")
+    assert "make" not in out and "docs/" not in out  # a wheel's user has neither
 
 
 @pytest.mark.parametrize(("extra", "pyinfra_args", "upgraded"), [
@@ -274,7 +280,7 @@ def test_image_update_runs_the_upgrade_after_a_passed_deploy(
     lab_config.write_text(LAB_CONFIG + extra)
     ran = []
     monkeypatch.setattr(
-        cli.subprocess, "run", lambda argv, **_: subprocess.CompletedProcess(argv, 0)
+        deploy.subprocess, "run", lambda argv, **_: subprocess.CompletedProcess(argv, 0)
     )
     monkeypatch.setattr(upgrade, "main_upgrade", lambda args, converged: ran.append(converged) or 6)
     code = cli.main(["deploy", "--config", str(lab_config), *pyinfra_args])
@@ -286,7 +292,7 @@ def test_a_limited_deploy_says_the_upgrade_is_not_run(
 ) -> None:
     lab_config.write_text(LAB_CONFIG + "image_update: true\n")
     monkeypatch.setattr(
-        cli.subprocess, "run", lambda argv, **_: subprocess.CompletedProcess(argv, 0)
+        deploy.subprocess, "run", lambda argv, **_: subprocess.CompletedProcess(argv, 0)
     )
     assert cli.main(["deploy", "--config", str(lab_config), "-y", "--limit", "node1"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -342,7 +348,7 @@ def test_a_deploy_refused_only_for_skopeo_runs_once_more(
         return subprocess.CompletedProcess(argv, 1 if len(runs) == 1 else 0)
 
     monkeypatch.delenv("HALO_REPORT", raising=False)
-    monkeypatch.setattr(cli.subprocess, "run", pyinfra)
+    monkeypatch.setattr(deploy.subprocess, "run", pyinfra)
     assert cli.main(["deploy", "--config", str(lab_config), "-y"]) == 0
     assert len(runs) == 2 and runs[0] == runs[1]
     assert capsys.readouterr().err.splitlines() == [
@@ -365,5 +371,5 @@ def test_a_deploy_refused_for_another_reason_runs_once(
         return subprocess.CompletedProcess(argv, 1)
 
     monkeypatch.delenv("HALO_REPORT", raising=False)
-    monkeypatch.setattr(cli.subprocess, "run", pyinfra)
+    monkeypatch.setattr(deploy.subprocess, "run", pyinfra)
     assert cli.main(["deploy", "--config", str(lab_config), "-y"]) == 1 and len(runs) == 1

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from halo_cluster.tools import cli, options, project
+from halo_cluster.tools.commands import exits
 
 HOSTILE = "\x1b[2J\n" + "x" * 5000
 SHOWN = "'\\x1b[2J\\nxxx"  # how the quoting starts it: escaped, in quotes
@@ -158,7 +159,7 @@ def test_halo_clusters_own_usage_error_is_one_safe_line_with_exit_2(
     argv: list[str], config: Path, reads: list[str], capsys
 ) -> None:
     code, lines = refused(argv, capsys)
-    assert (code, len(lines), reads) == (cli.USAGE, 1, []), lines
+    assert (code, len(lines), reads) == (exits.USAGE, 1, []), lines
     assert lines[0].startswith("halo-cluster: "), lines[0][:200]
 
 
@@ -231,7 +232,14 @@ def test_the_commands_run_elsewhere_refuse_a_hostile_config_path_safely(
 ) -> None:
     """deploy's pyinfra and verify's pytest load the config themselves: their refusal too."""
     done = subprocess.run(
-        [sys.executable, "-m", "halo_cluster.tools.cli", command],
+        # deploy's --yes: without a terminal it would refuse before the config is read
+        [
+            sys.executable,
+            "-m",
+            "halo_cluster.tools.cli",
+            command,
+            *(["-y"] * (command == "deploy")),
+        ],
         env=dict(os.environ, CLUSTER_CONFIG=HOSTILE),
         capture_output=True,
         text=True,

@@ -1,0 +1,115 @@
+"""`halo-cluster deploy`: every node converged to cluster.yml (pyinfra over inventory.py and
+deploy.py, whose exit code it returns); a run whose only refusals are a fresh head's missing
+skopeo runs once more, and `image_update: true` runs the upgrade after a passed deploy."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+from halo_cluster.tools.commands import exits, text
+
+NAME = "deploy"
+SUMMARY = "converge every node to cluster.yml"
+OPTIONS = (
+    ("-y, --yes", "apply without asking (needed without a terminal: in a script or CI)"),
+    ("--dry", "show what would change, change nothing"),
+    ("--limit NODE", "only this node (a name from cluster.yml)"),
+    ("--exclude NODE", "every node but this one"),
+    ("-v", "say more: each command run on the nodes"),
+)
+HELP = text.page(
+    "halo-cluster deploy [OPTIONS]",
+    """
+Brings every node of cluster.yml to the state it describes: packages, kernel arguments, the data
+link, the container image and, with `serve.enabled`, Ray and vLLM. It shows what it would change
+and asks before changing it, unless given --yes. A node refused by the safety checks is named
+with its reason on its own line; the other nodes are still deployed. With `image_update: true`
+the cluster-wide upgrade runs after the deploy passed, and its exit code is the command's
+(`halo-cluster upgrade --help`).""",
+    OPTIONS,
+    NAME,
+    "halo-cluster deploy --dry   # then: halo-cluster deploy --yes",
+)
+
+# the deploy's options that skip its question: nothing is asked, so a missing terminal is fine
+ANSWERED = ("-y", "--yes", "--dry", "--json", "--debug-facts", "--debug-operations")
+SHORT_FLAGS = re.compile(r"-[a-zA-Z]+")  # "-vy": short flags together
+LIMITING = ("--limit", "--exclude")  # the options that take nodes out of a run
+
+
+def asks(args: list[str]) -> bool:
+    """Whether a deploy with ARGS would ask before it changes anything."""
+    bundled = any(SHORT_FLAGS.fullmatch(arg) and "y" in arg for arg in args)
+    return not bundled and not any(arg in ANSWERED for arg in args)
+
+
+def limited(args: list[str]) -> bool:
+    """Whether ARGS limit the run to some nodes (`--limit`, `--exclude`): the image upgrade then
+    does not run, since it moves the whole cluster or nothing."""
+    return any(arg in LIMITING or arg.startswith(tuple(f"{o}=" for o in LIMITING)) for arg in args)
+
+
+def main(args: list[str]) -> int:
+    if asks(args) and not sys.stdin.isatty():
+        print(
+            "halo-cluster deploy: no terminal to ask on: give --yes to apply, or --dry to see "
+            "what would change",
+            file=sys.stderr,
+        )
+        return exits.USAGE
+    from halo_cluster.node import report
+    from halo_cluster.tools.commands import found
+
+    files = found.files(NAME)
+    if files is None:
+        return exits.ERROR
+    code, events = _deploy_once(files.entry, args)
+    if code != 0 and "--dry" not in args and report.only_skopeo_pending(events):
+        print(
+            "halo-cluster deploy: the head had no skopeo yet (installed in this run): "
+            "deploying once more to resolve the image",
+            file=sys.stderr,
+        )
+        code, _ = _deploy_once(files.entry, args)
+    return _image_update(args) if code == 0 and "--dry" not in args else code
+
+
+def _deploy_once(entry: os.PathLike, args: list[str]) -> tuple[int, list[dict]]:
+    """One deploy and the report events it wrote (to the report file the environment names,
+    else to one of its own)."""
+    from halo_cluster.node import report
+    from halo_cluster.tools import project
+
+    argv = [*project.PYINFRA, *args, "inventory.py", "deploy.py"]
+    env = dict(os.environ, CLUSTER_CONFIG=os.path.abspath(project.config()))
+    with tempfile.TemporaryDirectory(prefix="halo-deploy.") as folder:
+        target = env.setdefault(report.REPORT_ENV, os.path.join(folder, "report.jsonl"))
+        start = os.path.getsize(target) if os.path.exists(target) else 0
+        code = subprocess.run(argv, cwd=entry, env=env).returncode
+        return code, report.read_events(target, start)
+
+
+def _image_update(args: list[str]) -> int:
+    """`image_update: true`: after the deploy converged, the cluster-wide upgrade (its exit)."""
+    from halo_cluster.config.loader import ConfigError
+    from halo_cluster.tools import project
+
+    try:
+        cluster = project.load(project.config())
+    except ConfigError:
+        return exits.OK  # the deploy that just passed loaded it: it cannot be refused now
+    if not cluster.settings.get("image_update"):
+        return exits.OK
+    if limited(args):
+        print(
+            "halo-cluster deploy: image_update: no upgrade in a run limited to some nodes "
+            "(--limit, --exclude), since it moves every node: `halo-cluster upgrade` runs it"
+        )
+        return exits.OK
+    from halo_cluster.tools import upgrade
+
+    return upgrade.main_upgrade([], converged=True)
