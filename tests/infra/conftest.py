@@ -14,13 +14,13 @@ are not run, and the run exits 1. `--json` prints the summary as one JSON docume
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
+import _pytest.config
 import pytest
 import testinfra
 
@@ -47,8 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.halo_cluster = project.load(config_path())  # the whole schema, as the tools load it  # type: ignore[attr-defined]
     except ConfigError as error:
         pytest.exit("\n".join(error.problems), returncode=BAD_CONFIG)
-    if config.getoption("json", False):
-        summary.json_out = _stdout_to_stderr()
+    summary.json = config.getoption("json", False)
     cluster: Cluster = config.halo_cluster  # type: ignore[attr-defined]
     ssh_config = sshconfig.write(cluster, Path(tempfile.mkdtemp(prefix="halo-verify-")))
     by_name = {n.name: n for n in cluster.nodes}
@@ -60,13 +59,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.halo_targets = read_nodes(cluster, ssh_config, set(summary.unreachable))  # type: ignore[attr-defined]
 
 
-def _stdout_to_stderr() -> int:
-    """pytest's output (file descriptor 1) sent to stderr, for `--json`'s one document on
-    stdout: the descriptor that still writes to stdout (`Summary.pytest_unconfigure`)."""
-    sys.stdout.flush()
-    kept = os.dup(1)
-    os.dup2(2, 1)
-    return kept
+def _terminal_to_stderr(config: pytest.Config) -> None:
+    """pytest's own lines to stderr, for `--json`'s one document on stdout. Its terminal
+    writer is the reporter's `_tw` (no public way to move it); its file descriptor cannot be
+    moved instead, since pytest's capture puts back the one it saved at its start."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter._tw = _pytest.config.create_terminal_writer(config, sys.stderr)
 
 
 def read_nodes(
@@ -216,8 +215,12 @@ class Summary:
         self.reports: list[pytest.TestReport] = []
         self.unreachable: dict[str, str] = {}  # node: its one line (reach.py)
         self.not_run: dict[str, int] = {}  # node: how many checks were not run for it
-        self.json_out: int | None = None  # the descriptor of stdout, with --json
+        self.json = False  # --json: the summary as one JSON document on stdout
         self.exit_code = 0
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.json:  # the terminal reporter exists by now (not yet in the conftest's configure)
+            _terminal_to_stderr(session.config)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call" or (report.when == "setup" and not report.passed):
@@ -271,13 +274,8 @@ class Summary:
         }
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        if self.json_out is None:
-            return
-        sys.stdout.flush()
-        os.dup2(self.json_out, 1)
-        os.close(self.json_out)
-        self.json_out = None
-        print(json.dumps(self.document(getattr(config, "halo_cluster", None)), indent=2))
+        if self.json:
+            print(json.dumps(self.document(getattr(config, "halo_cluster", None)), indent=2))
 
 
 def _counts(rows: list[tuple[str, str, str, str]]) -> dict[str, int]:
