@@ -106,6 +106,18 @@ def probe_names(cluster: Cluster, names: set[str]) -> dict[str, str]:
     return found
 
 
+def not_reached(cluster: Cluster, events: list[dict], limited: bool = False) -> list[str]:
+    """After a deploy that failed: `said` for each node its report events (node/report.py)
+    never saw `reached` and that cannot be reached now, in the config's order (pyinfra ends
+    such a run with `No hosts remaining!` or a paramiko error naming no cause). A run LIMITED
+    to some nodes (`--limit`, `--exclude`) is not read: the nodes it left out were not tried."""
+    reached = {e.get("node") for e in events if e.get("kind") == "reached"}
+    if limited:
+        return []
+    found = probe_names(cluster, {n.name for n in cluster.nodes} - reached)
+    return [said(n, found[n.name]) for n in cluster.nodes if n.name in found]
+
+
 def close(nodes: list[Node], config: Path) -> None:
     """The shared connections' masters ended (a master left would outlive its folder)."""
     argv = ["ssh", "-F", str(config), "-O", "exit", *(sshconfig.alias(n) for n in nodes)]

@@ -74,8 +74,23 @@ def main(args: list[str]) -> int:
             "deploying once more to resolve the image",
             file=sys.stderr,
         )
-        code, _ = _deploy_once(files.entry, args)
+        code, events = _deploy_once(files.entry, args)
+    if code != 0:
+        _not_reached(events, args)
     return _image_update(args) if code == 0 and "--dry" not in args else code
+
+
+def _not_reached(events: list[dict], args: list[str]) -> None:
+    """One line per node the failed run did not reach, with SSH's reason (reach.py)."""
+    from halo_cluster.config.loader import ConfigError
+    from halo_cluster.tools import project, reach
+
+    try:
+        cluster = project.load(project.config())
+    except ConfigError:
+        return  # the run said it already
+    for line in reach.not_reached(cluster, events, limited(args)):
+        print(f"halo-cluster deploy: {line}", file=sys.stderr)
 
 
 def _deploy_once(entry: os.PathLike, args: list[str]) -> tuple[int, list[dict]]:
