@@ -67,6 +67,22 @@ def status_command(config: str | Path) -> str:
     return f"halo-cluster status --config {shlex.quote(shown(str(config)))}"
 
 
+def document(cluster: Cluster, config: str | Path) -> dict:
+    """The same as `lines`, for `where --json`: from the config alone (no node is asked)."""
+    serve = cluster.serve
+    if not serve.enabled:
+        return {"serving": False, "reason": lines(cluster, config)[0], "head": cluster.head.name}
+    return {
+        "serving": True,
+        "model": serve.served_model_name,
+        "url": url(cluster),
+        "listen": serve.listen,
+        "head": cluster.head.name,
+        "try": curl_line(cluster),
+        "status": status_command(config),
+    }
+
+
 def lines(cluster: Cluster, config: str | Path) -> list[str]:
     serve = cluster.serve
     if not serve.enabled:

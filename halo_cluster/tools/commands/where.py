@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 from halo_cluster.tools.commands import exits, text
 
 NAME = "where"
 SUMMARY = "where vLLM answers: its URL, a curl line, the status command"
-OPTIONS: tuple[tuple[str, str], ...] = ()
+OPTIONS = (("--json", "the same as one JSON document, for scripts"),)
 HELP = text.page(
-    "halo-cluster where",
+    "halo-cluster where [--json]",
     """
 Prints vLLM's URL, one curl line that works from this machine (run on the head over SSH when
 vLLM listens on the data link only) and the status command for this config. It reads only the
@@ -23,11 +25,16 @@ by the shell running the curl line: it is never printed.""",
 def main(argv: list[str]) -> int:
     from halo_cluster.tools import options, project, where
 
-    options.parser("halo-cluster where", None, exits.ERROR).parse_args(argv)
+    parser = options.parser("halo-cluster where", None, exits.ERROR)
+    parser.flag("--json", "the same as one JSON document")
+    args = parser.parse_args(argv)
     config = project.config()
     cluster = project.load_or_say(config)
     if cluster is None:
         return exits.BAD_CONFIG
     pending = project.next_deploy(cluster)
+    if args.json:
+        print(json.dumps({"next_deploy": pending, **where.document(cluster, config)}, indent=2))
+        return exits.OK
     print("\n".join([*([pending] if pending else []), *where.lines(cluster, config)]))
     return exits.OK
