@@ -37,7 +37,7 @@ from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import IMAGES_FORMAT, parse_images
 from halo_cluster.node.memory import hub_folder
 from halo_cluster.node.versions import FIRMWARE_PACKAGES, versions_command, versions_process
-from halo_cluster.tools import benchresults, options, project, sshconfig, status
+from halo_cluster.tools import benchresults, options, project, reach, sshconfig, status
 
 ERROR, REGRESSION = 1, 3
 CONTAINER = "halo-vllm"
@@ -54,6 +54,14 @@ BENCH_SHELL = ". /etc/profile >/dev/null 2>&1; "
 
 class BenchError(Exception):
     """A run that could not measure: one line saying what and where."""
+
+
+class Unreachable(BenchError):
+    """Nodes that could not be read: one line each (reach.py), by name."""
+
+    def __init__(self, lines: dict[str, str]) -> None:
+        super().__init__("\n".join(lines.values()))
+        self.lines = lines
 
 
 @dataclass(frozen=True)
@@ -288,15 +296,22 @@ class Remote:
 def read_cluster(remote: Remote) -> Head:
     cluster = remote.cluster
 
-    def read(node: Node) -> tuple[Node, subprocess.CompletedProcess]:
-        return node, remote.run(node, gather_script(cluster, node))
+    def read(node: Node) -> tuple[Node, subprocess.CompletedProcess | str]:
+        try:
+            return node, remote.run(node, gather_script(cluster, node))
+        except subprocess.TimeoutExpired:
+            return node, reach.silent(node, READ_SECONDS)
 
     with ThreadPoolExecutor(max_workers=len(cluster.nodes)) as pool:
         answers = list(pool.map(read, cluster.nodes))
-    for node, answer in answers:
-        if answer.returncode == 255:
-            last = (answer.stderr.strip().splitlines() or ["unreachable"])[-1]
-            raise BenchError(f"{node.name}: cannot be reached: {last}")
+    down = {
+        node.name: answer if isinstance(answer, str) else reach.line(node, answer.stderr)
+        for node, answer in answers
+        if isinstance(answer, str) or answer.returncode == 255
+    }
+    if down:
+        raise Unreachable(down)
+    answers = [(n, a) for n, a in answers if not isinstance(a, str)]
     found = {node.name: status.sections(answer.stdout) for node, answer in answers}
     nodes = {name: node_versions(status.filled(f, "versions")) for name, f in found.items()}
     head = parse_head(found[cluster.head.name], nodes)
@@ -540,6 +555,7 @@ def not_run(error: subprocess.SubprocessError | OSError) -> str:
 def main(argv: list[str]) -> int:
     parser = options.parser("halo-cluster bench", __doc__, ERROR)
     parser.flag("--compare", "compare the last two runs only")
+    parser.flag("--json", "the report as one JSON document on stdout")
     args = parser.parse_args(argv)
     cluster = project.load_or_say(project.config())
     if cluster is None:
@@ -548,17 +564,54 @@ def main(argv: list[str]) -> int:
     if args.compare:
         return compare_only(cluster, folder)
     if not cluster.serve.enabled:
-        print(f"bench: serve.enabled is false in {cluster.source}: nothing serves", file=sys.stderr)
-        return ERROR
+        said_ = f"serve.enabled is false in {cluster.source}: nothing serves"
+        return failed(said_, args.json)
     try:
         [(line, comparison)] = measure(cluster, folder)
+    except Unreachable as error:
+        for text in error.lines.values():
+            print(f"bench: {text}", file=sys.stderr)
+        nodes = {
+            n.name: {"reachable": n.name not in error.lines, "reason": error.lines.get(n.name)}
+            for n in cluster.nodes
+        }
+        return failed("a node cannot be reached", args.json, nodes)
     except BenchError as error:
-        print(f"bench: {error}", file=sys.stderr)
-        return ERROR
+        return failed(str(error), args.json)
     except (subprocess.SubprocessError, OSError) as error:
-        print(f"bench: {not_run(error)}", file=sys.stderr)
-        return ERROR
+        return failed(not_run(error), args.json)
     previous = next((x for x in read_index(folder) if x["run_id"] == line["compared_to"]), None)
+    if args.json:
+        print(json.dumps(report_json(line, comparison, previous), indent=2))
+        return comparison.exit_code
     print("\n".join(said(line, comparison, previous)))
     print(f"bench: report {folder / 'report.md'}")
     return comparison.exit_code
+
+
+def failed(error: str, as_json: bool, nodes: dict[str, dict] | None = None) -> int:
+    """A run that measured nothing: its line on stderr (each node's own, said already, when
+    NODES were not reached), and with --json the document that says so, its numbers "unknown"
+    (never 0)."""
+    if as_json:
+        found = {"exit_code": ERROR, "error": error, "verdict": reach.UNKNOWN,
+                 "levels": reach.UNKNOWN, "nodes": nodes or {}}  # fmt: skip
+        print(json.dumps(found, indent=2))
+    if nodes is None:
+        print(f"bench: {error}", file=sys.stderr)
+    return ERROR
+
+
+def report_json(line: dict, comparison: benchresults.Comparison, previous: dict | None) -> dict:
+    """The run's report for --json: its index line, the verdict and what it was compared with."""
+    return {
+        "exit_code": comparison.exit_code,
+        "error": None,
+        "verdict": comparison.verdict,
+        "levels": line["levels"],
+        "run": line,
+        "compared_to": previous,
+        "changed": list(comparison.changed),
+        "regressions": list(comparison.reasons),
+        "deltas": comparison.deltas,
+    }

@@ -189,7 +189,7 @@ def fake_ssh(tmp_path: Path, monkeypatch, body: str | None) -> None:
     ("ssh", "reason"),
     [
         (None, "No such file or directory: 'ssh'"),
-        ("exec /bin/sleep 30\n", "ssh gave no answer in 0.2 s"),
+        ("exec /bin/sleep 30\n", "cannot be reached: timed out (no answer within 0.2 s)"),
     ],
 )
 def test_the_gate_never_raises_a_run_that_could_not_start_fails_it(
