@@ -3,7 +3,8 @@ pyinfra` when NO_COLOR is set (https://no-color.org; project.PYINFRA).
 
 pyinfra 3.10 has no option for it: its colours are click.style's escape codes, which click.echo
 strips only where `click.utils.should_strip_ansi` says so (a stream that is no terminal); here it
-always says so. Its own imports are pyinfra's: this file adds none to the deploy's start-up.
+always says so. pyinfra's command itself comes from node/pyinfra_internals.py, like every other
+use of pyinfra's internals.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ def main() -> None:
     import click.utils
 
     click.utils.should_strip_ansi = strip
-    from pyinfra_cli.main import main as pyinfra
+    from halo_cluster.node.pyinfra_internals import cli_main
 
-    pyinfra()
+    cli_main()()
 
 
 if __name__ == "__main__":

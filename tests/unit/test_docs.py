@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from halo_cluster import roles
-from halo_cluster.tools.cli import COMMANDS
+from halo_cluster.tools.commands import NAMES as COMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = roles.all_roles()
@@ -49,3 +49,15 @@ def test_documented_halo_cluster_commands_exist() -> None:
         text = path.read_text()
         found |= set(re.findall(r"halo-cluster (?:\[--config PATH\] )?([a-z]+)\b", text))
     assert found and found <= set(COMMANDS), found - set(COMMANDS)
+
+
+def test_ci_md_says_every_commands_exit_codes_as_the_code_declares_them() -> None:
+    """docs/ci.md's table of entry points: one row per command of the exit-code table
+    (halo_cluster/tools/commands/exits.py), its exit cell the table's codes and meanings."""
+    from halo_cluster.tools.commands.exits import EXITS
+
+    text = (ROOT / "docs" / "ci.md").read_text()
+    rows = dict(re.findall(r"^\| `([a-z -]+)` \| .* \| ([^|]+) \|$", text, re.MULTILINE))
+    assert set(rows) == set(EXITS)
+    for command, codes in EXITS.items():
+        assert rows[command] == "; ".join(f"{code} {meaning}" for code, meaning in codes), command

@@ -6,9 +6,12 @@ from halo_cluster.tools.commands import text
 
 NAME = "bench"
 SUMMARY = "benchmark the serving cluster, keep and compare the results"
-OPTIONS = (("--compare", "compare the last two runs only, running nothing"),)
+OPTIONS = (
+    ("--compare", "compare the last two runs only, running nothing"),
+    ("--json", "the report as one JSON document on stdout"),
+)
 HELP = text.page(
-    "halo-cluster bench [--compare]",
+    "halo-cluster bench [--compare] [--json]",
     """
 Runs vLLM's own benchmark inside the head's vLLM container against the serving cluster, at each
 concurrency level of `bench.concurrency`, with the seeded random workload of `bench.*`. Every

@@ -10,7 +10,6 @@ OPTIONS = (
     ("--json", "the summary as one JSON document on stdout instead of text"),
     ("--json-out PATH", "where the JSON summary goes (default: reports/drift.json)"),
     ("--md-out PATH", "where the Markdown summary goes (default: beside --json-out, as .md)"),
-    ("--json", "the summary as JSON on stdout instead of text"),
 )
 HELP = text.page(
     "halo-cluster drift [OPTIONS]",

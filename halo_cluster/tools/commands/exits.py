@@ -62,7 +62,11 @@ EXITS: dict[str, tuple[tuple[int, str], ...]] = {
         (OK, "every check passed"),
         (ERROR, "a check failed, or a bad config"),
         (2, "interrupted"),
-        (NO_CHECKS, "the checks or pytest not installed, or an option verify does not know"),
+        (
+            NO_CHECKS,
+            "the checks not installed (pip install 'halo-cluster[test]'), or an option verify "
+            "does not know",
+        ),
     ),
     "status": (
         (OK, "everything is up"),

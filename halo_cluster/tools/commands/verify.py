@@ -16,9 +16,10 @@ OPTIONS = (
     ("-k WORDS", "only the checks whose names hold WORDS (as -k 'rdma and not perf')"),
     ("-x", "stop at the first failed check"),
     ("-v", "one line per check"),
+    ("--json", "the summary as one JSON document on stdout"),
 )
 HELP = text.page(
-    "halo-cluster verify [-k WORDS] [-x] [-v]",
+    "halo-cluster verify [-k WORDS] [-x] [-v] [--json]",
     """
 Checks every node as it is, changing nothing: packages, kernel arguments (configured and
 active), the cluster user's limits, the firewall, the data link (full-size frames, the RDMA

@@ -1,0 +1,218 @@
+"""`halo-cluster`'s commands as a user meets them: each command's help page, --version, the
+completion scripts, NO_COLOR, the deploy without a terminal, init."""
+
+from __future__ import annotations
+
+import os
+import pty
+import shutil
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from halo_cluster.tools import cli, options, project
+from halo_cluster.tools.commands import NAMES, command, deploy, exits, init, text
+
+INTERNAL = ("pyinfra", "pytest", "HALO_REPORT", "design section", "docs/", "make ")
+# what a command's parser sees for its help to be read: upgrade's --os form has its own parser
+FORMS = {name: [[]] for name in NAMES} | {"upgrade": [[], ["--os"]]}
+PASSED_ON = ("deploy", "verify")  # their options go to the tool they run, which has its own
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_help_page_is_written_for_a_user(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main([name, "--help"]) == exits.OK
+    page = capsys.readouterr().out
+    assert page.startswith(f"usage: halo-cluster {name}")
+    assert not [word for word in INTERNAL if word in page], page
+    assert "\nExit codes:\n" in page and "halo-cluster " in page.partition("\nExample:\n")[2]
+    for code, _ in exits.EXITS[name]:
+        assert f"\n  {code}  " in page
+    assert all(len(line) <= exits.WIDTH for line in page.splitlines()), page
+
+
+class Parsed(Exception):
+    """Raised by a command's parser in place of parsing: the parser it built."""
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in PASSED_ON])
+def test_every_option_a_command_takes_is_on_its_page(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def seen(parser: options.Parser, *_: object) -> None:
+        raise Parsed(parser)
+
+    monkeypatch.setattr(options.Parser, "parse_args", seen)
+    documented = set(text.names(command(name).OPTIONS))
+    for argv in FORMS[name]:
+        with pytest.raises(Parsed) as parsed:
+            command(name).main(argv)
+        taken = {o for a in parsed.value.args[0]._actions for o in a.option_strings}
+        assert taken - {"-h", "--help"} <= documented, name
+
+
+def test_verify_and_deploy_help_need_no_config(tmp_path: Path) -> None:
+    """In a folder without cluster.yml, as a new user tries it: the page, exit 0."""
+    script = Path(sys.executable).parent / "halo-cluster"
+    env = {k: v for k, v in os.environ.items() if k != "CLUSTER_CONFIG"}
+    for name in ("verify", "deploy"):
+        done = subprocess.run(
+            [str(script), name, "--help"], capture_output=True, text=True, cwd=tmp_path, env=env
+        )
+        assert (done.returncode, done.stderr) == (0, ""), done.stderr
+        assert done.stdout.startswith(f"usage: halo-cluster {name}")
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--version"]) == exits.OK
+    assert capsys.readouterr().out == f"halo-cluster {version('halo-cluster')}\n"
+
+
+def script(shell: str, capsys: pytest.CaptureFixture[str]) -> str:
+    assert cli.main(["completion", shell]) == exits.OK
+    out = capsys.readouterr().out
+    assert all(name in out for name in NAMES) and "ssh-key" in out and "no-bench" in out
+    return out
+
+
+def test_bash_completion_parses_and_completes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "halo.bash"
+    path.write_text(script("bash", capsys))
+    assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
+    # what bash offers after `halo-cluster upgrade --n`, and for the first word `ro`
+    probe = (
+        f"source {path}; COMP_WORDS=(halo-cluster upgrade --n); COMP_CWORD=2; _halo_cluster; "
+        'echo "${COMPREPLY[@]}"; COMP_WORDS=(halo-cluster --config x.yml ro); COMP_CWORD=3; '
+        '_halo_cluster; echo "${COMPREPLY[@]}"'
+    )
+    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True)
+    assert done.stdout.splitlines() == ["--no-bench", "rollback"], done.stderr
+
+
+@pytest.mark.parametrize("shell", ["zsh", "fish"])
+def test_zsh_and_fish_completion_parse(
+    shell: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / f"halo.{shell}"
+    path.write_text(script(shell, capsys))
+    if shutil.which(shell) is None:
+        pytest.skip(f"{shell} is not installed here: its script is generated but not parsed")
+    assert subprocess.run([shell, "-n", str(path)]).returncode == 0
+
+
+def test_an_unknown_shell_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["completion", "tcsh"])
+    assert stopped.value.code == exits.ERROR
+    assert len(capsys.readouterr().err.splitlines()) == 1
+
+
+def on_a_terminal(argv: list[str], env: dict[str, str]) -> bytes:
+    """What ARGV prints with a terminal as its stdout and stderr."""
+    primary, secondary = pty.openpty()
+    with subprocess.Popen(argv, stdout=secondary, stderr=secondary, env=env) as running:
+        os.close(secondary)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(primary, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+        running.wait(timeout=120)
+    os.close(primary)
+    return out
+
+
+def test_no_color_reaches_pyinfra(tmp_path: Path) -> None:
+    """pyinfra colours what it prints on a terminal; with NO_COLOR the deploy's pyinfra
+    (project.PYINFRA) prints the same lines without escape codes."""
+    probe = [
+        sys.executable,
+        "-c",
+        "from halo_cluster.tools import project; print(project.PYINFRA[2])",
+    ]
+    plain = dict(os.environ, NO_COLOR="1")
+    chosen = subprocess.run(probe, capture_output=True, text=True, env=plain).stdout.strip()
+    assert chosen == "halo_cluster.tools.nocolor"
+    local = ["-y", "@local", "exec", "--", "true"]
+    coloured = on_a_terminal([sys.executable, "-m", "pyinfra", *local], dict(os.environ))
+    assert b"\x1b[3" in coloured  # the test sees colours where they are on
+    assert b"\x1b[3" not in on_a_terminal([sys.executable, "-m", chosen, *local], plain)
+
+
+def test_a_deploy_without_a_terminal_asks_for_yes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdin", open(os.devnull))  # noqa: SIM115
+    monkeypatch.setattr(deploy.subprocess, "run", lambda *_, **__: pytest.fail("it ran"))
+    assert cli.main(["deploy"]) == exits.USAGE
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "--yes" in err[0]
+    for answered in (["-y"], ["--yes"], ["--dry"], ["-vy"]):
+        assert not deploy.asks(answered), answered
+    assert deploy.asks(["-v", "--limit", "node1"])
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A home with an ed25519 key, the current folder empty."""
+    (tmp_path / "home" / ".ssh").mkdir(parents=True)
+    (tmp_path / "home" / ".ssh" / "id_ed25519").write_text("key\n")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    monkeypatch.delenv("CLUSTER_CONFIG", raising=False)
+    return tmp_path / "home"
+
+
+def test_init_writes_a_config_where_accepts(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["init", "10.0.0.11", "10.0.0.12", "10.0.0.13"]) == exits.OK
+    written = Path("cluster.yml")
+    cluster = project.load(written)
+    assert [n.ssh_host for n in cluster.nodes] == ["10.0.0.11", "10.0.0.12", "10.0.0.13"]
+    assert cluster.head.ssh_host == "10.0.0.11"
+    assert cluster.nodes[0].ssh_key == str(home / ".ssh" / "id_ed25519")
+    assert written.read_text().count("#") > 10  # the example's comments kept
+    capsys.readouterr()
+    assert cli.main(["where", "--config", str(written)]) == exits.OK
+    assert "serve.enabled is false" in capsys.readouterr().out
+
+
+def test_init_refuses_to_overwrite_and_takes_the_given_key(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    Path("cluster.yml").write_text("mine\n")
+    assert cli.main(["init", "10.0.0.11"]) == exits.ERROR
+    assert "--force" in capsys.readouterr().err and Path("cluster.yml").read_text() == "mine\n"
+    Path("my_key").write_text("key\n")
+    assert cli.main(["init", "10.0.0.11", "--ssh-key", "my_key", "--force"]) == exits.OK
+    assert project.load("cluster.yml").nodes[0].ssh_key == str(Path("my_key").resolve())
+
+
+def test_init_without_a_key_or_with_a_bad_address_writes_nothing(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (home / ".ssh" / "id_ed25519").unlink()
+    assert cli.main(["init", "10.0.0.11"]) == exits.ERROR
+    assert "--ssh-key" in capsys.readouterr().err
+    (home / ".ssh" / "id_rsa").write_text("key\n")
+    assert cli.main(["init", "10.0.0.11", "10.0.0.11"]) == exits.ERROR
+    err = capsys.readouterr().err
+    assert "cluster.yml" in err and ".cluster." not in err
+    assert os.listdir() == []
+
+
+def test_init_widens_the_subnet_for_more_nodes() -> None:
+    assert str(init.subnet(2)) == "192.168.100.0/30"
+    assert str(init.subnet(3)) == "192.168.100.0/29"
+    assert str(init.subnet(7)) == "192.168.100.0/28"
