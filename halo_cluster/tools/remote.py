@@ -84,6 +84,9 @@ class Remote:
         if summary["exit_code"] == drift.NO_DRIFT:
             return None
         print(drift.report(summary))
+        down = [n for n, e in summary["nodes"].items() if e["status"] == drift.UNREACHABLE]
+        if down:
+            return f"{', '.join(down)} cannot be reached (above): nothing was changed"
         return f"a dry run is not converged (drift exit {summary['exit_code']}): deploy first"
 
     def resolve(self, reference: str) -> tuple[str | None, str]:

@@ -43,7 +43,7 @@ from halo_cluster.node.versions import (
     versions_command,
     versions_process,
 )
-from halo_cluster.tools import options, project, remote, sshconfig
+from halo_cluster.tools import options, project, reach, remote, sshconfig
 
 OK, REFUSED, ABORTED, GATE_FAILED, NOT_BACK = 0, 1, 5, 6, 7
 ENTRIES = "/boot/loader/entries"
@@ -394,6 +394,8 @@ class Upgrade:
                 f"ls -1 {ENTRIES} | sed 's/^/entry /'"
             )
             result = self.run(node, "read", script)
+            if result.code == 255:  # ssh's own failure: said as every command says it
+                raise Stop(REFUSED, reach.line(node, result.err))
             if result.code != 0:
                 raise Stop(REFUSED, f"{node.name}: unreachable: {result.err.strip()[-200:]}")
             lines = result.out.splitlines()
