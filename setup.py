@@ -2,9 +2,10 @@
 
 `roles/` is `halo_cluster.roles`, `templates/` `halo_cluster.templates` (package data, one folder
 per role) and `tests/infra/` `halo_cluster.verification`; deploy.py and inventory.py, which pyinfra
-runs as files, are copied to `halo_cluster/entry/`. The subpackages are found, not listed, so a new
-role (`roles/NAME/`, `templates/NAME/`) changes nothing here; the editable install (`pip install -e
-.`, as `make venv` does) maps the same names onto the checkout's folders (docs/architecture.md).
+runs as files, are copied to `halo_cluster/entry/`, with cluster.example.yml (`halo-cluster init`
+starts from it). The subpackages are found, not listed, so a new role (`roles/NAME/`,
+`templates/NAME/`) changes nothing here; the editable install (`pip install -e .`, as `make venv`
+does) maps the same names onto the checkout's folders (docs/architecture.md).
 """
 
 from pathlib import Path
@@ -18,6 +19,8 @@ FOLDERS = {
     "halo_cluster.verification": "tests/infra",
 }
 ENTRY_POINTS = ("deploy.py", "inventory.py")  # pyinfra's files, run in halo_cluster/entry/
+# beside them: the example `halo-cluster init` starts from (tools/commands/init.py)
+SHIPPED = (*ENTRY_POINTS, "cluster.example.yml")
 
 
 def packages() -> list[str]:
@@ -36,15 +39,15 @@ def subfolders(folder: str) -> list[str]:
 
 
 class BuildWithEntryPoints(build_py):
-    """The wheel's build also copies deploy.py and inventory.py into the package; an editable
-    install needs no copy: the tools find them in the checkout."""
+    """The wheel's build also copies deploy.py, inventory.py and cluster.example.yml into the
+    package; an editable install needs no copy: the tools find them in the checkout."""
 
     def run(self) -> None:
         super().run()
         if not self.editable_mode:
             entry = Path(self.build_lib, "halo_cluster", "entry")
             self.mkpath(str(entry))
-            for name in ENTRY_POINTS:
+            for name in SHIPPED:
                 self.copy_file(name, str(entry / name))
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet  # pytest's own dependency
 
+from halo_cluster.tools.commands.exits import BAD_CONFIG
 from halo_cluster.tools.project import checkout
 from tests.plan.nodes import plan_cluster, serve_cluster
 
@@ -36,6 +37,7 @@ SOURCES = (
     "tests/infra",
     "deploy.py",
     "inventory.py",
+    "cluster.example.yml",
     "MANIFEST.in",
 )
 # import names as both installs must resolve them (True) or not (False)
@@ -276,7 +278,7 @@ def test_the_installed_commands_run_outside_the_checkout(
     deploy = installed.run(command, "deploy", "--config", "cluster.yml", "--dry", cwd=elsewhere)
     assert deploy.returncode == 1 and "Could not connect" in deploy.stdout + deploy.stderr
     verify = installed.run(command, "verify", "--config", "missing.yml", cwd=elsewhere)
-    assert verify.returncode == 2, verify.stdout + verify.stderr
+    assert verify.returncode == BAD_CONFIG, verify.stdout + verify.stderr
     assert f"{elsewhere / 'missing.yml'}: cannot read" in verify.stdout + verify.stderr
 
 
@@ -307,3 +309,18 @@ def test_the_tests_run_on_the_pyinfra_the_constraints_pin_inside_the_declared_ra
     )
     assert SpecifierSet(declared.removeprefix("pyinfra")).contains(pinned)
     assert metadata.version("pyinfra") == pinned
+
+
+def test_the_installed_init_writes_a_config_its_where_accepts(
+    installed: Installed, elsewhere: Path
+) -> None:
+    """The wheel's own cluster.example.yml, as a new user starts: init, then where."""
+    command = str(installed.python.parent / "halo-cluster")
+    new = elsewhere / "new"
+    new.mkdir()
+    key = str(elsewhere / "ssh" / "id_ed25519")
+    init = installed.run(command, "init", "10.0.0.11", "10.0.0.12", "--ssh-key", key, cwd=new)
+    assert init.returncode == 0, init.stdout + init.stderr
+    where = installed.run(command, "where", "--config", "cluster.yml", cwd=new)
+    assert where.returncode == 0, where.stdout + where.stderr
+    assert 'ssh: {host: "10.0.0.11"}' in (new / "cluster.yml").read_text()
