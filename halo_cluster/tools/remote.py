@@ -53,6 +53,7 @@ class Remote:
         self._folder = tempfile.TemporaryDirectory(prefix="halo-upgrade-")
         self.ssh_config = sshconfig.write(cluster, Path(self._folder.name))
         self._samples: list[tuple[float, int]] = []
+        self.unreachable: dict[str, str] = {}  # node: why, from the dry run (`converged`)
         self._poller: subprocess.Popen | None = None
 
     def __enter__(self) -> Remote:
@@ -84,9 +85,12 @@ class Remote:
         if summary["exit_code"] == drift.NO_DRIFT:
             return None
         print(drift.report(summary))
-        down = [n for n, e in summary["nodes"].items() if e["status"] == drift.UNREACHABLE]
-        if down:
-            return f"{', '.join(down)} cannot be reached (above): nothing was changed"
+        self.unreachable = {
+            n: e["reason"] for n, e in summary["nodes"].items() if e["status"] == drift.UNREACHABLE
+        }
+        if self.unreachable:
+            down = ", ".join(self.unreachable)
+            return f"{down} cannot be reached (above): nothing was changed"
         return f"a dry run is not converged (drift exit {summary['exit_code']}): deploy first"
 
     def resolve(self, reference: str) -> tuple[str | None, str]:

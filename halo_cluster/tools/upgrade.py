@@ -18,6 +18,7 @@ and the deploy; a fake one in tests/unit/test_upgrade.py); the lock is the real 
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -31,7 +32,7 @@ from halo_cluster.config import rules
 from halo_cluster.config.model import Cluster
 from halo_cluster.config.quoting import quote
 from halo_cluster.config.rules import image_name
-from halo_cluster.tools import options
+from halo_cluster.tools import jsonout, options, reach
 from halo_cluster.tools.benchresults import FAILED, GateResult, Side
 
 OK, REFUSED, ABORTED, ROLLED_BACK, NOT_SERVING = 0, 1, 5, 6, 7
@@ -414,10 +415,13 @@ def _parser(command: str, about: str) -> options.Parser:
 
 
 def _run(
-    command: str, phases: Callable[[Upgrade], int], refusal: Callable[[Cluster], str | None]
+    command: str,
+    phases: Callable[[Upgrade], int],
+    refusal: Callable[[Cluster], str | None],
+    seen: dict | None = None,
 ) -> int:
     """Load the config (as an upgrade's deploy does), refuse it in `refusal`'s line, reach
-    the cluster, run `phases`."""
+    the cluster, run `phases`; `seen` gets the nodes it could not reach, and the lock's path."""
     from halo_cluster.tools import project, remote
 
     os.environ[locks.UPGRADING] = "1"  # this run's loads and deploys: see lock.UPGRADING
@@ -433,8 +437,11 @@ def _run(
         print(f"halo-cluster {command}: no deploy.py to run: reinstall it", file=sys.stderr)
         return REFUSED
     lock_path = Path(cluster.container.lock)
-    with remote.Remote(cluster, path, found) as reach:
-        return phases(Upgrade(lock_path, cluster.container.reference, reach))
+    with remote.Remote(cluster, path, found) as nodes:
+        code = phases(Upgrade(lock_path, cluster.container.reference, nodes))
+        if seen is not None:
+            seen.update(lock=lock_path, unreachable=nodes.unreachable)
+        return code
 
 
 def main_upgrade(argv: list[str], converged: bool = False) -> int:
@@ -444,12 +451,39 @@ def main_upgrade(argv: list[str], converged: bool = False) -> int:
     parser.value("--image", "REF", "default: cluster.yml's image", rule=rules.image_reference)
     parser.flag("--retry", "admit a rejected digest")
     parser.flag("--no-bench", "skip the bench gate this once")
+    parser.flag("--json", "the result as one JSON document on stdout (the progress on stderr)")
     args = parser.parse_args(argv)
 
     def upgrade(up: Upgrade) -> int:
         return up.upgrade(retry=args.retry, no_bench=args.no_bench, converged=converged)
 
-    return _run("upgrade", upgrade, lambda cluster: _other_image(args.image, cluster))
+    def run(seen: dict | None = None) -> int:
+        return _run("upgrade", upgrade, lambda cluster: _other_image(args.image, cluster), seen)
+
+    if not args.json:
+        return run()
+    seen: dict = {}
+    with jsonout.stdout_to_stderr():
+        code = run(seen)
+    print(json.dumps(result(code, seen), indent=2))
+    return code
+
+
+def result(code: int, seen: dict) -> dict:
+    """An upgrade's result for --json: its exit code and what it means (docs/ci.md), the
+    lock's builds after it, and each node it could not reach with why ("unknown" when the
+    run stopped before it read the nodes)."""
+    from halo_cluster.tools.commands import exits
+
+    lock = locks.read(seen["lock"])[0] if "lock" in seen else None
+    return {
+        "exit_code": code,
+        "result": dict(exits.EXITS["upgrade"]).get(code, "?"),
+        "digest": lock.digest if lock else reach.UNKNOWN,
+        "previous": (lock.previous.digest if lock.previous else None) if lock else reach.UNKNOWN,
+        "trial": lock.trial if lock else reach.UNKNOWN,
+        "unreachable": seen.get("unreachable", reach.UNKNOWN),
+    }
 
 
 def _other_image(image: str | None, cluster: Cluster) -> str | None:

@@ -11,12 +11,13 @@ OPTIONS = (
     ("--image REF", "the image to move to; it must be cluster.yml's `image:`"),
     ("--retry", "admit a build an earlier upgrade rejected"),
     ("--no-bench", "skip the bench gate this once"),
+    ("--json", "the result as one JSON document on stdout (the progress on stderr)"),
     ("--os", "upgrade the kernel and firmware instead (with --kernel, --firmware)"),
     ("--kernel VERSION", "with --os: the kernel-core version, as 6.18.9-200.fc43"),
     ("--firmware VERSION", "with --os: the amd-gpu-firmware version, as 20260110-1.fc43"),
 )
 HELP = text.page(
-    "halo-cluster upgrade [--image REF] [--retry] [--no-bench]\n"
+    "halo-cluster upgrade [--image REF] [--retry] [--no-bench] [--json]\n"
     "       halo-cluster upgrade --os [--kernel VERSION] [--firmware VERSION]",
     """
 Moves the whole cluster to the newest build of cluster.yml's image as one: pulls it on every
