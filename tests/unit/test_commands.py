@@ -154,7 +154,7 @@ def test_a_deploy_without_a_terminal_asks_for_yes(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(sys, "stdin", open(os.devnull))  # noqa: SIM115
-    monkeypatch.setattr(deploy.subprocess, "run", lambda *_, **__: pytest.fail("it ran"))
+    monkeypatch.setattr(subprocess, "run", lambda *_, **__: pytest.fail("it ran"))
     assert cli.main(["deploy"]) == exits.USAGE
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and "--yes" in err[0]

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
-import tempfile
 
 from halo_cluster.tools.commands import exits, text
 
@@ -96,6 +94,9 @@ def _not_reached(events: list[dict], args: list[str]) -> None:
 def _deploy_once(entry: os.PathLike, args: list[str]) -> tuple[int, list[dict]]:
     """One deploy and the report events it wrote (to the report file the environment names,
     else to one of its own)."""
+    import subprocess
+    import tempfile  # here, as subprocess: `halo-cluster --help` reads this module
+
     from halo_cluster.node import report
     from halo_cluster.tools import project
 

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 from halo_cluster.tools.commands import exits, text
@@ -98,6 +97,8 @@ def main(argv: list[str]) -> int:
 
 def _write(target: Path, addresses: list[str], key: str) -> int:
     """The config written to TARGET once the loader accepts it (its problems said, else)."""
+    import tempfile  # here: `halo-cluster --help` reads this module
+
     from halo_cluster.config.loader import ConfigError
     from halo_cluster.tools import project
 
