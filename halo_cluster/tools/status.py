@@ -351,7 +351,8 @@ def table(cluster: Cluster, statuses: list[NodeStatus], lock: locks.Lock | None 
         image = image_cell(s.images, lock)
         gpus = f"{s.gpus:g}" if isinstance(s.gpus, float | int) else s.gpus
         rows.append((s.name, s.role, s.ray, s.address, gpus, image, services, vllm))
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    rows = rows if len(rows) > 1 else []  # no node read: no table
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))] if rows else []
     lines = [image_line(lock), *filter(None, [next_deploy(cluster)])]
     lines += [
         "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
@@ -384,9 +385,8 @@ def main(argv: list[str]) -> int:
             if not s.reachable:
                 print(s.unreachable)
         lock, _ = locks.read(Path(cluster.container.lock))
-        print(table(cluster, statuses, lock))
-        print(memory_table(statuses))
-        print(versions_table(statuses))
+        parts = [table(cluster, statuses, lock), memory_table(statuses), versions_table(statuses)]
+        print("\n".join(part for part in parts if part))
         print(f"status: {VERDICTS[code]}")
     return code
 
