@@ -99,7 +99,7 @@ CORE: tuple[Field, ...] = (
         "Name of the toolbox container.",
         rule=rules.container_name,
     ),
-    Field("verify", "mapping", {}, "Thresholds of `make verify` (see `verify.*`)."),
+    Field("verify", "mapping", {}, "Thresholds of `halo-cluster verify` (see `verify.*`)."),
     Field(
         "verify.max_latency_us",
         "integer",

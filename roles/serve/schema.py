@@ -147,7 +147,8 @@ SECTION: tuple[Field, ...] = (
         "serve.nccl_debug",
         "boolean",
         False,
-        "`NCCL_DEBUG=INFO` for vLLM's RCCL: `make verify` then reads which transport RCCL used.",
+        "`NCCL_DEBUG=INFO` for vLLM's RCCL: `halo-cluster verify` then reads which transport "
+        "RCCL used.",
     ),
     Field(
         "serve.download",
