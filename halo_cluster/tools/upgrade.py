@@ -438,7 +438,16 @@ def _run(
         return REFUSED
     lock_path = Path(cluster.container.lock)
     with remote.Remote(cluster, path, found) as nodes:
-        code = phases(Upgrade(lock_path, cluster.container.reference, nodes))
+        # every node answers before anything runs: else each step would say the same node again
+        down = reach.probe(list(cluster.nodes), nodes.ssh_config)
+        for node in cluster.nodes:
+            if node.name in down:
+                print(f"halo-cluster {command}: {reach.said(node, down[node.name])}")
+        nodes.unreachable = down
+        if down:
+            print(f"halo-cluster {command}: stopped before anything changed: "
+                  f"{', '.join(down)} cannot be reached (above)")  # fmt: skip
+        code = REFUSED if down else phases(Upgrade(lock_path, cluster.container.reference, nodes))
         if seen is not None:
             seen.update(lock=lock_path, unreachable=nodes.unreachable)
         return code

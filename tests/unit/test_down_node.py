@@ -47,8 +47,8 @@ def config_text(port: int, serving: bool = True) -> str:
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """cluster.yml with a real key (pyinfra refuses a file that is not one) and a lock (the
-    upgrade reads it before any node)."""
+    """cluster.yml with a real key (pyinfra refuses a file that is not one) and a lock with a
+    previous build (the upgrade and the rollback read it before any node)."""
     found = tmp_path_factory.mktemp("down")
     (found / "ssh").mkdir()
     subprocess.run(
@@ -60,7 +60,10 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (found / "cluster.yml").write_text(config_text(port))
     (found / "off.yml").write_text(config_text(port, serving=False))
     cluster = project.load(found / "cluster.yml")
-    lock = locks.Lock(head="node1", reference=cluster.container.reference, digest=DIGEST)
+    previous = locks.Build("sha256:" + "b" * 64, "", "", "", "")  # for rollback to go back to
+    lock = locks.Lock(
+        head="node1", reference=cluster.container.reference, digest=DIGEST, previous=previous
+    )
     locks.write(Path(cluster.container.lock), lock)
     return found
 
@@ -91,6 +94,7 @@ COMMANDS = {
     "bench": (["bench", "--json"], exits.ERROR),
     "deploy": (["deploy", "--yes"], exits.ERROR),
     "upgrade": (["upgrade", "--no-bench", "--json"], exits.ERROR),
+    "rollback": (["rollback"], exits.ERROR),
     "upgrade --os": (["upgrade", "--os", "--kernel", "6.18.9-200.fc43"], exits.ERROR),
 }
 
