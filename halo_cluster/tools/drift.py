@@ -186,6 +186,11 @@ def run(config: str, entry: Path) -> dict:
         result = dry_run(config, events, entry)
         summary = summarize([n.name for n in cluster.nodes], result, _read_events(events))
     down = {n for n, e in summary["nodes"].items() if e["status"] == UNREACHABLE}
+    for node in list(down):
+        if reach.reason(summary["nodes"][node]["reason"])[0] != reach.UNREACHABLE:
+            # pyinfra's line names the cause (a timeout): no second wait for ssh's
+            summary["nodes"][node]["reason"] = reach.why(summary["nodes"][node]["reason"])
+            down.discard(node)
     for node, why in reach.probe_names(cluster, down).items():
         summary["nodes"][node]["reason"] = why
     summary["errors"] = _errors(summary)

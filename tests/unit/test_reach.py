@@ -39,6 +39,11 @@ REAL = [
         "Warning: Identity file x missing.\nssh: connect to host h port 9: Connection refused",
         "refused",
     ),
+    # pyinfra's (paramiko's) lines: a timeout and a refused login name their cause, a refused
+    # connection does not (drift then asks ssh)
+    ("Could not connect (timed out)", "timed out"),
+    ("SSH error (Authentication failed.)", "authentication"),
+    ("Could not connect ([Errno None] Unable to connect to port 9 on 127.0.0.1)", reach.UNREACHABLE),
     ("something else entirely", reach.UNREACHABLE),
     ("", reach.UNREACHABLE),
 ]
