@@ -43,7 +43,7 @@ REAL = [
     # connection does not (drift then asks ssh)
     ("Could not connect (timed out)", "timed out"),
     ("SSH error (Authentication failed.)", "authentication"),
-    ("Could not connect ([Errno None] Unable to connect to port 9 on 127.0.0.1)", reach.UNREACHABLE),
+    ("Could not connect ([Errno None] Unable to connect to port 9 on ::1)", reach.UNREACHABLE),
     ("something else entirely", reach.UNREACHABLE),
     ("", reach.UNREACHABLE),
 ]
