@@ -11,13 +11,14 @@ own exit code for an error, before the config is read or any host is contacted.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from halo_cluster.config.quoting import quote
+from halo_cluster.config.quoting import LIMIT, quote
 
 Rule = Callable[[str], str | None]  # what is wrong with a value, or None (config/rules.py's)
-LINE_LIMIT = 200  # an argparse message longer than this, or not one printable line, is quoted
+LINE_LIMIT = 200  # an argparse message still longer than this, or not one line, is quoted
 
 
 def problem(option: str, value: str | None, times: int = 1, rule: Rule | None = None) -> str | None:
@@ -42,6 +43,7 @@ class Parser(argparse.ArgumentParser):
         super().__init__(allow_abbrev=False, **kwargs)
         self.usage_error = usage_error
         self.given: set[str] = set()  # the options seen in this parse
+        self.typed: list[str] = []  # the arguments of this parse, as argparse may echo them
 
     def value(self, name: str, metavar: str, help: str, rule: Rule | None = None) -> None:
         """An option taking one value, once, non-empty, passing `rule`; None when left out."""
@@ -55,20 +57,31 @@ class Parser(argparse.ArgumentParser):
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> argparse.Namespace:
         self.given = set()
+        self.typed = list(sys.argv[1:] if args is None else args)
         parsed, unknown = self.parse_known_args(args, namespace)
         if unknown:
             known = [
                 o for a in self._actions for o in a.option_strings if o not in ("-h", "--help")
             ]
             options = f"its options: {', '.join(known)}" if known else "it takes no options"
-            self.error(f"{quote(unknown[0])}: unknown argument ({options}; --help)")
+            self.refuse(f"{quote(unknown[0])}: unknown argument ({options}; --help)")
         return parsed
 
-    def error(self, message: str) -> NoReturn:
-        # argparse's own messages embed what was typed: shown quoted when it is not one line
-        if not message.isprintable() or len(message) > LINE_LIMIT:
-            message = quote(message)
+    def refuse(self, message: str) -> NoReturn:
+        """The tool's own line, whose values are already quoted: printed as it is."""
         self.exit(self.usage_error, f"{self.prog}: {message}\n")
+
+    def error(self, message: str) -> NoReturn:
+        """argparse's messages embed what was typed, raw or by repr: each value that is not a
+        short printable one is quoted there, the sentence around it kept."""
+        values = {part for arg in self.typed for part in (arg, arg.partition("=")[2])}
+        for value in sorted(values, key=len, reverse=True):
+            if value and not (value.isprintable() and len(value) <= LIMIT):
+                message = message.replace(repr(value), quote(value))
+                message = message.replace(value, quote(value))
+        if not message.isprintable() or len(message) > LINE_LIMIT:  # a value not among typed
+            message = quote(message)
+        self.refuse(message)
 
 
 class _Value(argparse.Action):
@@ -102,7 +115,7 @@ def _once(parser: Parser, action: argparse.Action, value: str | None, rule: Rule
     times = 2 if action.dest in parser.given else 1
     parser.given.add(action.dest)
     if wrong := problem(action.option_strings[-1], value, times, rule):
-        parser.error(wrong)
+        parser.refuse(wrong)
 
 
 def parser(prog: str, description: str | None, usage_error: int, **kwargs: Any) -> Parser:

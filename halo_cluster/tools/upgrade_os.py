@@ -13,6 +13,7 @@ reboot), 6 a gate failed (that node rebooted into its old default), 7 a node did
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -116,12 +117,11 @@ def deploy_argv(targets: Targets) -> list[str]:
     return [*project.PYINFRA, "-y", *data, "inventory.py", "deploy.py"]
 
 
-def target_problem(option: str, value: str) -> str | None:
-    """Why VALUE is not an EVR by rpm's ASCII grammar without the arch, in one line naming the
-    option, or None: a NEVRA's `.noarch` would pass the known-bad list's comparison and then
-    install that very build, an Arabic-Indic digit would read as an epoch."""
-    problem = rpmversion.problem(value, example=EXAMPLES[option])
-    return f"{option}: {problem}" if problem else None
+def target_rule(option: str) -> options.Rule:
+    """OPTION's rule in the parser: an EVR by rpm's ASCII grammar without the arch. A NEVRA's
+    `.noarch` would pass the known-bad list's comparison and then install that very build, an
+    Arabic-Indic digit would read as an epoch."""
+    return functools.partial(rpmversion.problem, example=EXAMPLES[option])
 
 
 class Stop(Exception):
@@ -134,13 +134,11 @@ class Stop(Exception):
 
 
 def judge_targets(cluster: Cluster, targets: Targets) -> list[str]:
-    """One line per target the list calls bad (each refuses the upgrade), printed notes aside."""
+    """One line per target the list calls bad (each refuses the upgrade), printed notes aside;
+    the targets passed their rule (`target_rule`) in the parser."""
     refused = []
     for package, evr in ((KERNEL, targets.kernel), (FIRMWARE, targets.firmware)):
         if evr is None:
-            continue
-        if problem := rpmversion.problem(evr):  # the list judges rpm's versions only
-            refused.append(f"{package}: {problem}")
             continue
         entry = cluster.os.judged(package, evr)
         if entry is None:
@@ -661,20 +659,17 @@ class Upgrade:
 def main(args: list[str]) -> int:
     parser = options.parser("halo-cluster upgrade --os", __doc__, REFUSED)
     parser.flag("--os", "the kernel and firmware, not the image", required=True)
-    parser.value("--kernel", "VERSION", "kernel-core's EVR, 6.18.9-200.fc43")
-    parser.value("--firmware", "VERSION", "amd-gpu-firmware's, 20260110-1.fc43")
-    parsed = parser.parse_args(args)
+    parser.value(
+        "--kernel", "VERSION", "kernel-core's EVR, 6.18.9-200.fc43", rule=target_rule("--kernel")
+    )
+    parser.value(
+        "--firmware", "VERSION", "amd-gpu-firmware's, 20260110-1.fc43",
+        rule=target_rule("--firmware"),
+    )  # fmt: skip
     # each refused in one line with exit 1 before the config is read
-    problems = [
-        problem
-        for option, value in (("--kernel", parsed.kernel), ("--firmware", parsed.firmware))
-        if value is not None and (problem := target_problem(option, value))
-    ]
+    parsed = parser.parse_args(args)
     if not (parsed.kernel or parsed.firmware):
-        problems = ["halo-cluster upgrade --os: give --kernel VERSION, --firmware VERSION or both"]
-    if problems:
-        print("; ".join(problems), file=sys.stderr)
-        return REFUSED
+        parser.error("give --kernel VERSION, --firmware VERSION or both")
     cluster = project.load_or_say(project.config())
     if cluster is None:
         return REFUSED

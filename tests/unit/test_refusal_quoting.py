@@ -113,8 +113,11 @@ OPTION_CASES = [
     (["upgrade", "--image", ""], "halo-cluster upgrade: --image: empty value"),
     (["upgrade", "--retr"], "halo-cluster upgrade: '--retr': unknown argument"),
     (["upgrade", "--no-bench", "--no-bench"], "halo-cluster upgrade: --no-bench given twice"),
-    (["upgrade", "--os", "--kernel", HOSTILE], "--kernel: " + SHOWN),
-    (["upgrade", "--os", "--firmware", HOSTILE], "--firmware: " + SHOWN),
+    (["upgrade", "--os", "--kernel", HOSTILE], "halo-cluster upgrade --os: --kernel: " + SHOWN),
+    (
+        ["upgrade", "--os", "--firmware", HOSTILE],
+        "halo-cluster upgrade --os: --firmware: " + SHOWN,
+    ),
     (["upgrade", "--os", "--kernel", ""], "halo-cluster upgrade --os: --kernel: empty value"),
     (
         ["upgrade", "--os", "--firmware", "20260110-1.fc43", "--firmware", "20251125-1.fc43"],
@@ -216,6 +219,29 @@ def test_a_hostile_lock_is_refused_in_safe_lines(command: str, config: Path, cap
     code, lines = refused(COMMANDS[command], capsys)
     assert code == 1, lines
     assert all("halo-cluster.lock: " in line for line in lines), lines
+
+
+def test_a_long_plain_value_keeps_the_rules_reason_and_is_quoted_once(
+    config: Path, reads: list[str], capsys
+) -> None:
+    """The tool's own sentence is already safe: only the value is cut, its reason stays."""
+    code, lines = refused(["upgrade", "--image", "docker.io/a/b:" + "a" * 5000], capsys)
+    assert (code, len(lines), reads) == (1, 1, []), lines
+    assert lines[0].startswith("halo-cluster upgrade: --image: 'docker.io/a/b:aaa"), lines[0]
+    assert "'... (5014 characters) is not an image reference" in lines[0], lines[0]
+    assert "a tag is" in lines[0] and '"' not in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("value", [HOSTILE, "m" * 5000])
+def test_argparses_own_message_quotes_the_value_and_keeps_its_sentence(value: str, capsys) -> None:
+    parser = options.parser("halo-cluster x", None, 1)
+    parser.add_argument("--mode", choices=["a", "b"])
+    with pytest.raises(SystemExit) as stopped:
+        parser.parse_args(["--mode", value])
+    line = capsys.readouterr().err
+    assert stopped.value.code == 1 and line.count("\n") == 1, line
+    assert line.startswith("halo-cluster x: argument --mode: invalid choice: "), line
+    assert "... (5" in line and "(choose from" in line and len(line) < LINE_MAX, line
 
 
 def test_an_image_other_than_the_configs_is_refused_before_any_host(config: Path, capsys):

@@ -294,18 +294,19 @@ def test_the_lab_grubenv_is_grub_s_1024_byte_block(tmp_path: Path) -> None:
     [
         (
             ["--firmware", "20251125-1.fc43.noarch"],
-            "--firmware: '20251125-1.fc43.noarch' ends in the arch .noarch (give it without "
-            "the arch: 20260110-1.fc43)",
+            "halo-cluster upgrade --os: --firmware: '20251125-1.fc43.noarch' ends in the arch "
+            ".noarch (give it without the arch: 20260110-1.fc43)",
         ),
         (
             ["--kernel", "6.18.9-200.fc43.x86_64"],
-            "--kernel: '6.18.9-200.fc43.x86_64' ends in the arch .x86_64 (give it without the "
-            "arch: 6.18.9-200.fc43)",
+            "halo-cluster upgrade --os: --kernel: '6.18.9-200.fc43.x86_64' ends in the arch "
+            ".x86_64 (give it without the arch: 6.18.9-200.fc43)",
         ),
         (
             ["--kernel", "6.18.9"],
-            "--kernel: '6.18.9' is not [EPOCH:]VERSION-RELEASE of letters, digits and "
-            ". _ + ~ ^ (give it as rpm prints it, without the arch: 6.18.9-200.fc43)",
+            "halo-cluster upgrade --os: --kernel: '6.18.9' is not [EPOCH:]VERSION-RELEASE of "
+            "letters, digits and . _ + ~ ^ (give it as rpm prints it, without the arch: "
+            "6.18.9-200.fc43)",
         ),
         ([], "halo-cluster upgrade --os: give --kernel VERSION, --firmware VERSION or both"),
     ],
@@ -315,7 +316,9 @@ def test_a_target_not_an_evr_without_arch_is_one_line_and_exit_1_before_any_read
 ) -> None:
     """A NEVRA's arch passed the known-bad list and installed that build on every node."""
     monkeypatch.setattr(project, "load", lambda _: pytest.fail("the config was read"))
-    assert upgrade_os.main(["--os", *argv]) == upgrade_os.REFUSED
+    with pytest.raises(SystemExit) as stopped:
+        upgrade_os.main(["--os", *argv])
+    assert stopped.value.code == upgrade_os.REFUSED
     assert capsys.readouterr().err == f"{line}\n"
 
 
