@@ -110,10 +110,7 @@ def boolean(value: object) -> str | None:
     return None if isinstance(value, bool) else f"{quote(value)} is not true or false (JSON)"
 
 
-def reason(value: object) -> str | None:
-    if isinstance(value, str) and value.isprintable() and 0 < len(value) <= MAX_REASON:
-        return None
-    return f"{quote(value)} is not one printable line of at most {MAX_REASON} characters"
+reason = rules.line(MAX_REASON, least=1)
 
 
 # a build's keys: `current`'s and `previous`'s
@@ -206,6 +203,10 @@ def check(path: Path, doc: Any) -> list[str]:
         names = [n["name"] for n in doc.get(key, ())]
         if len(set(names)) != len(names):
             problems.append(_line(path, key, "names a node twice (one entry per node)"))
+    members = [n["name"] for n in doc.get("members", ())]
+    if members and doc["head"] not in members:  # each deploy records its head as a member
+        what = f"{quote(doc['head'])} is not among the {len(members)} members ({RESTORE})"
+        problems.append(_line(path, "head", what))
     return problems
 
 

@@ -269,6 +269,26 @@ def kernel_argument(value: object) -> str | None:
     return None
 
 
+def line(limit: int, least: int = 0) -> Rule:
+    """One printable line of LEAST to LIMIT characters: free text shown inside a refusal's line
+    (a known version's symptom, a gate's reason in the lock), where a line break would forge a
+    line of its own and ESC would reach the terminal."""
+
+    def problem(value: object) -> str | None:
+        if not isinstance(value, str) or not value.isprintable():
+            return (
+                f"{quote(value)} is not one line of printable text (no line breaks or control "
+                "characters: write it on one line)"
+            )
+        if len(value) > limit:
+            return f"{quote(value)} is longer than {limit} characters (say it in one line)"
+        if len(value) < least:
+            return f"{quote(value)} is empty (say it in one line)"
+        return None
+
+    return problem
+
+
 def file_path(value: object) -> str | None:
     """A file on the controller: a path the OS can take (no NUL, at most PATH_MAX)."""
     text = str(value)

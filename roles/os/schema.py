@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from halo_cluster.config import rules
 from halo_cluster.config.model import Cluster, Problems
 from halo_cluster.config.quoting import quote
 from halo_cluster.config.schema import REQUIRED, Field, variables
@@ -32,20 +33,8 @@ def date_problem(value: object) -> str | None:
     return f"{quote(value)} is not a date YYYY-MM-DD (quote it: YAML reads a bare date as a date)"
 
 
-def line_problem(value: object) -> str | None:
-    """One printable line of at most MAX_TEXT characters: it is shown inside a refusal's line,
-    where a line break would forge a line of its own and ESC would reach the terminal."""
-    if not isinstance(value, str) or not value.isprintable():
-        return (
-            f"{quote(value)} is not one line of printable text (no line breaks or control "
-            "characters: write it on one line)"
-        )
-    if len(value) > MAX_TEXT:
-        return (
-            f"{quote(value)} is longer than {MAX_TEXT} characters (say it in one line; the "
-            "details belong behind the source)"
-        )
-    return None
+# a symptom or a source: one printable line of a refusal
+line_problem = rules.line(MAX_TEXT)
 
 
 SECTION: tuple[Field, ...] = (

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from halo_cluster.config import lock as locks
+from halo_cluster.config import lockschema, rules
 from halo_cluster.config.rules import image_digest, image_name
 from tests.recorded import skopeo_digest
 from tests.unit.helpers_lock import load, problems
@@ -201,6 +202,7 @@ def _set(*keys_value):
         (_set("members", 0, "name", "x" * 300), "members[0].name: 'xxx"),
         (_set("left", 0, "name", "$(reboot)"), "left[0].name: '$(reboot)' is not a node name"),
         (_set("head", "\x1b[2J"), "head: '\\x1b[2J' is not a node name"),
+        (_set("head", "halo3"), "head: 'halo3' is not among the 2 members (restore the lock"),
         (_set("padding", "x"), "padding: unknown key"),
         (_set("image", "tag", "x"), "image.tag: unknown key"),
         (_set("image", "current", "by", "x"), "image.current.by: unknown key"),
@@ -215,7 +217,7 @@ def _set(*keys_value):
         (_set("image", "current", "digest", "sha256:12"), "'sha256:12': a sha256 digest is 64"),
         (_set("image", "current", "digest", 7), "image.current.digest: 7 is not a digest"),
         (_set("image", "current", "vllm", "0.1 rc" * 20), "image.current.vllm: "),
-        (_set("image", "rejected", 0, "reason", "a\nb"), "reason: 'a\\nb' is not one printable"),
+        (_set("image", "rejected", 0, "reason", "a\nb"), "reason: 'a\\nb' is not one line of"),
         (_set("image", "rejected", [{}] * 257), "image.rejected: holds 257 items, more than 256 ("),
         (_set("members", {"name": "halo1"}), "members: {'name': 'halo1'} is not a list of objects"),
         (_set("image", "reference", "x y"), "image.reference: 'x y' is not an image reference"),
@@ -326,3 +328,14 @@ def test_only_what_read_takes_is_written(tmp_path: Path) -> None:
     assert (found.resolved, found.ray, found.vllm) == ("", "", "")  # unknown, not refused
     assert found.rejected[0].reason.startswith("gate failed: [2Jslow slow")
     assert len(found.rejected[0].reason) == 500
+
+
+def test_free_text_is_one_rule_for_the_lock_and_the_known_versions() -> None:
+    """A gate's reason and a known version's symptom: config/rules.py's `line`, one wording."""
+    from halo_cluster.roles.os import schema
+
+    for value in ("a\nb", "\x1b[2J", 7):
+        assert lockschema.reason(value) == schema.line_problem(value) is not None
+    assert lockschema.reason("x" * 501) == rules.line(500)("x" * 501)
+    assert "longer than 500 characters" in str(lockschema.reason("x" * 501))
+    assert lockschema.reason("") is not None and schema.line_problem("") is None

@@ -84,8 +84,10 @@ def valid_locks(draw: Any) -> locks.Lock:
     unique = {"unique_by": lambda n: n.name, "max_size": 4}
     members = draw(st.lists(st.builds(locks.Member, NAMES, ADDRESSES), **unique))
     left = draw(st.lists(st.builds(locks.Departed, NAMES, ADDRESSES, TIMES), **unique))
+    # the head is among the members whenever they are recorded
+    head = draw(st.sampled_from([m.name for m in members]) if members else NAMES)
     return locks.Lock(
-        draw(NAMES),
+        head,
         draw(REFERENCES),
         current.digest,
         current.resolved,
