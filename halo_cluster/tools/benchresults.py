@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -235,10 +234,12 @@ class GateResult:
 
 
 def spread(values: list[float]) -> float:
-    """How far one build's runs at a level disagree: (max - min) / median, in percent."""
+    """How far one build's runs at a level disagree: (max - min) / median, in percent; 0 for
+    a side with no request completed in most runs (median 0): nothing to scale by, and its
+    median alone judges it (`LevelGate.slower`), never a spread wide enough to pass anything."""
     middle = statistics.median(values)
-    if middle <= 0:  # no request completed in most runs: nothing to scale by
-        return 0.0 if max(values) == min(values) else math.inf
+    if middle <= 0:
+        return 0.0
     return (max(values) - min(values)) / middle * 100
 
 
@@ -259,8 +260,9 @@ class LevelGate:
 
     @property
     def slower(self) -> bool:
-        """Slower by more than both the tolerance and the spread: what noise cannot explain."""
-        return self.change < -max(self.tolerance, self.spread)
+        """Slower by more than both the tolerance and the spread: what noise cannot explain; a
+        new build whose median is 0 (most of its runs completed no request) always is."""
+        return self.new <= 0 or self.change < -max(self.tolerance, self.spread)
 
     @property
     def failing_more(self) -> bool:
@@ -304,9 +306,8 @@ def gate_levels(old: list[dict], new: list[dict], tolerance: float) -> list[Leve
         if not before or not after:
             continue
         was, now = statistics.median(before), statistics.median(after)
-        change = delta(was, now)
-        if change is None:
-            continue
+        # an old build that completed nothing: the new one is no slower, unless it did neither
+        change = (now - was) / was * 100 if was > 0 else 0.0
         noise = max(spread(before), spread(after))
         failed = (
             min(_values(new, name, "failed") or [0]),

@@ -84,6 +84,22 @@ def test_the_spread_is_the_range_against_the_median_of_the_noisier_side() -> Non
     assert level.spread == pytest.approx(20.0) and level.runs == (3, 3)
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "status"),
+    [
+        ((100, 100, 100), (0, 0, 5), "failed"),  # most new runs completed nothing
+        ((100, 100, 100), (0, 0, 0), "failed"),
+        ((0, 0, 0), (0, 0, 0), "failed"),  # neither build measured anything
+        ((0, 0, 5), (100, 100, 100), "passed"),  # the old build measured nothing, the new did
+    ],
+)
+def test_a_side_with_median_0_is_judged_by_its_median_not_passed_by_its_spread(
+    old, new, status
+) -> None:
+    assert gate_result(runs(*old), runs(*new), 10).status == status
+    assert spread([0, 0, 5]) == 0.0
+
+
 def test_failed_requests_fail_the_gate_only_when_every_new_run_fails_more() -> None:
     old = runs(100, 100, 100)
     worse = gate_result(old, runs(100, 100, 100, failed=2), 10)
