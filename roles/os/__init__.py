@@ -147,7 +147,8 @@ def installed_kernels(
             how = "removes it once the node passed its gate"
             checks.append(Check("kernel", WARN, _replaced(what, KERNEL, target, how)))
             continue
-        fix = f"`dnf remove {KERNEL}-{evr}`"
+        good = versions.newest_good(entries, KERNEL)
+        fix = f"{_upgrade_fix(KERNEL, good)}, or by hand `dnf remove {KERNEL}-{evr}`"
         checks.append(Check("kernel", FAIL, _bad(what, entry, fix), refuses=True))
     return checks
 

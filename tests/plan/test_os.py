@@ -68,7 +68,10 @@ def test_the_recorded_fedora43_kernels_are_refused_with_the_fix() -> None:
     ) in reason
     assert "`dnf remove kernel-core-6.17.8-300.fc43`" in reason
     assert "known-bad kernel-core 6.17.1-300.fc43 (installed)" in reason
-    assert "fix: `dnf remove kernel-core-6.17.1-300.fc43`" in reason
+    assert (
+        "; fix: `halo-cluster upgrade --os --kernel 6.18.9-200.fc43`, or by hand "
+        "`dnf remove kernel-core-6.17.1-300.fc43`"
+    ) in reason
     assert "source: kyuz0/amd-strix-halo-toolboxes README" in reason
     assert result.names("halo2"), "the other node runs on"
 
