@@ -560,6 +560,8 @@ def main(argv: list[str]) -> int:
     cluster = project.load_or_say(project.config())
     if cluster is None:
         return ERROR
+    if change := project.next_deploy(cluster):  # bench writes no lock; stdout may be --json's
+        print(change, file=sys.stderr)
     folder = reports()
     if args.compare:
         return compare_only(cluster, folder)

@@ -93,8 +93,8 @@ def load_or_say(path: str | Path) -> Cluster | None:
 
 def next_deploy(cluster: Cluster) -> str | None:
     """What the next deploy records of a change to the cluster's members, in one line, or None:
-    the commands that only read (`where`, `drift`, `status`) say it, since they write nothing
-    (roles/serve/controller.py writes when a deploy runs)."""
+    the commands that only read (`where`, `drift`, `status`, `bench`, `verify`) say it, since
+    they write nothing (roles/serve/controller.py writes when a deploy runs)."""
     container = cluster.container
     if container.leaving:
         token = " and rotates Ray's token" if cluster.serve.ray_token_owned else ""

@@ -151,3 +151,29 @@ def test_where_and_drift_write_neither_the_lock_nor_a_token_and_say_what_is_next
     assert capsys.readouterr().out.splitlines()[0] == said
     assert (lock.read_bytes(), lock.stat().st_mtime_ns) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster.yml", locks.LOCK_FILE]
+
+
+def test_bench_and_verify_say_what_the_next_deploy_records_and_write_no_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 34, item 2: like where, drift and status, on stderr (bench's stdout may be its
+    --json document; verify says it before its checks run)."""
+    import pytest as checks
+
+    from halo_cluster.tools import bench, project
+    from halo_cluster.tools.commands import verify
+
+    lock = three_node_lock(tmp_path)
+    before = (lock.read_bytes(), lock.stat().st_mtime_ns)
+    said = "halo-cluster.lock: halo3 left the config: the next deploy records it"
+    monkeypatch.setenv("CLUSTER_CONFIG", str(config(tmp_path, 2)))
+    monkeypatch.setattr(project, "ROOT", tmp_path)
+    monkeypatch.setattr(bench, "compare_only", lambda cluster, folder: 0)
+    assert bench.main(["--compare"]) == 0
+    assert capsys.readouterr().err.splitlines()[0].startswith(said)
+
+    ran: list[str] = []
+    monkeypatch.setattr(checks, "main", lambda args: ran.append(capsys.readouterr().err) or 0)
+    assert verify.main([]) == 0
+    assert ran and ran[0].splitlines()[0].startswith(said), ran
+    assert (lock.read_bytes(), lock.stat().st_mtime_ns) == before

@@ -75,6 +75,7 @@ def main(args: list[str]) -> int:
         return exits.NO_CHECKS
     import pytest  # here: only verify needs it
 
+    _next_deploy()
     junit = project.ROOT / "reports" / "verify.xml"
     # in this process, not a new interpreter's: its start-up and the config loader's imports,
     # which the checks need too, are paid once
@@ -92,3 +93,18 @@ def main(args: list[str]) -> int:
     finally:
         gc.enable()
         os.chdir(before)
+
+
+def _next_deploy() -> None:
+    """What the next deploy would record (a node that left, a token to rotate), on stderr before
+    the checks, as where, drift and status say it: verify writes no lock. A config the loader
+    refuses is said once, by the checks' own load."""
+    from halo_cluster.config.loader import ConfigError
+    from halo_cluster.tools import project
+
+    try:
+        cluster = project.load(project.config())
+    except ConfigError:
+        return
+    if change := project.next_deploy(cluster):
+        print(change, file=sys.stderr)
