@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import pty
+import select
 import shutil
 import subprocess
 import sys
+import time
 from importlib.metadata import version
 from pathlib import Path
 
@@ -115,20 +117,27 @@ def test_an_unknown_shell_is_one_line(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def on_a_terminal(argv: list[str], env: dict[str, str]) -> bytes:
-    """What ARGV prints with a terminal as its stdout and stderr."""
+    """What ARGV prints with a terminal as its stdout and stderr, until it exits."""
     primary, secondary = pty.openpty()
-    with subprocess.Popen(argv, stdout=secondary, stderr=secondary, env=env) as running:
+    try:
+        running = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary, env=env
+        )
+    finally:
         os.close(secondary)
-        out = b""
-        while True:
+    out, deadline = b"", time.monotonic() + 120
+    # until it exits and its output is read: the end of the terminal's input alone is not a
+    # sign, since whatever else holds the terminal keeps it open
+    while time.monotonic() < deadline:
+        if select.select([primary], [], [], 0.2)[0]:
             try:
-                chunk = os.read(primary, 4096)
-            except OSError:  # the child closed the terminal
+                out += os.read(primary, 4096)
+            except OSError:  # every holder closed the terminal
                 break
-            if not chunk:
-                break
-            out += chunk
-        running.wait(timeout=120)
+        elif running.poll() is not None:
+            break
+    running.kill()
+    running.wait()
     os.close(primary)
     return out
 
