@@ -112,7 +112,7 @@ def end_line(refused: list[dict]) -> str | None:
     return (
         f"halo-cluster: refused {len(nodes)} node{'s' if len(nodes) > 1 else ''} "
         f"({', '.join(nodes)}), each for the reason on its own line above: "
-        f"exit {REFUSED_EXIT} (docs/ci.md)"
+        f"exit {REFUSED_EXIT} (halo-cluster deploy --help)"
     )
 
 

@@ -23,5 +23,5 @@ def test_a_lab_without_rdma_is_refused_node_by_node() -> None:
     assert "No hosts remaining" not in log and "pyinfra error" not in log
     assert result.stderr.rstrip().splitlines()[-1] == (
         "halo-cluster: refused 2 nodes (node1, node2), each for the reason on its own line "
-        "above: exit 1 (docs/ci.md)"
+        "above: exit 1 (halo-cluster deploy --help)"
     )

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from halo_cluster.tools.commands.exits import BAD_CONFIG
 from tests.plan.harness import plan
 from tests.plan.nodes import (
     CONFIG,
@@ -68,7 +69,7 @@ def test_every_category_is_refused_before_any_host_is_contacted(tmp_path: Path) 
         text=True,
         timeout=60,
     )
-    assert result.returncode == 2, result.stderr
+    assert result.returncode == BAD_CONFIG, result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     lines = [line for line in result.stderr.splitlines() if not line.startswith("--> ")]
     assert all(line.startswith(f"{config}: ") for line in lines), lines

@@ -54,7 +54,7 @@ def test_the_run_ends_with_one_line_naming_the_refused_nodes() -> None:
     ]
     assert report.end_line(refused) == (
         "halo-cluster: refused 2 nodes (halo1, halo2), each for the reason on its own line "
-        "above: exit 1 (docs/ci.md)"
+        "above: exit 1 (halo-cluster deploy --help)"
     )
     assert report.end_line(refused[:1]).startswith("halo-cluster: refused 1 node (halo1),")
     out_of_order = [{"node": n, "kind": "refused", "reason": FIX} for n in ("n10", "n2", "n1")]

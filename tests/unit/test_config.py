@@ -19,6 +19,7 @@ from halo_cluster.config.schema import host_name
 from halo_cluster.roles import docs
 from halo_cluster.roles.kernel.schema import gtt_kernel_args
 from halo_cluster.roles.serve.model import Serve
+from halo_cluster.tools.commands.exits import BAD_CONFIG
 from tests.unit.configs import VALID_ROCE, VALID_TB, problems, write
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -299,7 +300,7 @@ def test_pyinfra_refuses_bad_config_without_traceback(tmp_path: Path, case: str)
         text=True,
         timeout=60,
     )
-    assert result.returncode == 2
+    assert result.returncode == BAD_CONFIG
     assert re.search(pattern, result.stderr)
     assert "Traceback" not in result.stderr + result.stdout
 
