@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -116,7 +117,8 @@ def test_lab_up_after_its_processes_were_killed(lab: Lab) -> None:
     for name in lab.nodes:
         for group in node.cgroup_dirs(name):
             for pid in node.cgroup_pids(group):
-                os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):  # it ended since it was listed
+                    os.kill(pid, signal.SIGKILL)
     result = lab.lab("up", "--nodes", "2", "--link", "roce")
     assert "nodes up" in result.stdout
     assert lab.ssh("node1", "systemctl is-system-running").strip() == "running"

@@ -28,11 +28,13 @@ HISTORY = f"~vllm/{locks.HISTORY}"
 STARTED = "systemctl --user show -p ActiveEnterTimestamp --value halo-ray"
 
 
-def upgrade_config(lab: Lab, ready_timeout: int = 60) -> Path:
+def upgrade_config(lab: Lab, ready_timeout: int = 60, tolerance: int = 10) -> Path:
     # the bench gate at its default tolerance (10 %) and runs (3 a build): the stand-in's short
     # runs on 2 shared cores vary by more than 10 %, which the runs' spread now tells from a
     # build whose tokens take 10 times as long
     serve = SERVE.replace("ready_timeout: 300", f"ready_timeout: {ready_timeout}")
+    workload = "  concurrency: [1, 4]\n"
+    serve = serve.replace(workload, f"{workload}  tolerance: {tolerance}\n")
     return lab.config("reboot: if-needed\n" + serve)
 
 
@@ -74,8 +76,10 @@ def command(name: str, config: Path) -> tuple[int, str]:
 
 
 def test_an_upgrade_moves_every_node_and_rollback_returns(serving: Lab) -> None:
-    # the default start bound: the switch itself runs on the loaded cores too
-    lab, config = serving, upgrade_config(serving, ready_timeout=300)
+    # the default start bound: the switch itself runs on the loaded cores too. Tolerance 30 %:
+    # a loaded full run once measured the new side 11 % below the old one with spreads of 7-10 %
+    # (the load is not the same in the two windows, which no side's spread shows; docs/bench.md)
+    lab, config = serving, upgrade_config(serving, ready_timeout=300, tolerance=30)
     before = cluster_digest(config)
     published = cli.publish_image()
     with loaded(lab):
