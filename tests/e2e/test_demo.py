@@ -44,7 +44,7 @@ def test_demo_ends_with_where_the_cluster_is(demo: subprocess.CompletedProcess) 
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     serving, curl, status = demo.stdout.rstrip().splitlines()[-3:]
     assert serving.startswith("serving facebook/opt-125m at http://192.168.100.1:8000 ")
-    assert status == f"status:  make status CLUSTER_CONFIG={DEMO_CONFIG}"
+    assert status == f"status:  halo-cluster status --config {DEMO_CONFIG}"
     # the curl line works as printed, from the project directory
     reply = run(["sh", "-c", curl.removeprefix("try it:  ")], timeout=60)
     assert reply.returncode == 0, reply.stderr
