@@ -40,12 +40,8 @@ def waiting(host: Any, what: str, every: float = EVERY_SECONDS) -> Iterator[None
             logger.info(f"{host.print_prefix}waiting for {what}: {elapsed:.0f} s so far")
 
     logger.info(f"{host.print_prefix}waiting for {what}")
-    ticker = threading.Thread(target=tick, daemon=True)
-    ticker.start()
-    try:
+    with _ticking(tick, stop):
         yield
-    finally:
-        stop.set()
 
 
 @dataclass(frozen=True)
@@ -112,12 +108,8 @@ def measuring(
             if stalled:
                 say(f"{what}: {stalled}", True)
 
-    ticker = threading.Thread(target=tick, daemon=True)
-    ticker.start()
-    try:
+    with _ticking(tick, stop):
         yield
-    finally:
-        stop.set()
 
 
 @contextmanager
@@ -133,3 +125,13 @@ def transferring(host: Any, what: str, measure: Measure) -> Iterator[None]:
 
     with measuring(say, run, what, measure):
         yield
+
+
+@contextmanager
+def _ticking(tick: Callable[[], None], stop: threading.Event) -> Iterator[None]:
+    """`tick` in a thread of its own while the block runs; `stop` set when it ends."""
+    threading.Thread(target=tick, daemon=True).start()
+    try:
+        yield
+    finally:
+        stop.set()

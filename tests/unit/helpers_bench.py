@@ -44,3 +44,13 @@ def head(digest: str | None = None, owned_by: str = "vllm") -> bench.Head:
     found = head_sections(digest or skopeo_digest(), owned_by)
     nodes = {n: bench.node_versions(bench.status.filled(f, "versions")) for n, f in found.items()}
     return bench.parse_head(found["halo1"], nodes)
+
+
+def fake_ssh(tmp_path: Path, monkeypatch, body: str | None) -> None:
+    """PATH with `ssh` as `body` (None: no ssh at all), so the run fails before vLLM."""
+    tools = tmp_path / "fakebin"
+    tools.mkdir()
+    if body is not None:
+        (tools / "ssh").write_text("#!/bin/sh\n" + body)
+        (tools / "ssh").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tools))

@@ -21,6 +21,7 @@ from tests.unit.helpers_bench import (
     REVISION,
     SERVING,
     cluster,
+    fake_ssh,
     gather_answers,
     head,
     head_sections,
@@ -320,16 +321,6 @@ def test_a_regression_is_never_the_next_comparison_base(tmp_path) -> None:
     lines = [good, slow, still_slow]
     assert benchresults.previous_of(lines, still_slow) is good
     assert benchresults.compare(still_slow, good, 10).verdict == "regression"
-
-
-def fake_ssh(tmp_path: Path, monkeypatch, body: str | None) -> None:
-    """PATH with `ssh` as `body` (None: no ssh at all), so the run fails before vLLM."""
-    tools = tmp_path / "fakebin"
-    tools.mkdir()
-    if body is not None:
-        (tools / "ssh").write_text("#!/bin/sh\n" + body)
-        (tools / "ssh").chmod(0o755)
-    monkeypatch.setenv("PATH", str(tools))
 
 
 def test_bench_that_cannot_reach_the_head_is_an_error_not_a_traceback(

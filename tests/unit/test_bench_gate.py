@@ -16,6 +16,7 @@ from halo_cluster.tools import bench, benchgate, benchresults, project
 from halo_cluster.tools.benchresults import GateResult, Side, gate_result, spread
 from tests.recorded import skopeo_digest
 from tests.unit.configs import VALID_ROCE, write
+from tests.unit.helpers_bench import fake_ssh
 
 SERVING = VALID_ROCE + "serve: {enabled: true, model: Qwen/Qwen3-14B}\n"
 OLD, NEW = skopeo_digest(), "sha256:" + "b" * 64
@@ -189,16 +190,6 @@ def test_the_gate_is_skipped_when_bench_gate_is_false(tmp_path: Path, monkeypatc
         "skipped", "bench.gate: false"
     )
     assert asked == []
-
-
-def fake_ssh(tmp_path: Path, monkeypatch, body: str | None) -> None:
-    """PATH with `ssh` as `body` (None: no ssh at all), so the run fails before vLLM."""
-    tools = tmp_path / "fakebin"
-    tools.mkdir()
-    if body is not None:
-        (tools / "ssh").write_text("#!/bin/sh\n" + body)
-        (tools / "ssh").chmod(0o755)
-    monkeypatch.setenv("PATH", str(tools))
 
 
 @pytest.mark.parametrize(
