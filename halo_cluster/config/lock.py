@@ -1,6 +1,6 @@
-"""The cluster's lock, `halo-cluster.lock` beside cluster.yml: the digest every node runs, once
-resolved (docs/roles/container.md), the cluster's members and the nodes that left it
-(docs/roles/serve.md), and the history line the head keeps of each change to it.
+"""The cluster's lock, `halo-cluster.lock` in the state folder (config/state.py): the digest
+every node runs, once resolved (docs/roles/container.md), the cluster's members and the nodes that
+left it (docs/roles/serve.md), and the history line the head keeps of each change to it.
 
 The lock is JSON, keys sorted, indented by 1, written atomically (a temporary file beside it,
 then `rename`), so that a run that stops half-way leaves the old lock or the new one, never a
@@ -16,6 +16,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import socket
 import tempfile
 from dataclasses import asdict, dataclass, replace
@@ -23,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from halo_cluster.config import lockschema
+from halo_cluster.config import lockschema, state
 
 LOCK_FILE = "halo-cluster.lock"
 HISTORY = ".local/state/halo-cluster/history.jsonl"  # below the cluster user's home, on the head
@@ -109,6 +110,35 @@ def moved(lock: Lock, members: tuple[Member, ...]) -> tuple[tuple[Departed, ...]
     since = now()
     left = (*kept, *(Departed(m.name, m.data_address, since) for m in leaving))
     return left, [m.name for m in leaving]
+
+
+def path(config_folder: Path) -> Path:
+    """Where a deploy writes the lock of the config in `config_folder`: in the state folder."""
+    return state.folder(config_folder) / LOCK_FILE
+
+
+def old_path(config_folder: Path) -> Path:
+    """Where versions before the state folder kept the lock: beside the config."""
+    return config_folder.resolve() / LOCK_FILE
+
+
+def found(config_folder: Path) -> Path:
+    """Where the lock is read: the state folder's; else, until a deploy moves it (`move_old`),
+    the one beside the config. A read that writes nothing finds it either way; an upgrade reads
+    and writes the same one its deploys do."""
+    new, old = path(config_folder), old_path(config_folder)
+    return old if not os.path.lexists(new) and os.path.lexists(old) else new
+
+
+def move_old(config_folder: Path) -> str | None:
+    """A deploy's first step: the lock beside the config moved into the state folder, when the
+    state folder has none yet; the line saying so, or None when there was nothing to move."""
+    new, old = path(config_folder), old_path(config_folder)
+    if new == old or os.path.lexists(new) or not os.path.lexists(old):
+        return None
+    new.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(old, new)
+    return f"{old}: moved into the state folder, now {new}"
 
 
 def now() -> str:

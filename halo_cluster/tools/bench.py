@@ -75,7 +75,7 @@ class Head:
 
 
 def reports() -> Path:
-    return project.ROOT / "reports" / "bench"
+    return project.reports() / "bench"
 
 
 def workload(cluster: Cluster) -> dict:

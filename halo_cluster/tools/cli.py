@@ -1,11 +1,15 @@
-"""`halo-cluster`: the dispatcher. It reads the global options (`--config`, `--version`,
-`--help`), prints a command's help page for `COMMAND --help`, and runs the command's `main`
-(halo_cluster/tools/commands/), whose exit code reaches the caller unchanged (docs/ci.md).
+"""`halo-cluster`: the dispatcher. It reads the global options (`--config`, `--state`,
+`--version`, `--help`), prints a command's help page for `COMMAND --help`, and runs the
+command's `main` (halo_cluster/tools/commands/), whose exit code reaches the caller unchanged
+(docs/ci.md).
 
-    halo-cluster [--config PATH] COMMAND [ARGS...]
+    halo-cluster [--config PATH] [--state DIR] COMMAND [ARGS...]
 
 The config is `--config PATH` (once, before or after COMMAND, never empty), else $CLUSTER_CONFIG,
-else cluster.yml in the checkout (or, for an installed wheel, in the current directory). It
+else cluster.yml in the checkout (or, for an installed wheel, in the current directory). The
+state folder (config/state.py) is `--state DIR` likewise, else $HALO_STATE, else `.halo-cluster/`
+beside the config; both are passed on in the environment (the state folder as an absolute path,
+the deploy's pyinfra running in another folder). It
 imports nothing but the command table and argparse: pyinfra, pytest and the config loader are
 the commands' own imports, each when it runs (`halo-cluster --help` answers within 0.2 s).
 """
@@ -16,18 +20,26 @@ import argparse
 import os
 import sys
 
+from halo_cluster.config import state
 from halo_cluster.tools import options
 from halo_cluster.tools.commands import NAMES, command, exits
 
 PROG = "halo-cluster"
 HELP = ("-h", "--help")
+# the global options, before or after COMMAND: (metavar, help, the variable that passes it on)
+GLOBAL = {
+    "--config": ("PATH", "the cluster.yml to use", "CLUSTER_CONFIG"),
+    "--state": ("DIR", "the state folder (else .halo-cluster/ beside the config)", "HALO_STATE"),
+}
 DESCRIPTION = """Provision AMD Strix Halo machines into a vLLM cluster described by cluster.yml.
 
 commands:
 {commands}
 
 The config is --config PATH (before or after COMMAND), else $CLUSTER_CONFIG, else cluster.yml
-in the checkout (else the current folder). After `--`, ARGS go to the command as they are.
+in the checkout (else the current folder). What the tool keeps (the lock, Ray's token, reports/)
+is in the state folder: --state DIR, else $HALO_STATE, else .halo-cluster/ beside the config.
+After `--`, ARGS go to the command as they are.
 `halo-cluster COMMAND --help`: what it does, its options, its exit codes and an example.
 Shell completion: `halo-cluster completion bash|zsh|fish`."""
 
@@ -38,48 +50,53 @@ def _parser() -> options.Parser:
         PROG,
         DESCRIPTION.format(commands=commands),
         exits.USAGE,
-        usage=f"{PROG} [--config PATH] COMMAND [ARGS...]",
+        usage=f"{PROG} [--config PATH] [--state DIR] COMMAND [ARGS...]",
     )
-    parser.add_argument("--config", metavar="PATH", action="append", help="the cluster.yml to use")
+    for name, (metavar, what, _) in GLOBAL.items():
+        parser.add_argument(name, metavar=metavar, action="append", help=what)
     parser.add_argument("--version", action="store_true", help="the installed version")
     parser.add_argument("command", nargs="?", metavar="COMMAND", help=argparse.SUPPRESS)
     parser.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return parser
 
 
-def _config_after_command(
+def _globals_after_command(
     parser: options.Parser, args: list[str]
-) -> tuple[list[str], list[str], bool]:
-    """Every `--config PATH` (or `--config=PATH`) given after COMMAND, the other ARGS in their
-    order, and whether `-h`/`--help` is among them (by hand: argparse may reorder what it does
-    not know, the deploy's and verify's options). A `--` ends halo-cluster's options: what follows
-    goes to the command as it is, without the `--` (the deploy would read `-- --dry` as an
-    inventory named `--dry`)."""
-    configs, rest, helped = [], [], False
+) -> tuple[dict[str, list[str]], list[str], bool]:
+    """Every global option's values given after COMMAND (`--config PATH`, `--config=PATH`), the
+    other ARGS in their order, and whether `-h`/`--help` is among them (by hand: argparse may
+    reorder what it does not know, the deploy's and verify's options). A `--` ends halo-cluster's
+    options: what follows goes to the command as it is, without the `--` (the deploy would read
+    `-- --dry` as an inventory named `--dry`)."""
+    found: dict[str, list[str]] = {name: [] for name in GLOBAL}
+    rest, helped = [], False
     items = iter(args)
     for arg in items:
+        name = arg.partition("=")[0]
         if arg == "--":
             rest.extend(items)
-        elif arg == "--config":
+        elif arg in GLOBAL:
             value = next(items, None)
-            configs.append(parser.error("--config needs a PATH") if value is None else value)
-        elif arg.startswith("--config="):
-            configs.append(arg.partition("=")[2])
+            found[arg].append(
+                parser.error(f"{arg} needs a {GLOBAL[arg][0]}") if value is None else value
+            )
+        elif name in GLOBAL:
+            found[name].append(arg.partition("=")[2])
         else:
             helped = helped or arg in HELP
             rest.append(arg)
-    return configs, rest, helped
+    return found, rest, helped
 
 
-def _one_config(parser: options.Parser, configs: list[str]) -> str | None:
-    """The one `--config`, a file's path: an empty one is an error (a script's unset variable
-    must not deploy whatever $CLUSTER_CONFIG names), and so is a second one (which would win
-    without a word)."""
-    first = configs[0] if configs else None
-    if first is not None or configs:
+def _one(parser: options.Parser, name: str, values: list[str]) -> str | None:
+    """The one value of global option NAME, a path: an empty one is an error (a script's unset
+    variable must not deploy whatever $CLUSTER_CONFIG names), and so is a second one (which
+    would win without a word)."""
+    first = values[0] if values else None
+    if first is not None or values:
         from halo_cluster.config.rules import file_path
 
-        if problem := options.problem("--config", first, len(configs), file_path):
+        if problem := options.problem(name, first, len(values), file_path):
             parser.error(problem)
     return first
 
@@ -106,15 +123,18 @@ def main(argv: list[str] | None = None) -> int:
         known = ", ".join(NAMES)
         given = f"unknown COMMAND {quote(parsed.command)}" if parsed.command else "no COMMAND"
         parser.error(f"{given}: give one of {known} (--help)")
-    after, args, helped = _config_after_command(parser, parsed.args)
+    after, args, helped = _globals_after_command(parser, parsed.args)
     run = command(parsed.command)
     if helped:
         print(run.HELP)
         return exits.OK
-    config = _one_config(parser, [*(parsed.config or []), *after])
-    if config is not None:
-        # every command reads $CLUSTER_CONFIG, and so do the deploy and the checks it starts
-        os.environ["CLUSTER_CONFIG"] = config
+    for name, (_, _, variable) in GLOBAL.items():
+        given = _one(parser, name, [*(getattr(parsed, name[2:]) or []), *after[name]])
+        if given is not None:
+            # every command reads the variable, and so do the deploy and the checks it starts
+            os.environ[variable] = given
+    if folder := os.environ.get(state.ENV):
+        os.environ[state.ENV] = os.path.abspath(folder)  # the deploy runs in another folder
     return run.main(args)
 
 

@@ -1,6 +1,6 @@
 """Drift check: a dry run that says per node what would change, with file diffs.
 
-    halo-cluster drift [--config PATH] [--json] [--json-out reports/drift.json] [--md-out ...]
+    halo-cluster drift [--config PATH] [--json] [--json-out PATH] [--md-out PATH]
 
 Exit status: 0 nothing would change, 2 drift (something would change), 1 error (bad config, a
 node unreachable or refused by the safety checks; the other nodes are still reported). It never
@@ -26,7 +26,7 @@ from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.rules import file_path
 from halo_cluster.node.report import REPORT_ENV
 from halo_cluster.tools import options, reach
-from halo_cluster.tools.project import PYINFRA, ROOT, config, load, next_deploy
+from halo_cluster.tools.project import PYINFRA, config, load, next_deploy, reports
 
 NO_DRIFT, ERROR, DRIFT = 0, 1, 2
 CONVERGED, PENDING, REFUSED, UNREACHABLE = "converged", "drift", "refused", "unreachable"
@@ -199,7 +199,7 @@ def run(config: str, entry: Path) -> dict:
 
 def main(argv: list[str], entry: Path) -> int:
     parser = options.parser("halo-cluster drift", __doc__, ERROR)
-    parser.value("--json-out", "PATH", "default: reports/drift.json", rule=file_path)
+    parser.value("--json-out", "PATH", "default: the state folder's reports/", rule=file_path)
     parser.value("--md-out", "PATH", "default: beside --json-out, as .md", rule=file_path)
     parser.flag("--json", "the summary as JSON on stdout instead of text")
     args = parser.parse_args(argv)
@@ -212,7 +212,7 @@ def main(argv: list[str], entry: Path) -> int:
         print("\n".join(f"drift: error: {e}" for e in summary["config_errors"]))
     else:
         print(report(summary))
-    out = Path(args.json_out or ROOT / "reports" / "drift.json")
+    out = Path(args.json_out or reports() / "drift.json")
     if str(out) != os.devnull:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(summary, indent=2) + "\n")

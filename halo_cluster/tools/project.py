@@ -2,8 +2,9 @@
 verification (tests/infra), which pytest runs, are files, not imports. A checkout has them at its
 top, and an editable install (`pip install -e .`, as `make venv` does) finds them there; a wheel
 ships its own copy inside the package (`halo_cluster/entry/`, `halo_cluster/verification/`:
-setup.py), so an installed tool runs from any folder. The defaults, cluster.yml and reports/,
-are the checkout's, else the current directory's."""
+setup.py), so an installed tool runs from any folder. The default cluster.yml is the checkout's,
+else the current directory's; what the tool keeps (the lock, Ray's token, reports/) is in the
+state folder beside the config (`state`), whatever the current folder."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from halo_cluster.config import state as state_folder
 from halo_cluster.config.loader import ConfigError, load_cluster
 from halo_cluster.config.lock import LOCK_FILE
 from halo_cluster.config.model import Cluster
@@ -62,7 +64,7 @@ def files() -> Files | None:
     return found if found.complete() else None
 
 
-# the default folder of cluster.yml and reports/
+# the default folder of cluster.yml
 ROOT = checkout() or Path.cwd()
 
 
@@ -70,6 +72,19 @@ def config() -> str:
     """The config the commands use: $CLUSTER_CONFIG (the CLI's --config sets it), else
     cluster.yml in ROOT."""
     return os.environ.get("CLUSTER_CONFIG") or str(ROOT / "cluster.yml")
+
+
+def state() -> Path:
+    """The state folder of the config the commands use: `.halo-cluster/` beside it, else
+    $HALO_STATE (the CLI's --state sets it): config/state.py, which the roles' derivations
+    (the lock's path, Ray's token) call too."""
+    return state_folder.folder(Path(config()).absolute().parent)
+
+
+def reports() -> Path:
+    """Where the commands write their reports: verify's JUnit XML, drift's summaries, the bench
+    history (under bench/). The only files a read-only command writes."""
+    return state() / "reports"
 
 
 def load(path: str | Path) -> Cluster:

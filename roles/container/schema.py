@@ -54,7 +54,7 @@ class Container:
     digest: str  # the cluster's digest; "" until the head's first resolve
     pinned: str  # NAME@DIGEST, what the quadlets, the toolbox and the pull name; "" likewise
     locked: bool  # the lock records this digest already (nothing to record)
-    lock: str  # the lock's path, beside cluster.yml
+    lock: str  # its path (lock.found): the state folder's, else the old one beside cluster.yml
     head: str  # the head's name, recorded in the lock
     members: dict[str, str]  # the config's nodes: {name: data address}, recorded in the lock
     left: dict[str, str]  # nodes that left cluster.yml (the lock's `left`, with this load's)
@@ -67,8 +67,8 @@ class Container:
 
 
 def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Container:
-    # the folder resolved, not the lock: a symlink in its place is the lock's to judge
-    path = base_dir.resolve() / locks.LOCK_FILE
+    # the state folder's lock, else the one beside the config until a deploy moves it
+    path = locks.found(base_dir)
     found, lock_problems = locks.read(path)
     problems.lines.extend(lock_problems)
     head = next((n.name for n in cluster.nodes if n.role == "head"), "")

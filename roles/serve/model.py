@@ -7,13 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from halo_cluster.config import state
 from halo_cluster.config.loader import check_secret
 from halo_cluster.config.model import Cluster, Problems, resolve
 from halo_cluster.config.schema import section_type
 from halo_cluster.roles.serve.schema import SECTION
 
-# Ray's cluster token when `serve.ray_token_file` is not given: made by the first deploy
-DEFAULT_RAY_TOKEN = ".halo-cluster/ray-token"
+# Ray's cluster token when `serve.ray_token_file` is not given: made by the first deploy, in the
+# state folder (config/state.py)
+RAY_TOKEN = "ray-token"
 # RCCL's transport between the nodes (`serve.transport`) when cluster.yml names none
 DEFAULT_TRANSPORTS = {"roce": "rdma", "thunderbolt": "sockets"}
 SECRET_FILES = ("api_key_file", "hf_token_file", "ray_token_file")
@@ -55,7 +57,7 @@ def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Serving:
 def _from_keys(cluster: Cluster, base_dir: Path) -> Serve:
     """Every field from its key, as written or the schema's default, with what is derived."""
     values = {name: cluster.settings[f"serve.{name}"] for name in Serve.__dataclass_fields__}
-    values["ray_token_file"] = values["ray_token_file"] or DEFAULT_RAY_TOKEN
+    values["ray_token_file"] = values["ray_token_file"] or str(state.folder(base_dir) / RAY_TOKEN)
     return replace(
         Serve(**values),
         **{name: resolve(values[name], base_dir) for name in SECRET_FILES},

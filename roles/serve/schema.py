@@ -93,9 +93,9 @@ SECTION: tuple[Field, ...] = (
         "string",
         DERIVED,
         "File on the controller holding Ray's cluster token (relative to cluster.yml). Default: "
-        "made by the first deploy, 64 random hex digits, in `.halo-cluster/ray-token` beside "
-        "cluster.yml (0600), and made anew by the deploy that takes a node out (a file you give "
-        "is never rewritten). "
+        "made by the first deploy, 64 random hex digits, in `ray-token` in the state folder "
+        "(`.halo-cluster/` beside cluster.yml, or --state DIR) (0600), and made anew by the "
+        "deploy that takes a node out (a file you give is never rewritten). "
         "Installed 0600 on every node; Ray 2.52 and later refuse a client without it.",
         rule=rules.file_path,
         unmeasured=SECRET,

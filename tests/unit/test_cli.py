@@ -250,7 +250,7 @@ def test_usage_names_only_what_a_user_types(capsys: pytest.CaptureFixture[str]) 
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     out = capsys.readouterr().out
-    assert out.startswith("usage: halo-cluster [--config PATH] COMMAND [ARGS...]\n")
+    assert out.startswith("usage: halo-cluster [--config PATH] [--state DIR] COMMAND [ARGS...]\n")
     assert "args" not in out.replace("ARGS", "")
 
 

@@ -43,7 +43,7 @@ def _times() -> tuple[str, str, str]:
 def test_no_lock_yet_means_no_digest(tmp_path: Path) -> None:
     container = load(tmp_path).container
     assert (container.digest, container.pinned, container.locked) == ("", "", False)
-    assert container.lock == str(tmp_path.resolve() / locks.LOCK_FILE)
+    assert container.lock == str(tmp_path.resolve() / ".halo-cluster" / locks.LOCK_FILE)
 
 
 def test_the_lock_digest_is_the_cluster_digest(tmp_path: Path) -> None:

@@ -15,9 +15,9 @@ HELP = text.page(
     """
 Runs vLLM's own benchmark inside the head's vLLM container against the serving cluster, at each
 concurrency level of `bench.concurrency`, with the seeded random workload of `bench.*`. Every
-result is kept under reports/bench/ and compared with the previous run of the same
-configuration (the same image, model, serve settings, kernel and firmware); a report.md says
-the result. The API key never appears on a command line.""",
+result is kept under reports/bench/ in the state folder and compared with the previous run of
+the same configuration (the same image, model, serve settings, kernel and firmware); a report.md
+says the result. The API key never appears on a command line.""",
     OPTIONS,
     NAME,
     "halo-cluster bench",

@@ -24,8 +24,9 @@ from your shell's start-up file:
     NAME,
     'eval "$(halo-cluster completion bash)"',
 )
-GLOBAL = ("--config", "--version", "--help")
-COMMON = ("--config", "--help")  # what every command takes besides its own
+GLOBAL = ("--config", "--state", "--version", "--help")
+COMMON = ("--config", "--state", "--help")  # what every command takes besides its own
+VALUED = ("--config", "--state")  # the global options that take a value: not a COMMAND after
 
 
 def table() -> dict[str, tuple[str, tuple[str, ...]]]:
@@ -41,6 +42,7 @@ def bash() -> str:
     cases = "\n".join(
         f'        {name}) words="{" ".join(options)}" ;;' for name, (_, options) in table().items()
     )
+    valued = f'[[ " {" ".join(VALUED)} " == *" $prev "* ]]'  # the word after is their value
     return f"""\
 # halo-cluster's completion for bash: eval "$(halo-cluster completion bash)"
 _halo_cluster() {{
@@ -48,7 +50,7 @@ _halo_cluster() {{
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${{COMP_WORDS[i]}} in
             -*) ;;
-            *) [[ $prev == --config ]] || {{ command=${{COMP_WORDS[i]}}; break; }} ;;
+            *) {valued} || {{ command=${{COMP_WORDS[i]}}; break; }} ;;
         esac
         prev=${{COMP_WORDS[i]}}
     done
@@ -104,6 +106,8 @@ def fish() -> str:
         "# halo-cluster's completion for fish: halo-cluster completion fish > "
         "~/.config/fish/completions/halo-cluster.fish",
         "complete -c halo-cluster -n __fish_use_subcommand -l config -r -F -d 'the cluster.yml'",
+        "complete -c halo-cluster -n __fish_use_subcommand -l state -r -a "
+        "'(__fish_complete_directories)' -d 'the state folder'",
         "complete -c halo-cluster -n __fish_use_subcommand -l version -d 'the version'",
     ]
     for name, (summary, options) in table().items():

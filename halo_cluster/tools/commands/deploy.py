@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from pathlib import Path
 
 from halo_cluster.tools.commands import exits, text
 
@@ -65,6 +66,7 @@ def main(args: list[str]) -> int:
     files = found.files(NAME)
     if files is None:
         return exits.ERROR
+    _move_old_lock(args)
     code, events = _deploy_once(files.entry, args)
     if code != 0 and "--dry" not in args and report.only_skopeo_pending(events):
         print(
@@ -76,6 +78,20 @@ def main(args: list[str]) -> int:
     if code != 0:
         _not_reached(events, args)
     return _image_update(args) if code == 0 and "--dry" not in args else code
+
+
+def _move_old_lock(args: list[str]) -> None:
+    """A deploy that may write the lock first moves the one an older version kept beside the
+    config into the state folder, in one line (config/lock.py `found`: the reads find either).
+    Not a dry run's, which writes nothing, nor an upgrade's deploy, whose upgrade holds the lock
+    where it found it."""
+    from halo_cluster.config import lock
+    from halo_cluster.tools import project
+
+    if "--dry" in args or os.environ.get(lock.UPGRADING):
+        return
+    if moved := lock.move_old(Path(project.config()).absolute().parent):
+        print(f"halo-cluster deploy: {moved}", file=sys.stderr)
 
 
 def _not_reached(events: list[dict], args: list[str]) -> None:

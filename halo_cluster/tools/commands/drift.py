@@ -8,7 +8,7 @@ NAME = "drift"
 SUMMARY = "what a deploy would change on each node, changing nothing"
 OPTIONS = (
     ("--json", "the summary as one JSON document on stdout instead of text"),
-    ("--json-out PATH", "where the JSON summary goes (default: reports/drift.json)"),
+    ("--json-out PATH", "where the JSON summary goes (default: the state folder's reports/)"),
     ("--md-out PATH", "where the Markdown summary goes (default: beside --json-out, as .md)"),
 )
 HELP = text.page(

@@ -7,6 +7,8 @@ from halo_cluster.tools.commands import exits
 
 Options = tuple[tuple[str, str], ...]  # (the option as typed, what it does)
 CONFIG = ("--config PATH", "the cluster.yml to use (else $CLUSTER_CONFIG, else ./cluster.yml)")
+STATE = ("--state DIR", "the state folder (else $HALO_STATE, else .halo-cluster/ by the config)")
+GLOBAL = (CONFIG, STATE)  # every command takes them
 
 
 def page(usage: str, about: str, options: Options, command: str, example: str, *more: str) -> str:
@@ -17,8 +19,8 @@ def page(usage: str, about: str, options: Options, command: str, example: str, *
         for form in more
         for line in ("", f"Exit codes of halo-cluster {form}:", *exits.lines(form))
     ]
-    width = max(len(option) for option, _ in (*options, CONFIG))
-    listed = [f"  {option:{width}}  {what}" for option, what in (*options, CONFIG)]
+    width = max(len(option) for option, _ in (*options, *GLOBAL))
+    listed = [f"  {option:{width}}  {what}" for option, what in (*options, *GLOBAL)]
     return "\n".join(
         [
             f"usage: {usage}",

@@ -25,7 +25,8 @@ Checks every node as it is, changing nothing: packages, kernel arguments (config
 active), the cluster user's limits, the firewall, the data link (full-size frames, the RDMA
 link, its latency and bandwidth), the image and the toolbox and, with `serve.enabled`, Ray with
 every node, vLLM's health and one completion. Each failed check says what it found and what it
-expected; the summary names the nodes. A JUnit XML report goes to reports/verify.xml.""",
+expected; the summary names the nodes. A JUnit XML report goes to verify.xml in the state
+folder's reports/ (.halo-cluster/ beside the config, or --state DIR).""",
     OPTIONS,
     NAME,
     "halo-cluster verify -k rdma",
@@ -76,7 +77,7 @@ def main(args: list[str]) -> int:
     import pytest  # here: only verify needs it
 
     _next_deploy()
-    junit = project.ROOT / "reports" / "verify.xml"
+    junit = project.reports() / "verify.xml"
     # in this process, not a new interpreter's: its start-up and the config loader's imports,
     # which the checks need too, are paid once
     os.environ["CLUSTER_CONFIG"] = os.path.abspath(project.config())
