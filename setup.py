@@ -3,9 +3,10 @@
 `roles/` is `halo_cluster.roles`, `templates/` `halo_cluster.templates` (package data, one folder
 per role) and `tests/infra/` `halo_cluster.verification`; deploy.py and inventory.py, which pyinfra
 runs as files, are copied to `halo_cluster/entry/`, with cluster.example.yml (`halo-cluster init`
-starts from it). The subpackages are found, not listed, so a new role (`roles/NAME/`,
-`templates/NAME/`) changes nothing here; the editable install (`pip install -e .`, as `make venv`
-does) maps the same names onto the checkout's folders (docs/architecture.md).
+starts from it), and the checkout's docs/ to `halo_cluster/docs/`, the pages the tool's messages
+name (halo_cluster/config/docs.py). The subpackages are found, not listed, so a new role
+(`roles/NAME/`, `templates/NAME/`) changes nothing here; the editable install (`pip install -e .`,
+as `make venv` does) maps the same names onto the checkout's folders (docs/architecture.md).
 """
 
 from pathlib import Path
@@ -21,6 +22,7 @@ FOLDERS = {
 ENTRY_POINTS = ("deploy.py", "inventory.py")  # pyinfra's files, run in halo_cluster/entry/
 # beside them: the example `halo-cluster init` starts from (tools/commands/init.py)
 SHIPPED = (*ENTRY_POINTS, "cluster.example.yml")
+DOCS = "docs"  # every page, as halo_cluster/docs/ (the project has no web address to name them by)
 
 
 def packages() -> list[str]:
@@ -39,8 +41,8 @@ def subfolders(folder: str) -> list[str]:
 
 
 class BuildWithEntryPoints(build_py):
-    """The wheel's build also copies deploy.py, inventory.py and cluster.example.yml into the
-    package; an editable install needs no copy: the tools find them in the checkout."""
+    """The wheel's build also copies deploy.py, inventory.py, cluster.example.yml and the docs
+    into the package; an editable install needs no copy: the tools find them in the checkout."""
 
     def run(self) -> None:
         super().run()
@@ -49,6 +51,10 @@ class BuildWithEntryPoints(build_py):
             self.mkpath(str(entry))
             for name in SHIPPED:
                 self.copy_file(name, str(entry / name))
+            for page in sorted(Path(DOCS).rglob("*.md")):
+                target = Path(self.build_lib, "halo_cluster", page)
+                self.mkpath(str(target.parent))
+                self.copy_file(str(page), str(target))
 
 
 setup(

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from halo_cluster.config import lock as locks
+from halo_cluster.config.docs import page
 from halo_cluster.config.model import Cluster, Node
 from halo_cluster.config.serving import api_key_read
 from halo_cluster.decide import budget
@@ -235,7 +236,8 @@ def memory_table(statuses: list[NodeStatus]) -> str:
         for s in statuses
         if s.memory
     ]  # fmt: skip
-    lines = [f"memory budget (docs/roles/serve.md):\n{budget.table(budgets)}"] if budgets else []
+    title = f"memory budget ({page('roles/serve.md')}):"
+    lines = [f"{title}\n{budget.table(budgets)}"] if budgets else []
     lines += [f"{b.node}: {text}" for b in budgets for text in (*b.problems, *b.notes)]
     return "\n".join(lines)
 
@@ -244,7 +246,7 @@ def versions_table(statuses: list[NodeStatus]) -> str:
     """Each reachable node's running kernel, installed kernel-core EVRs and firmware, and one
     line when the nodes differ (`make verify` fails then)."""
     read = [s for s in statuses if s.versions]
-    lines = ["kernel and firmware (docs/roles/os.md):"] if read else []
+    lines = [f"kernel and firmware ({page('roles/os.md')}):"] if read else []
     lines += [f"  {s.name}: {summary(s.versions)}" for s in read]
     running = {(s.versions["running"], firmware(s.versions)) for s in read}
     if len(running) > 1:

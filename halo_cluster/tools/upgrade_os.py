@@ -29,6 +29,7 @@ from typing import Protocol
 
 from halo_cluster.config import lock as locks
 from halo_cluster.config import rpmversion
+from halo_cluster.config.docs import page
 from halo_cluster.config.model import Cluster, Node
 from halo_cluster.config.schema import host_name
 from halo_cluster.decide import cmdline, rdmatools
@@ -146,7 +147,7 @@ def judge_targets(cluster: Cluster, targets: Targets) -> list[str]:
         elif entry.verdict == "bad":
             refused.append(
                 f"{package} {evr} is known bad: {entry.symptom} (source: {entry.source}): "
-                "choose another version (docs/kernel-upgrades.md)"
+                f"choose another version ({page('kernel-upgrades.md')})"
             )
     return refused
 

@@ -8,6 +8,7 @@ from pyinfra import host, logger
 from pyinfra.api import deploy
 
 from halo_cluster.config import lock as locks
+from halo_cluster.config.docs import page
 from halo_cluster.node import image as cluster_image
 from halo_cluster.node import toolbox as toolbox_files
 from halo_cluster.node.context import NodeContext
@@ -61,7 +62,7 @@ def apply(node: NodeContext) -> None:
         logger.warning(
             f"{host.print_prefix}image_update: a deploy never moves the cluster to another "
             f"build; this run keeps {found.digest} (`halo-cluster deploy` upgrades after it: "
-            "docs/roles/container.md)"
+            f"{page('roles/container.md')})"
         )
     files = node_files(host)
     image_id = files.image_id(user, image)

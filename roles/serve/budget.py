@@ -8,10 +8,14 @@ import shlex
 from pyinfra import host, logger
 from pyinfra.operations import server
 
+from halo_cluster.config.docs import page
 from halo_cluster.decide import budget
 from halo_cluster.node.memory import MemoryReading, ModelWeights, NodeMemory, model_dir
 from halo_cluster.node.nodefiles import cached
 from halo_cluster.roles.serve.peers import nodes
+
+PAGE = page("roles/serve.md")  # what the budget is, which the refusals name
+NOT_STARTED = f"memory budget: vLLM not started ({PAGE}): "
 
 
 def read(data) -> tuple[type, dict]:
@@ -48,7 +52,7 @@ def check() -> list[str]:
     node's problem (none: vLLM may start)."""
     budgets = cluster_budgets()
     prefix = host.print_prefix
-    logger.info(f"{prefix}memory budget (docs/roles/serve.md):\n{budget.table(budgets)}")
+    logger.info(f"{prefix}memory budget ({PAGE}):\n{budget.table(budgets)}")
     for b in budgets:
         for note in b.notes:
             log = logger.warning if b.status == budget.WARN else logger.info
@@ -59,7 +63,7 @@ def check() -> list[str]:
 def refusal(problems: list[str]) -> str:
     """The head's one refusal line: every node's numbers and fix (`report.fail` prints it, drift
     shows it, the run exits 1)."""
-    return "memory budget: vLLM not started (docs/roles/serve.md): " + " | ".join(problems)
+    return NOT_STARTED + " | ".join(problems)
 
 
 def weigh_downloaded() -> None:
@@ -75,7 +79,7 @@ def weigh_downloaded() -> None:
     gpus = data.halo_serve_gpus
     model = data.halo_serve_model
     refusal = (
-        f"memory budget: vLLM not started (docs/roles/serve.md): {node}: {model}: the "
+        f"{NOT_STARTED}{node}: {model}: the "
         f"downloaded weights on each node (their sum / TP x PP {gpus}) are more than "
         f"{budget.WEIGHTS_SHARE:.0%} of what vLLM may take, {budget.gib(vllm)}: use a larger "
         "TP x PP, a higher serve.gpu_memory_utilization or kernel.gtt_gib if the memory sum "

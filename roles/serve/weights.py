@@ -91,7 +91,7 @@ def missing() -> list[str]:
 
 
 def refusal(lines: list[str]) -> str:
-    return "model not in place: vLLM not started (docs/roles/serve.md): " + " | ".join(lines)
+    return f"model not in place: vLLM not started ({budget.PAGE}): " + " | ".join(lines)
 
 
 @dataclass(frozen=True)

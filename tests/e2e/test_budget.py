@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from halo_cluster.roles.serve.budget import PAGE
 from lab import hub
 from tests.e2e.conftest import ROOT, Lab, failure
 from tests.e2e.serving_lab import SERVE, health, user, wait_serving
@@ -67,7 +68,7 @@ def test_a_sparse_280_gb_model_is_refused_then_the_small_one_serves(serving: Lab
         text=True,
         timeout=120,
     )
-    assert "memory budget (docs/roles/serve.md):" in status.stdout, status.stdout + status.stderr
+    assert f"memory budget ({PAGE}):" in status.stdout, status.stdout + status.stderr
     rows = [line.split() for line in status.stdout.splitlines() if line.startswith("node")]
     assert {row[0] for row in rows if row[-1] == "FAIL"} >= set(lab.nodes), status.stdout
     assert "node2: memory NOT VERIFIED: a container sees its host's MemTotal" in status.stdout
@@ -75,5 +76,5 @@ def test_a_sparse_280_gb_model_is_refused_then_the_small_one_serves(serving: Lab
     small = lab.deploy(config=lab.config("reboot: if-needed\n" + SERVE))
     assert small.returncode == 0, failure(small)
     assert "memory budget: vLLM not started" not in small.stdout + small.stderr
-    assert "memory budget (docs/roles/serve.md):" in small.stdout + small.stderr
+    assert f"memory budget ({PAGE}):" in small.stdout + small.stderr
     wait_serving(lab)

@@ -9,12 +9,13 @@ import logging
 
 import pytest
 
+from halo_cluster.roles.serve.budget import NOT_STARTED
 from tests.plan.harness import one_read
 from tests.plan.nodes import CONFIG, HOME, plan_cluster, serve_cluster
 from tests.recorded import memory_output
 
 START = "Cluster services | Start halo-vllm"
-REFUSED = "memory budget: vLLM not started (docs/roles/serve.md): "
+REFUSED = NOT_STARTED
 # Qwen3-14B in bf16: 8 safetensors of about 3.7 GB (14.8 billion parameters x 2 bytes)
 QWEN_14B = [3_700_000_000] * 8
 # a "280 GB" model: 8 files of 35 GB, as the lab's sparse one

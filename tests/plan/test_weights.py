@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from halo_cluster.config.model import ConfigError
+from halo_cluster.roles.serve.budget import NOT_STARTED, PAGE
 from halo_cluster.roles.serve.facts import ModelFiles, complete, tree_files
 from tests.plan.nodes import (
     CONFIG,
@@ -91,10 +92,7 @@ def test_the_downloaded_weights_are_weighed_before_the_copy_and_the_start(tmp_pa
     assert weigh(tmp_path / "fits", command, [3_700_000_000] * 8).returncode == 0
     over = weigh(tmp_path / "over", command, [limit + 1, limit + 1])
     assert over.returncode == 1
-    assert (
-        "memory budget: vLLM not started (docs/roles/serve.md): halo1: Qwen/Qwen3-14B"
-        in over.stderr
-    )
+    assert f"{NOT_STARTED}halo1: Qwen/Qwen3-14B" in over.stderr
     assert "a smaller (quantized) model" in over.stderr
 
 
@@ -135,7 +133,7 @@ def test_never_refuses_vllm_on_the_head_when_a_node_lacks_the_model() -> None:
     cluster = serve_cluster(serve=", download: never")
     result = plan(cluster, {"halo1": user_node(model=MODEL_FILES), "halo2": user_node()})
     assert result.refused == {
-        "halo1": "model not in place: vLLM not started (docs/roles/serve.md): halo2: "
+        "halo1": f"model not in place: vLLM not started ({PAGE}): halo2: "
         "Qwen/Qwen3-14B is not in ~vllm/.cache/huggingface/hub: set serve.download: once, or "
         "put it there yourself (the image's `hf download Qwen/Qwen3-14B` as vllm)"
     }

@@ -8,14 +8,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import sysconfig
 import tarfile
 import tomllib
 import zipfile
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -25,21 +22,14 @@ from packaging.specifiers import SpecifierSet  # pytest's own dependency
 from halo_cluster.tools.commands.exits import BAD_CONFIG
 from halo_cluster.tools.project import checkout
 from tests.plan.nodes import plan_cluster, serve_cluster
-
-ROOT = Path(__file__).resolve().parents[2]
-# what the wheel is built from: everything setup.py maps or copies
-SOURCES = (
-    "pyproject.toml",
-    "setup.py",
-    "halo_cluster",
-    "roles",
-    "templates",
-    "tests/infra",
-    "deploy.py",
-    "inventory.py",
-    "cluster.example.yml",
-    "MANIFEST.in",
+from tests.unit.helpers_package import (
+    ROOT,
+    Installed,
+    build_wheel,
+    copy_sources,
+    install,
 )
+
 # import names as both installs must resolve them (True) or not (False)
 NAMES = {
     "halo_cluster.roles": True,
@@ -112,67 +102,11 @@ nodes:
 """
 
 
-PIP = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
-
-
-def copy_sources(source: Path) -> Path:
-    """What the wheel is built from, copied (no build artefacts in the checkout)."""
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
-    for name in SOURCES:
-        (source / name).parent.mkdir(parents=True, exist_ok=True)
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, source / name, ignore=ignore)
-        else:
-            shutil.copy(ROOT / name, source / name)
-    return source
-
-
-def build_wheel(source: Path, wheels: Path) -> Path:
-    subprocess.run(
-        [*PIP, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", wheels, source],
-        check=True,
-        timeout=120,
-    )
-    return next(wheels.glob("halo_cluster-*.whl"))
-
-
-@dataclass(frozen=True)
-class Installed:
-    wheel: Path
-    python: Path
-    site: Path
-
-    def run(self, *args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
-        clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CLUSTER_CONFIG")}
-        return subprocess.run(
-            list(args),
-            capture_output=True,
-            text=True,
-            cwd=cwd,
-            env=dict(clean, **env),
-            stdin=subprocess.DEVNULL,
-            timeout=300,
-        )
-
-
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    """A wheel built from a copy of the sources (no network, no build artefacts in the
-    checkout), installed without its dependencies into a venv of its own; the dependencies
-    (pyinfra, jinja2, ...) are this environment's, on the venv's path after the wheel."""
-    folder = tmp_path_factory.mktemp("package")
-    wheels, venv = folder / "wheels", folder / "venv"
-    wheel = build_wheel(copy_sources(folder / "source"), wheels)
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=60)
-    python = venv / "bin" / "python"
-    subprocess.run(
-        [*PIP, "--python", python, "install", "--no-deps", "--no-index", wheel],
-        check=True,
-        timeout=120,
-    )
-    site = Path(sysconfig.get_path("purelib", vars={"base": venv, "platbase": venv}))
-    (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    return Installed(wheel, python, site)
+    """The wheel installed in a venv of its own (helpers_package: how, and why without its
+    dependencies)."""
+    return install(tmp_path_factory.mktemp("package"))
 
 
 def resolved(python: Path, cwd: Path) -> dict[str, bool]:
@@ -324,3 +258,13 @@ def test_the_installed_init_writes_a_config_its_where_accepts(
     where = installed.run(command, "where", "--config", "cluster.yml", cwd=new)
     assert where.returncode == 0, where.stdout + where.stderr
     assert 'ssh: {host: "10.0.0.11"}' in (new / "cluster.yml").read_text()
+
+
+def test_the_wheel_ships_the_pages_its_messages_name(installed: Installed, tmp_path: Path) -> None:
+    """halo_cluster/config/docs.py: a message names the wheel's own copy of a page."""
+    names = set(zipfile.ZipFile(installed.wheel).namelist())
+    pages = {f"halo_cluster/{p.relative_to(ROOT)}" for p in (ROOT / "docs").rglob("*.md")}
+    assert pages <= names, sorted(pages - names)
+    where = "from halo_cluster.config.docs import page; print(page('roles/serve.md'))"
+    shown = installed.run(str(installed.python), "-I", "-c", where, cwd=tmp_path)
+    assert shown.stdout.strip() == str(installed.site / "halo_cluster/docs/roles/serve.md")

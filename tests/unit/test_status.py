@@ -7,6 +7,7 @@ from pathlib import Path
 import yaml
 
 from halo_cluster.config import lock as locks
+from halo_cluster.config.docs import page
 from halo_cluster.config.loader import parse_cluster
 from halo_cluster.node.image import parse_images
 from halo_cluster.tools import status
@@ -120,7 +121,7 @@ def test_the_memory_budget_of_each_node_from_its_one_command() -> None:
     node = status.NodeStatus("b", "worker", "192.168.100.2")
     node.memory = status.asdict(status.node_budget(CLUSTER, CLUSTER.nodes[1], found["memory"]))
     text = status.memory_table([node])
-    assert "memory budget (docs/roles/serve.md):" in text
+    assert f"memory budget ({page('roles/serve.md')}):" in text
     assert "b: memory NOT VERIFIED: a container sees its host's MemTotal" in text
     assert "b: org/model: weights 130.4 GiB on this node (260.8 GiB / TP 2 x PP 1)" in text
     row = text.splitlines()[2].split()
@@ -147,7 +148,7 @@ def test_each_nodes_kernel_and_firmware_from_its_one_command() -> None:
         nodes.append(node)
     text = status.versions_table(nodes)
     assert text.splitlines() == [
-        "kernel and firmware (docs/roles/os.md):",
+        f"kernel and firmware ({page('roles/os.md')}):",
         "  a: kernel 6.18.5-200.fc43.x86_64 (kernel-core installed: 6.18.5-200.fc43), "
         "amd-gpu-firmware 20260110-1.fc43",
         "  b: kernel 6.17.8-300.fc43.x86_64 (kernel-core installed: 6.17.1-300.fc43, "

@@ -11,6 +11,7 @@ import re
 import sys
 from pathlib import Path
 
+from halo_cluster.config import docs
 from halo_cluster.tools.commands import exits, text
 
 NAME = "init"
@@ -39,6 +40,8 @@ KEYS = ("~/.ssh/id_ed25519", "~/.ssh/id_rsa")  # the key found when none is give
 SUBNET = ipaddress.ip_network("192.168.100.0/30")  # the example's, widened for more nodes
 KEY_LINE = re.compile(r"^(\s+key:\s*)\S+", re.MULTILINE)
 SUBNET_LINE = re.compile(r"^subnet:\s*\S+\s*(#.*)?$", re.MULTILINE)
+# a page the example's comments name, `docs/NAME` in the checkout: the user's copy is elsewhere
+DOCS_PATH = re.compile(r"(?<![\w./-])docs(?=/)")
 
 
 def found_key() -> str | None:
@@ -64,6 +67,7 @@ def render(example: str, addresses: list[str], key: str) -> str:
         "from the example's defaults."
     )
     rest = KEY_LINE.sub(lambda m: m.group(1) + json.dumps(key), rest, count=1)
+    rest = DOCS_PATH.sub(str(docs.folder()), rest)
     if len(addresses) > 2:
         network = subnet(len(addresses))
         line = f"subnet: {network}    # {len(addresses)} nodes: a /30 holds two"
