@@ -47,6 +47,9 @@ class Alive:
 
     dead = None
 
+    def step(self) -> None:
+        pass
+
 
 def server(module: ModuleType) -> Iterator[str]:
     args = module.parse(["serve", "/models/opt", "--served-model-name", "opt", "--api-key", KEY])

@@ -1,0 +1,337 @@
+"""The lab stand-in's native multi-node launcher (no Ray): `vllm serve ... --nnodes N --node-rank R
+--master-addr A --master-port P [--headless] --distributed-executor-backend mp`. Installed beside
+the stand-in `vllm` (lab/image.py), which imports it only for such a command line. It keeps
+vLLM 0.33.0's contracts between the nodes as its source has them:
+
+- the arguments, their defaults and checks (vllm/engine/arg_utils.py: add_cli_args,
+  create_engine_config; vllm/config/parallel.py: ParallelConfig; vllm/entrypoints/cli/serve.py);
+- the rendezvous on master_addr:master_port: rank 0 hosts torch's TCPStore there, every other
+  node connects, and all wait for the whole world up to the process group's timeout
+  (`--distributed-timeout-seconds`, else torch's 600 s for NCCL: config/parallel.py); start order
+  free within it (vllm/distributed/parallel_state.py: init_distributed_environment);
+- the head's HTTP server listens only once every rank joined and the engine is ready, which the
+  API server waits for up to VLLM_ENGINE_READY_TIMEOUT_S (600 s, vllm/envs.py,
+  v1/engine/core_client.py);
+- a headless rank serves no HTTP at all and exits only when one of its local workers dies, with
+  status 0 (entrypoints/cli/serve.py: run_headless; v1/executor/multiproc_executor.py:
+  start_worker_monitor(inline=True)); the head's death neither ends it nor lets it rejoin;
+  `--headless` on node rank 0 runs a headless data-parallel engine that waits 5 minutes for a
+  front-end on master_addr:29550, then fails (v1/engine/core.py: HANDSHAKE_TIMEOUT_MINS);
+- a remote rank's death is not noticed by the head: its /health stays 200 and the next step
+  blocks in the message queue until VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS (300 s, vllm/envs.py,
+  multiproc_executor.py: execute_model), after which the engine is dead (/health 503, the API
+  server exits); a local worker's death ends the engine at once (start_worker_monitor).
+
+The stand-in's ranks are one process per node (its local workers are idle child processes);
+every message between nodes goes over the store's TCP connection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+DP_RPC_PORT = 29550  # ParallelConfig.data_parallel_rpc_port: a headless DP engine's front-end
+NNODES_BACKENDS = ("mp", "uni", "external_launcher")  # config/parallel.py: __post_init__
+PG_TIMEOUT = 600  # torch's default for the NCCL world group when no --distributed-timeout-seconds
+HANDSHAKE_TIMEOUT_MINS = 5  # vllm/v1/engine/core.py
+# vllm/envs.py: the stand-in reads the same variables, so tests shorten them as an operator would
+ENGINE_READY_TIMEOUT = int(os.environ.get("VLLM_ENGINE_READY_TIMEOUT_S", "600"))
+EXECUTE_MODEL_TIMEOUT = int(os.environ.get("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "300"))
+# a local GPU worker: idle until its executor goes (the end of its stdin is vLLM's death pipe)
+WORKER = "import sys; sys.stdin.buffer.read()"
+
+Handler = Callable[[argparse.Namespace, object], type[BaseHTTPRequestHandler]]
+
+
+class ValidationError(ValueError):
+    """pydantic's, as ParallelConfig raises it (a ValueError)."""
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def check(args: argparse.Namespace) -> None:
+    """vLLM's checks in its order: serve.py's, create_engine_config's asserts, then ParallelConfig's
+    field bounds and __post_init__ (pydantic turns the latter's ValueError into its own)."""
+    if args.headless:
+        if args.api_server_count is not None and args.api_server_count > 0:
+            raise ValueError(
+                f"--api-server-count={args.api_server_count} cannot be used with --headless "
+                "(no API servers are started in headless mode)."
+            )
+        args.api_server_count = 0
+    world = args.tensor_parallel_size * args.pipeline_parallel_size
+    if args.nnodes > 1:
+        if world % args.nnodes:
+            raise AssertionError(f"world_size={world} must be divisible by nnodes={args.nnodes}.")
+        if args.node_rank >= args.nnodes:
+            raise AssertionError(
+                f"node_rank={args.node_rank} must be less than nnodes={args.nnodes}."
+            )
+    for field, value, low in (("nnodes", args.nnodes, 1), ("node_rank", args.node_rank, 0)):
+        if value < low:
+            raise ValidationError(
+                f"1 validation error for ParallelConfig\n{field}\n  Input should be greater "
+                f"than or equal to {low} [type=greater_than_equal, input_value={value}, "
+                "input_type=int]"
+            )
+    if args.distributed_executor_backend is None and world > 1:
+        args.distributed_executor_backend = "mp"  # no Ray placement group: vLLM picks mp
+    if args.nnodes > 1 and args.distributed_executor_backend not in NNODES_BACKENDS:
+        raise ValidationError(
+            "1 validation error for ParallelConfig\n  Value error, nnodes > 1 can only be set "
+            "when distributed executor backend is mp, uni or external_launcher. "
+            "[type=value_error, input_type=ArgsKwargs]"
+        )
+
+
+class Peer:
+    """One node's end of the store connection, a line of JSON a message."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn = conn
+        self.buffer = b""
+
+    def send(self, message: dict) -> None:
+        # a vanished peer shows on neither side of vLLM's queues: a failed send is not an error
+        with contextlib.suppress(OSError):
+            self.conn.sendall(json.dumps(message).encode() + b"\n")
+
+    def receive(self, deadline: float | None) -> dict | None:
+        """The next message, or None at the deadline (None: none) or at the connection's end."""
+        while b"\n" not in self.buffer:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            self.conn.settimeout(left)
+            try:
+                chunk = self.conn.recv(4096)
+            except OSError:  # the timeout, or a reset
+                return None
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+
+def start_workers(count: int) -> list[subprocess.Popen]:
+    return [subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE)
+            for _ in range(count)]  # fmt: skip
+
+
+def first_death(workers: list[subprocess.Popen]) -> int:
+    """multiproc_executor.py: monitor_workers, on the workers' sentinels; the dead one's index."""
+    while True:
+        for index, worker in enumerate(workers):
+            if worker.poll() is not None:
+                return index
+        time.sleep(0.2)
+
+
+def deadline_of(args: argparse.Namespace) -> tuple[float, str]:
+    """When the head gives up waiting for the world, and whose timeout that is."""
+    store = args.distributed_timeout_seconds or PG_TIMEOUT
+    if store > ENGINE_READY_TIMEOUT:
+        return time.monotonic() + ENGINE_READY_TIMEOUT, (
+            "TimeoutError: Timed out waiting for engine core processes to start "
+            f"(VLLM_ENGINE_READY_TIMEOUT_S={ENGINE_READY_TIMEOUT})."
+        )
+    return time.monotonic() + store, f"DistStoreError: Timed out after {store + 1} seconds"
+
+
+def host_store(args: argparse.Namespace, local: int) -> dict[int, Peer]:
+    """Rank 0's TCPStore: wait until every node joined, then let them all on. The store keeps
+    listening; a node that comes later (a restarted rank) is held and never joins the world."""
+    server = socket.create_server((args.master_addr, args.master_port))
+    server.settimeout(0.5)
+    deadline, timeout_message = deadline_of(args)
+    peers: dict[int, Peer] = {}
+    while len(peers) < args.nnodes - 1:
+        if time.monotonic() > deadline:
+            joined = local * (len(peers) + 1)
+            raise TimeoutError(
+                f"{timeout_message} waiting for clients. {joined}/{local * args.nnodes} "
+                "clients joined."
+            )
+        try:
+            conn, _ = server.accept()
+        except TimeoutError:
+            continue
+        peer = Peer(conn)
+        hello = peer.receive(deadline)
+        if hello is not None:
+            peers[hello["node_rank"]] = peer
+    for peer in peers.values():
+        peer.send({"world": "complete"})
+    threading.Thread(target=hold_latecomers, args=(server,), daemon=True).start()
+    return peers
+
+
+def hold_latecomers(server: socket.socket) -> None:
+    held = []  # kept open: a latecomer waits out its own timeout, as against a running TCPStore
+    server.settimeout(None)
+    while True:
+        conn, _ = server.accept()
+        held.append(conn)
+
+
+def join_store(args: argparse.Namespace) -> Peer:
+    """A node rank > 0: connect to the head's store (retrying: start order is free) and wait for
+    the whole world, both within the process group's timeout."""
+    timeout = args.distributed_timeout_seconds or PG_TIMEOUT
+    deadline = time.monotonic() + timeout
+    address = (args.master_addr, args.master_port)
+    while time.monotonic() < deadline:
+        try:
+            peer = Peer(socket.create_connection(address, timeout=1))
+        except OSError:
+            time.sleep(0.5)
+            continue
+        peer.send({"node_rank": args.node_rank})
+        if peer.receive(deadline) is not None:
+            return peer
+    raise TimeoutError(
+        f"DistNetworkError: The client socket has timed out after {timeout * 1000}ms while "
+        f"trying to connect to {address} and wait for the world."
+    )
+
+
+class Engine:
+    """The head's view of the ranks: each step is a collective over every node."""
+
+    def __init__(self, peers: dict[int, Peer], watchdog_seconds: float) -> None:
+        self.peers = peers
+        self.watchdog_seconds = watchdog_seconds
+        self.dead: str | None = None
+        self.steps = 0
+        self.lock = threading.Lock()  # one engine loop: a blocked step blocks every request
+
+    def step(self) -> None:
+        with self.lock:
+            if self.dead:
+                raise RuntimeError(f"EngineDeadError: {self.dead}")
+            self.steps += 1
+            deadline = time.monotonic() + EXECUTE_MODEL_TIMEOUT
+            for peer in self.peers.values():
+                peer.send({"step": self.steps})
+            for peer in self.peers.values():
+                if not self.answered(peer, deadline):
+                    self.die("TimeoutError: RPC call to execute_model timed out.")
+                    raise RuntimeError(f"EngineDeadError: {self.dead}")
+
+    def answered(self, peer: Peer, deadline: float) -> bool:
+        """shm_broadcast.py's dequeue: a peer gone is not an answer, only the deadline ends it."""
+        while (reply := peer.receive(deadline)) is None and time.monotonic() < deadline:
+            time.sleep(max(0.0, min(1.0, deadline - time.monotonic())))
+        return reply is not None and reply.get("done") == self.steps
+
+    def die(self, reason: str) -> None:
+        """EngineCore fatal: /health answers 503, the API server exits after its watchdog
+        (vllm/entrypoints/launcher.py: watchdog_loop)."""
+        self.dead = reason
+        log(f"ERROR EngineDeadError: the engine died ({reason})")
+
+        def end() -> None:
+            time.sleep(self.watchdog_seconds)
+            log("ERROR the engine is dead: shutting the API server down")
+            os._exit(1)
+
+        threading.Thread(target=end, daemon=True).start()
+
+
+def answer_steps(peer: Peer) -> None:
+    """A follower's workers: run every step the head broadcasts. The head gone, they log and
+    stay (vllm#32136: the headless node neither exits nor rejoins a restarted head)."""
+    while (message := peer.receive(None)) is not None:
+        peer.send({"done": message["step"]})
+    log("ERROR the connection to the head's TCPStore is lost; waiting on the local workers")
+
+
+def run(
+    args: argparse.Namespace,
+    save: Callable[[dict], None],
+    handler: Handler,
+    watchdog_seconds: float,
+) -> int:
+    """The native launcher's process on one node; `save` adds to the stand-in's record."""
+    try:
+        check(args)
+    except (AssertionError, ValueError) as error:
+        log(f"{type(error).__name__}: {error}")
+        return 1
+    if args.node_rank % args.nnodes == 0 and args.headless:
+        return wait_for_front_end(args)
+    world = args.tensor_parallel_size * args.pipeline_parallel_size
+    local = world // args.nnodes
+    workers = start_workers(local)
+    facts = {"node_rank": args.node_rank, "world_size": world, "local_world_size": local}
+    save({"native": {**facts, "workers": [w.pid for w in workers]}})
+    try:
+        if args.node_rank == 0:
+            return lead(args, workers, local, save, handler, watchdog_seconds)
+        return follow(args, workers)
+    except TimeoutError as error:
+        log(str(error))
+        return 1
+
+
+def lead(
+    args: argparse.Namespace,
+    workers: list[subprocess.Popen],
+    local: int,
+    save: Callable[[dict], None],
+    handler: Handler,
+    watchdog_seconds: float,
+) -> int:
+    log(f"INFO DP group leader: node_rank=0, master_addr={args.master_addr}, "
+        f"master_port={args.master_port}, nnodes={args.nnodes}")  # fmt: skip
+    peers = host_store(args, local)
+    save({"joined": sorted(peers)})
+    engine = Engine(peers, watchdog_seconds)
+
+    def watch() -> None:
+        index = first_death(workers)
+        engine.die(f"Worker proc VllmWorker-{index} died unexpectedly, shutting down executor.")
+
+    threading.Thread(target=watch, daemon=True).start()
+    server = ThreadingHTTPServer((args.host, args.port), handler(args, engine))
+    log(f"INFO every rank joined: serving on {args.host}:{args.port}")
+    server.serve_forever()
+    return 0
+
+
+def follow(args: argparse.Namespace, workers: list[subprocess.Popen]) -> int:
+    if not args.headless:  # vLLM's docs start every rank > 0 headless; the stand-in follows too
+        log("WARNING node rank > 0 without --headless: the stand-in runs it as a headless rank")
+    log(f"INFO Launching vLLM headless multiproc executor, with head node address "
+        f"{args.master_addr}:{args.master_port} for torch.distributed process group.")  # fmt: skip
+    peer = join_store(args)
+    threading.Thread(target=answer_steps, args=(peer,), daemon=True).start()
+    index = first_death(workers)
+    log(f"ERROR Worker proc VllmWorker-{index} died unexpectedly, shutting down executor.")
+    for worker in workers:
+        worker.kill()
+    return 0  # run_headless returns: `vllm serve` ends with status 0
+
+
+def wait_for_front_end(args: argparse.Namespace) -> int:
+    """serve.py's run_headless on node rank 0 (node_rank_within_dp == 0): a data-parallel engine
+    that hosts no store and waits for an API server that a headless launch never starts."""
+    log(f"INFO Launching 1 data parallel engine(s) in headless mode, with head node address "
+        f"tcp://{args.master_addr}:{DP_RPC_PORT}.")  # fmt: skip
+    time.sleep(HANDSHAKE_TIMEOUT_MINS * 60)
+    log("RuntimeError: Did not receive response from front-end process within "
+        f"{HANDSHAKE_TIMEOUT_MINS} minutes")  # fmt: skip
+    return 1
