@@ -15,16 +15,11 @@ The API key never reaches a command line: the container's shell is given the tex
 
 from __future__ import annotations
 
-import contextlib
 import json
 import posixpath
 import re
 import shlex
-import subprocess
 import sys
-import tempfile
-import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,11 +28,12 @@ from halo_cluster.config import lock as locks
 from halo_cluster.config.model import Cluster, Node
 from halo_cluster.config.quoting import quote
 from halo_cluster.config.schema import current, host_name
+from halo_cluster.node import batch
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import IMAGES_FORMAT, parse_images
 from halo_cluster.node.memory import hub_folder
 from halo_cluster.node.versions import FIRMWARE_PACKAGES, versions_command, versions_process
-from halo_cluster.tools import benchresults, options, project, reach, sshconfig, status
+from halo_cluster.tools import benchresults, options, project, reach, status, transport
 
 ERROR, REGRESSION = 1, 3
 CONTAINER = "halo-vllm"
@@ -45,7 +41,6 @@ RESULT_DIR = "/tmp/halo-bench"  # inside the container: the result files, remove
 PROGRESS_SECONDS = 10
 KILL_AFTER = 10  # seconds after a level's timeout until a client that ignored TERM is killed
 SERVE = "serve"  # the section whose keys reach vLLM and Ray (`serve_values`)
-READ_SECONDS = 60  # one SSH read of a node: versions, images, /v1/models, --help=all, history
 REVISION = re.compile(r"[0-9a-f]{40}")
 # the image's login environment puts vllm on PATH (ROCm's and the venv's), as the image's own
 # scripts see it; vLLM's stdout goes to stderr, so that stdout carries the result file alone
@@ -204,30 +199,22 @@ def help_command(cluster: Cluster) -> str:
     return in_container(cluster, "vllm bench serve --help=all")
 
 
-def gather_script(cluster: Cluster, node: Node) -> str:
-    """What the key needs of a node: its kernel and firmware; of the head also the image
-    halo-vllm runs, the model's revision and whether the lab's stand-in serves."""
+def gather_commands(cluster: Cluster, node: Node) -> dict[str, str]:
+    """What the key needs of a node, as named commands of one batched read (node/batch.py): its
+    kernel and firmware; of the head also the image halo-vllm runs, the model's revision and
+    whether the lab's stand-in serves."""
     user = cluster.cluster_user
-    lines = ["echo @@versions", f"( {versions_command()} )"]
+    commands = {"versions": versions_command()}
     if node.role == "head":
         inspect = f"podman container inspect --format {shlex.quote(IMAGES_FORMAT)} {CONTAINER}"
         model = cluster.serve.model
         refs = f"~{user}/{shlex.quote(hub_folder(model))}/refs/main" if model[:1] != "/" else ""
-        lines += [
-            "echo @@images",
-            f"{as_user(user, inspect)} 2>/dev/null",
-            "echo @@revision",
-            revision_command(refs) if refs else "true",
-            "echo @@models",
-            status.models_command(cluster),
-        ]
-    return "\n".join(lines) + "\n"
-
-
-def revision_command(refs: str) -> str:
-    """The snapshot's commit: huggingface_hub writes refs/main without a line break, so one is
-    added (else the next section's marker joins the commit's line)."""
-    return f"{{ cat {refs} && echo; }} 2>/dev/null"
+        commands |= {
+            "images": as_user(user, inspect),
+            "revision": f"cat {refs}" if refs else "true",
+            "models": status.models_command(cluster),
+        }
+    return commands
 
 
 def node_versions(lines: list[str]) -> dict:
@@ -236,148 +223,87 @@ def node_versions(lines: list[str]) -> dict:
     return {"kernel": info["running"], "firmware": dict(sorted(firmware.items()))}
 
 
-def parse_head(found: dict[str, list[str]], nodes: dict[str, dict]) -> Head:
-    """The head's sections into the run's `Head`, or what stops the run."""
-    images = parse_images(status.filled(found, "images"))
+def parse_head(found: dict[str, batch.Part], nodes: dict[str, dict]) -> Head:
+    """The head's read into the run's `Head`, or what stops the run."""
+    images = parse_images(found["images"].filled)
     if CONTAINER not in images:
         raise BenchError("not serving: the head has no running halo-vllm container")
     digest = images[CONTAINER]["reference"].partition("@")[2]
     if not locks.DIGEST.fullmatch(digest):
         raise BenchError(f"halo-vllm runs {images[CONTAINER]['reference']}, not a digest")
-    revision = next(iter(status.filled(found, "revision")), "").strip() or None
+    revision = next(iter(found["revision"].filled), "").strip() or None
     if revision is not None and not REVISION.fullmatch(revision):
         raise BenchError(f"the model's refs/main reads {quote(revision)}, not a commit")
     try:
-        models = json.loads(" ".join(status.filled(found, "models")))["data"]
+        models = json.loads(found["models"].out)["data"]
     except (ValueError, KeyError, TypeError):
         raise BenchError("not serving: the head's /v1/models did not answer") from None
     lab = any("lab stand-in" in str(m.get("owned_by", "")) for m in models)
     return Head(digest, revision, lab, nodes)
 
 
-class Remote:
-    """The cluster's nodes over the config's own SSH settings, one shared connection each."""
-
-    def __init__(self, cluster: Cluster, folder: Path) -> None:
-        self.cluster = cluster
-        self.config = sshconfig.write(cluster, folder)
-
-    def run(self, node: Node, script: str) -> subprocess.CompletedProcess:
-        argv = ["ssh", "-F", str(self.config), sshconfig.alias(node), "sh", "-s"]
-        return subprocess.run(
-            argv, input=script, capture_output=True, text=True, timeout=READ_SECONDS, check=False
-        )
-
-    def start(self, node: Node, script: str, out: Path, errors: Path) -> subprocess.Popen:
-        """`script` running on `node`, its output into files (a pipe left unread while it runs
-        would stop it once full)."""
-        argv = ["ssh", "-F", str(self.config), sshconfig.alias(node), "sh", "-s"]
-        with out.open("w") as stdout, errors.open("w") as stderr:
-            process = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=stdout, stderr=stderr, text=True
-            )
-        process.stdin.write(script)
-        process.stdin.close()
-        return process
-
-    def close(self) -> None:
-        names = [sshconfig.alias(n) for n in self.cluster.nodes]
-        # a failure here is said by the run's own error, if any; a master left ends by
-        # ControlPersist, and raising here would hide why the run stopped
-        with contextlib.suppress(subprocess.SubprocessError, OSError):
-            subprocess.run(
-                ["ssh", "-F", str(self.config), "-O", "exit", *names],
-                capture_output=True,
-                timeout=READ_SECONDS,
-                check=False,
-            )
-
-
-def read_cluster(remote: Remote) -> Head:
-    cluster = remote.cluster
-
-    def read(node: Node) -> tuple[Node, subprocess.CompletedProcess | str]:
-        try:
-            return node, remote.run(node, gather_script(cluster, node))
-        except subprocess.TimeoutExpired:
-            return node, reach.silent(node, READ_SECONDS)
-
-    with ThreadPoolExecutor(max_workers=len(cluster.nodes)) as pool:
-        answers = list(pool.map(read, cluster.nodes))
-    down = {
-        node.name: answer if isinstance(answer, str) else reach.line(node, answer.stderr)
-        for node, answer in answers
-        if isinstance(answer, str) or answer.returncode == 255
-    }
+def read_cluster(cluster: Cluster, ssh: transport.SshTransport) -> Head:
+    read = ssh.read_all(lambda node: gather_commands(cluster, node))
+    down = {name: reach.down(result) for name, (result, _) in read.items() if not result.reached}
     if down:
         raise Unreachable(down)
-    answers = [(n, a) for n, a in answers if not isinstance(a, str)]
-    found = {node.name: status.sections(answer.stdout) for node, answer in answers}
-    nodes = {name: node_versions(status.filled(f, "versions")) for name, f in found.items()}
-    head = parse_head(found[cluster.head.name], nodes)
+    nodes = {name: node_versions(found["versions"].filled) for name, (_, found) in read.items()}
+    head = parse_head(read[cluster.head.name][1], nodes)
     if head.revision is None and not cluster.serve.model.startswith("/"):
         # the client reads the tokenizer from the snapshot, offline, as the server does
         raise BenchError(f"{cluster.serve.model}: no refs/main in the head's Hugging Face cache")
     return head
 
 
-def check_flags(remote: Remote, head: Head, wanted: list[str], folder: Path) -> None:
+def check_flags(
+    cluster: Cluster, ssh: transport.SshTransport, head: Head, wanted: list[str], folder: Path
+) -> None:
     """Every flag the run passes, against this image's `--help=all`, cached per digest."""
     cached = folder / "flags" / f"{head.digest.removeprefix('sha256:')}.txt"
     if not cached.is_file():
-        answer = remote.run(remote.cluster.head, help_command(remote.cluster))
-        if answer.returncode != 0 or "--" not in answer.stdout:
-            last = (answer.stderr.strip().splitlines() or ["no output"])[-1]
+        answer = ssh.run(cluster.head, help_command(cluster))
+        if not answer.ok or "--" not in answer.out:
+            last = answer.error or "no output"
             raise BenchError(f"image {head.digest}: vllm bench serve --help=all failed: {last}")
         cached.parent.mkdir(parents=True, exist_ok=True)
-        cached.write_text(answer.stdout)
+        cached.write_text(answer.out)
     missing = benchresults.missing_flags(cached.read_text(), wanted)
     if missing:
         raise BenchError(f"image {head.digest}: vllm bench serve has no {', '.join(missing)}")
 
 
-def run_level(remote: Remote, head: Head, run_id: str, concurrency: int) -> dict:
+def run_level(
+    cluster: Cluster, ssh: transport.SshTransport, head: Head, run_id: str, concurrency: int
+) -> dict:
     """One level, saying every PROGRESS_SECONDS how long it has run; its result JSON."""
-    cluster = remote.cluster
     bench = cluster.bench
-    argv = bench_argv(cluster, head, run_id, concurrency)
     what = (
         f"bench: concurrency {concurrency}: {bench.num_prompts} prompts "
         f"({bench.input_len} in / {bench.output_len} out)"
     )
     print(f"{what}: started", flush=True)
-    with tempfile.TemporaryDirectory(prefix="halo-bench-") as scratch:
-        out, errors = Path(scratch) / "stdout", Path(scratch) / "stderr"
-        command = level_command(cluster, argv, run_id, concurrency)
-        process = remote.start(cluster.head, command, out, errors)
-        started = time.monotonic()
-        while True:
-            left = bench.timeout - (time.monotonic() - started)
-            try:
-                process.wait(timeout=max(min(PROGRESS_SECONDS, left), 0))
-                break
-            except subprocess.TimeoutExpired:
-                if left <= PROGRESS_SECONDS:
-                    process.kill()  # the session ends: the client stops at its next write
-                    raise BenchError(
-                        f"concurrency {concurrency}: no result after {bench.timeout} s"
-                    ) from None
-                print(f"{what}, {time.monotonic() - started:.0f} s so far", flush=True)
-        output = out.read_text()
-        said = errors.read_text().strip().splitlines()
-    if process.returncode != 0:
+    command = level_command(cluster, bench_argv(cluster, head, run_id, concurrency), run_id,
+                            concurrency)  # fmt: skip
+    answer = ssh.run(
+        cluster.head,
+        command,
+        timeout=bench.timeout,
+        tick=lambda seconds: print(f"{what}, {seconds:.0f} s so far", flush=True),
+        every=PROGRESS_SECONDS,
+    )
+    said = answer.error or "no output"
+    if answer.code == transport.TIMED_OUT:  # the session ended: the client stops in the container
+        raise BenchError(f"concurrency {concurrency}: no result after {bench.timeout} s")
+    if not answer.ok:
         raise BenchError(
-            f"concurrency {concurrency}: vllm bench serve failed (exit {process.returncode}): "
-            f"{said[-1] if said else 'no output'}"
+            f"concurrency {concurrency}: vllm bench serve failed (exit {answer.code}): {said}"
         )
     try:
-        result = json.loads(output)
+        result = json.loads(answer.out)
     except ValueError:
         raise BenchError(f"concurrency {concurrency}: the result file is not JSON") from None
     if not result.get("completed"):
-        raise BenchError(
-            f"concurrency {concurrency}: every request failed: {said[-1] if said else '?'}"
-        )
+        raise BenchError(f"concurrency {concurrency}: every request failed: {said}")
     return result
 
 
@@ -444,22 +370,18 @@ def measure(
     """One run per id, one after another on one read of the cluster and its flag check: each
     level, then the run stored and compared with the previous run of its configuration."""
     kept = []
-    with tempfile.TemporaryDirectory(prefix="halo-bench-ssh-") as scratch:
-        remote = Remote(cluster, Path(scratch))
-        try:
-            head = read_cluster(remote)
-            check_flags(remote, head, flags(bench_argv(cluster, head, run_ids[0], 1)), folder)
-            for run_id in run_ids:
-                results = {
-                    str(c): run_level(remote, head, run_id, c) for c in cluster.bench.concurrency
-                }
-                line, comparison = keep(cluster, folder, head, results, run_id)
-                # on the shared connection, before it is closed: a new one per append would be
-                # a second login to the head, and could fail where the run's own did not
-                history(remote, cluster, line)
-                kept.append((line, comparison))
-        finally:
-            remote.close()
+    with transport.connected(cluster) as ssh:
+        head = read_cluster(cluster, ssh)
+        check_flags(cluster, ssh, head, flags(bench_argv(cluster, head, run_ids[0], 1)), folder)
+        for run_id in run_ids:
+            results = {
+                str(c): run_level(cluster, ssh, head, run_id, c) for c in cluster.bench.concurrency
+            }
+            line, comparison = keep(cluster, folder, head, results, run_id)
+            # on the shared connection, before it is closed: a new one per append would be a
+            # second login to the head, and could fail where the run's own did not
+            history(ssh, cluster, line)
+            kept.append((line, comparison))
     return kept
 
 
@@ -492,7 +414,7 @@ def keep(
     return line, comparison
 
 
-def history(remote: Remote, cluster: Cluster, line: dict) -> None:
+def history(ssh: transport.SshTransport, cluster: Cluster, line: dict) -> None:
     """The run's `bench` line in the head's history (a failure to append is only said)."""
     event = locks.history_line(
         "bench",
@@ -507,9 +429,9 @@ def history(remote: Remote, cluster: Cluster, line: dict) -> None:
         f'mkdir -p "$HOME/{posixpath.dirname(locks.HISTORY)}" && '
         f"printf '%s\\n' {shlex.quote(event)} >> \"$HOME/{locks.HISTORY}\""
     )
-    answer = remote.run(cluster.head, as_user(cluster.cluster_user, f"sh -c {shlex.quote(append)}"))
-    if answer.returncode != 0:
-        print(f"bench: the head's history was not appended: {answer.stderr.strip()[-200:]}")
+    answer = ssh.run(cluster.head, as_user(cluster.cluster_user, f"sh -c {shlex.quote(append)}"))
+    if not answer.ok:
+        print(f"bench: the head's history was not appended: {answer.error}")
 
 
 def said(line: dict, comparison: benchresults.Comparison, previous: dict | None) -> list[str]:
@@ -545,13 +467,6 @@ def compare_only(cluster: Cluster, folder: Path) -> int:
     return comparison.exit_code
 
 
-def not_run(error: subprocess.SubprocessError | OSError) -> str:
-    """What stopped a run outside vLLM (ssh missing or hung, reports/ not writable): one line."""
-    if isinstance(error, subprocess.TimeoutExpired):
-        return f"{error.cmd[0]} gave no answer in {error.timeout:g} s"
-    return str(error)
-
-
 def main(argv: list[str]) -> int:
     parser = options.parser("halo-cluster bench", __doc__, ERROR)
     parser.flag("--compare", "compare the last two runs only")
@@ -580,8 +495,8 @@ def main(argv: list[str]) -> int:
         return failed("a node cannot be reached", args.json, nodes)
     except BenchError as error:
         return failed(str(error), args.json)
-    except (subprocess.SubprocessError, OSError) as error:
-        return failed(not_run(error), args.json)
+    except OSError as error:  # reports/ not writable
+        return failed(str(error), args.json)
     previous = next((x for x in read_index(folder) if x["run_id"] == line["compared_to"]), None)
     if args.json:
         print(json.dumps(report_json(line, comparison, previous), indent=2))

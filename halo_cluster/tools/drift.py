@@ -9,8 +9,8 @@ changes a host: it runs `pyinfra --dry`. `--json` prints the summary as JSON ins
 Where each answer comes from: which operations would change which node, from pyinfra's `--json`
 plan; refusals and file diffs, from the deploy's own structured events ($HALO_REPORT, see
 `halo_cluster.node.report`); why a node could not be reached, from pyinfra's log (the only thing it
-reports nowhere else), and what it says, from the tool's own ssh (reach.py: paramiko's "Unable
-to connect" names no cause).
+reports nowhere else), and what it says, from the tool's own ssh (transport.py, reach.py:
+paramiko's "Unable to connect" names no cause).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.rules import file_path
 from halo_cluster.node.report import REPORT_ENV
-from halo_cluster.tools import options, reach
+from halo_cluster.tools import options, reach, transport
 from halo_cluster.tools.project import PYINFRA, config, load, next_deploy, reports
 
 NO_DRIFT, ERROR, DRIFT = 0, 1, 2
@@ -187,9 +187,9 @@ def run(config: str, entry: Path) -> dict:
         summary = summarize([n.name for n in cluster.nodes], result, _read_events(events))
     down = {n for n, e in summary["nodes"].items() if e["status"] == UNREACHABLE}
     for node in list(down):
-        if reach.reason(summary["nodes"][node]["reason"])[0] != reach.UNREACHABLE:
+        if transport.reason(summary["nodes"][node]["reason"])[0] != transport.UNREACHABLE:
             # pyinfra's line names the cause (a timeout): no second wait for ssh's
-            summary["nodes"][node]["reason"] = reach.why(summary["nodes"][node]["reason"])
+            summary["nodes"][node]["reason"] = transport.why(summary["nodes"][node]["reason"])
             down.discard(node)
     for node, why in reach.probe_names(cluster, down).items():
         summary["nodes"][node]["reason"] = why

@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 import sys
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -25,17 +22,17 @@ from halo_cluster.config.docs import page
 from halo_cluster.config.model import Cluster, Node
 from halo_cluster.config.serving import api_key_read
 from halo_cluster.decide import budget
+from halo_cluster.node import batch
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import IMAGES_FORMAT, parse_images
 from halo_cluster.node.memory import memory_command, memory_process
 from halo_cluster.node.versions import firmware, summary, versions_command, versions_process
-from halo_cluster.tools import options, reach, sshconfig
+from halo_cluster.tools import options, reach, transport
 from halo_cluster.tools.project import config, load_or_say, next_deploy
 
 UP, DOWN, UNREACHABLE = 0, 2, 1
 VERDICTS = {UP: "up", DOWN: "something is down", UNREACHABLE: "a node cannot be reached"}
 SERVICES = ("halo-ray", "halo-vllm")
-READ_SECONDS = 60  # a node that took the connection and says nothing for this long is said
 # what --json says of a node it could not reach: none of it was read
 NOT_READ = ("ray", "gpus", "units", "vllm", "memory", "versions", "images")
 # run inside the Ray container with the Python that runs `ray`: the image's own, whatever it is
@@ -92,57 +89,31 @@ def models_command(cluster: Cluster) -> str:
     )
 
 
-def gather_script(cluster: Cluster, node: Node) -> str:
+def gather_commands(cluster: Cluster, node: Node) -> dict[str, str]:
+    """What status reads of a node, as named commands of one batched read (node/batch.py)."""
     user = cluster.cluster_user
     units = " ".join(f"{s}.service" for s in SERVICES)
     show = f"systemctl --user show -p Id,ActiveState,NRestarts,StateChangeTimestamp {units}"
     failed = as_user(user, "systemctl --user is-failed $u.service")
     inspect = f"podman container inspect --format {shlex.quote(IMAGES_FORMAT)} {' '.join(SERVICES)}"
     last = as_user(user, "journalctl --user -u $u.service -n 1 -q --no-pager -o cat")
-    lines = [
-        "echo @@units",
-        f"{as_user(user, show)} 2>/dev/null",
-        "echo @@errors",
-        f"for u in {' '.join(SERVICES)}; do "
+    commands = {
+        "units": as_user(user, show),
+        "errors": f"for u in {' '.join(SERVICES)}; do "
         f'if [ "$({failed} 2>/dev/null)" = failed ]; then echo "$u $({last})"; fi; done',
-        "echo @@images",
-        f"{as_user(user, inspect)} 2>/dev/null",
-        "echo @@memory",  # the deploy's NodeMemory and ModelWeights reads: MemTotal, GTT, weights
-        f"( {memory_command(user, cluster.serve.model)} )",
-        "echo @@versions",
-        f"( {versions_command()} )",
-    ]
+        "images": as_user(user, inspect),
+        # the deploy's NodeMemory and ModelWeights reads: MemTotal, GTT, weights
+        "memory": memory_command(user, cluster.serve.model),
+        "versions": versions_command(),
+    }
     if node.role == "head":
-        serve = cluster.serve
-        url = serve.head_url
-        ray = ray_nodes_command()
-        lines += [
-            "echo @@ray",
-            f"{as_user(user, f'podman exec halo-ray sh -c {shlex.quote(ray)}')} 2>/dev/null",
-            "echo @@health",
-            f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {url}/health",
-            "echo",
-            "echo @@models",
-            models_command(cluster),
-        ]
-    return "\n".join(lines) + "\n"
-
-
-def sections(output: str) -> dict[str, list[str]]:
-    """The output's @@name sections, line by line. Blank lines are kept: they separate the units
-    of `systemctl show` (see `show_blocks`); `filled` gives a section without them."""
-    found: dict[str, list[str]] = {}
-    current = None
-    for line in output.splitlines():
-        if line.startswith("@@"):
-            current = found.setdefault(line[2:], [])
-        elif current is not None:
-            current.append(line)
-    return found
-
-
-def filled(found: dict[str, list[str]], name: str) -> list[str]:
-    return [line for line in found.get(name, []) if line.strip()]
+        ray, url = ray_nodes_command(), cluster.serve.head_url
+        commands |= {
+            "ray": as_user(user, f"podman exec halo-ray sh -c {shlex.quote(ray)}"),
+            "health": f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {url}/health",
+            "models": models_command(cluster),
+        }
+    return commands
 
 
 def show_blocks(lines: list[str]) -> list[dict[str, str]]:
@@ -181,33 +152,24 @@ def parse_units(lines: list[str], errors: list[str]) -> list[Unit]:
     return [units.get(name, Unit(name)) for name in SERVICES]
 
 
-def read_node(cluster: Cluster, node: Node, config: Path) -> tuple[NodeStatus, list]:
+def read_node(
+    cluster: Cluster, node: Node, result: transport.Result, found: dict[str, batch.Part]
+) -> tuple[NodeStatus, list]:
+    """A node's status from its read (and, on the head, Ray's nodes as Ray lists them)."""
     status = NodeStatus(node.name, node.role, node.address)
-    try:
-        result = subprocess.run(
-            ["ssh", "-F", str(config), sshconfig.alias(node), "sh", "-s"],
-            input=gather_script(cluster, node),
-            capture_output=True,
-            text=True,
-            timeout=READ_SECONDS,
-        )
-    except subprocess.TimeoutExpired:
-        status.reachable, status.unreachable = False, reach.silent(node, READ_SECONDS)
+    if not result.reached:
+        status.reachable, status.unreachable = False, reach.down(result)
         return status, []
-    if result.returncode == 255:
-        status.reachable, status.unreachable = False, reach.line(node, result.stderr)
-        return status, []
-    found = sections(result.stdout)
-    status.units = parse_units(found.get("units", []), filled(found, "errors"))
-    status.memory = asdict(node_budget(cluster, node, filled(found, "memory")))
-    status.versions = dict(versions_process(filled(found, "versions")))
-    status.images = {n: i["reference"] for n, i in parse_images(filled(found, "images")).items()}
+    status.units = parse_units(found["units"].lines, found["errors"].filled)
+    status.memory = asdict(node_budget(cluster, node, found["memory"].filled))
+    status.versions = dict(versions_process(found["versions"].filled))
+    status.images = {n: i["reference"] for n, i in parse_images(found["images"].filled).items()}
     if node.role == "worker":
         status.units = [u for u in status.units if u.name != "halo-vllm"]
         return status, []
     status.vllm = _vllm(cluster, found)
     try:
-        ray_nodes = json.loads((filled(found, "ray") or ["[]"])[-1])
+        ray_nodes = json.loads((found["ray"].filled or ["[]"])[-1])
     except ValueError:
         ray_nodes = []
     return status, ray_nodes
@@ -254,10 +216,10 @@ def versions_table(statuses: list[NodeStatus]) -> str:
     return "\n".join(lines)
 
 
-def _vllm(cluster: Cluster, found: dict[str, list[str]]) -> dict:
-    health = (filled(found, "health") or ["000"])[0].strip()
+def _vllm(cluster: Cluster, found: dict[str, batch.Part]) -> dict:
+    health = (found["health"].filled or ["000"])[0].strip()
     try:
-        models = [m["id"] for m in json.loads(" ".join(filled(found, "models")))["data"]]
+        models = [m["id"] for m in json.loads(found["models"].out)["data"]]
     except (ValueError, KeyError, TypeError):
         models = []
     url = cluster.serve.head_url
@@ -265,14 +227,9 @@ def _vllm(cluster: Cluster, found: dict[str, list[str]]) -> dict:
 
 
 def collect(cluster: Cluster) -> list[NodeStatus]:
-    with tempfile.TemporaryDirectory(prefix="halo-status-") as folder:
-        config = sshconfig.write(cluster, Path(folder))
-        with ThreadPoolExecutor(max_workers=len(cluster.nodes)) as pool:
-            results = list(pool.map(lambda n: read_node(cluster, n, config), cluster.nodes))
-        subprocess.run(
-            ["ssh", "-F", str(config), "-O", "exit", *[sshconfig.alias(n) for n in cluster.nodes]],
-            capture_output=True,
-        )
+    with transport.connected(cluster) as ssh:
+        read = ssh.read_all(lambda node: gather_commands(cluster, node))
+    results = [read_node(cluster, n, *read[n.name]) for n in cluster.nodes]
     statuses = [status for status, _ in results]
     if not next(s for s in statuses if s.role == "head").reachable:
         return statuses  # Ray's nodes are read on the head: every node's stays unknown

@@ -6,43 +6,46 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from halo_cluster.node import batch
 from halo_cluster.tools import bench, project
 from tests.recorded import skopeo_digest, strix_halo_versions, versions_output
 from tests.unit.configs import VALID_ROCE, write
 
 SERVING = VALID_ROCE + "serve: {enabled: true, model: Qwen/Qwen3-14B}\n"
 REVISION = "a09a35458c702b33eeacc393d103063234e8bc28"
+HEAD_READS = ("versions", "images", "revision", "models")  # a worker reads the first only
 
 
 def cluster(tmp_path: Path, extra: str = ""):
     return project.load(write(tmp_path, SERVING + extra))
 
 
-def head_sections(digest: str, owned_by: str = "vllm") -> dict[str, dict[str, list[str]]]:
-    head, versions = gather_answers(digest, owned_by)
-    return {"halo1": bench.status.sections("\n".join(head)),
-            "halo2": bench.status.sections("\n".join(versions))}  # fmt: skip
-
-
-def gather_answers(digest: str, owned_by: str = "vllm") -> tuple[list[str], list[str]]:
-    """What the head and a worker print for `gather_script`, from recorded outputs."""
+def gather_answers(digest: str, owned_by: str = "vllm") -> tuple[bytes, bytes]:
+    """What the head and a worker print for their read (`gather_commands`), from recorded
+    outputs, in the one batch format."""
     running, nevras = strix_halo_versions()
-    versions = ["@@versions", *versions_output(running, nevras)]
+    versions = "\n".join(versions_output(running, nevras)) + "\n"
     head = [
-        *versions,
-        "@@images",
-        f"halo-vllm docker.io/kyuz0/vllm-therock-gfx1151@{digest} {'c' * 64}",
-        "@@revision",
-        REVISION,
-        "@@models",
+        versions,
+        f"halo-vllm docker.io/kyuz0/vllm-therock-gfx1151@{digest} {'c' * 64}\n",
+        REVISION,  # huggingface_hub writes refs/main without a line break
         json.dumps({"data": [{"id": "Qwen/Qwen3-14B", "owned_by": owned_by}]}),
     ]
-    return head, versions
+    return batch.joined(batch.Part(0, t.encode()) for t in head), batch.joined(
+        [batch.Part(0, versions.encode())]
+    )
+
+
+def head_sections(digest: str, owned_by: str = "vllm") -> dict[str, dict[str, batch.Part]]:
+    """Each node's read by name, as `read_cluster` gets it (HEAD_READS: `gather_commands`')."""
+    head_read, worker_read = gather_answers(digest, owned_by)
+    return {"halo1": batch.sections(head_read, HEAD_READS),
+            "halo2": batch.sections(worker_read, HEAD_READS[:1])}  # fmt: skip
 
 
 def head(digest: str | None = None, owned_by: str = "vllm") -> bench.Head:
     found = head_sections(digest or skopeo_digest(), owned_by)
-    nodes = {n: bench.node_versions(bench.status.filled(f, "versions")) for n, f in found.items()}
+    nodes = {n: bench.node_versions(f["versions"].filled) for n, f in found.items()}
     return bench.parse_head(found["halo1"], nodes)
 
 

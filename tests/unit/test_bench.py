@@ -14,10 +14,12 @@ import pytest
 
 from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.serving import SECRETS_ENV
-from halo_cluster.tools import bench, benchresults, project
+from halo_cluster.node import batch
+from halo_cluster.tools import bench, benchresults, project, transport
 from tests.recorded import fixture, skopeo_digest, strix_halo_versions
 from tests.unit.configs import VALID_ROCE, write
 from tests.unit.helpers_bench import (
+    HEAD_READS,
     REVISION,
     SERVING,
     cluster,
@@ -85,9 +87,15 @@ def test_the_head_gives_the_digest_that_serves_the_revision_and_each_nodes_versi
     assert head(owned_by="lab stand-in for vLLM (no model loaded)").lab
 
 
+def test_the_tests_head_answers_in_the_reads_own_order(tmp_path) -> None:
+    the_cluster = cluster(tmp_path)
+    assert tuple(bench.gather_commands(the_cluster, the_cluster.head)) == HEAD_READS
+    assert tuple(bench.gather_commands(the_cluster, the_cluster.workers[0])) == HEAD_READS[:1]
+
+
 def test_no_vllm_container_is_not_serving() -> None:
     found = head_sections(skopeo_digest())["halo1"]
-    found["images"] = []
+    found["images"] = batch.Part(0)
     with pytest.raises(bench.BenchError, match="not serving: the head has no running halo-vllm"):
         bench.parse_head(found, {})
 
@@ -146,7 +154,7 @@ def test_an_image_whose_client_lacks_flags_is_refused_naming_them(tmp_path) -> N
     cached.write_text(fixture("benchmark-serving-help-vllm-legacy.txt"))
     wanted = bench.flags(bench.bench_argv(cluster(tmp_path), the_head, "r", 1))
     with pytest.raises(bench.BenchError) as error:
-        bench.check_flags(None, the_head, wanted, tmp_path)  # cached: the head is not asked
+        bench.check_flags(cluster(tmp_path), None, the_head, wanted, tmp_path)  # cached: not asked
     assert str(error.value) == (
         f"image {the_head.digest}: vllm bench serve has no --served-model-name, "
         "--max-concurrency, --num-warmups, --temperature"
@@ -213,7 +221,7 @@ def test_models_command_without_a_key_sends_no_header(tmp_path) -> None:
 def test_no_bench_command_puts_the_key_in_an_argv(tmp_path) -> None:
     the_cluster = cluster(tmp_path)
     lines = [
-        bench.gather_script(the_cluster, the_cluster.head),
+        batch.named(bench.gather_commands(the_cluster, the_cluster.head)),
         bench.level_command(the_cluster, bench.bench_argv(the_cluster, head(), "r", 1), "r", 1),
         bench.help_command(the_cluster),
     ]
@@ -245,8 +253,8 @@ FAKE_SSH = """#!/bin/sh
 if [ "$3" = -O ]; then echo close >> "$LOG"; exit 0; fi
 script=$(cat)
 case "$script" in
-  *@@images*) echo "read $3" >> "$LOG"; cat "$ANSWERS/head" ;;
-  *@@versions*) echo "read $3" >> "$LOG"; cat "$ANSWERS/worker" ;;
+  *"container inspect"*) echo "read $3" >> "$LOG"; cat "$ANSWERS/head" ;;
+  *"uname -r"*) echo "read $3" >> "$LOG"; cat "$ANSWERS/worker" ;;
   *--help=all*) echo help >> "$LOG"; cat "$ANSWERS/help" ;;
   *"vllm bench serve"*) echo level >> "$LOG"; cat "$ANSWERS/result" ;;
   *history.jsonl*) echo history >> "$LOG" ;;
@@ -259,9 +267,9 @@ def test_each_run_appends_the_history_before_closing_its_ssh_master(tmp_path, mo
     then the master closed."""
     answers = tmp_path / "answers"
     answers.mkdir()
-    head_lines, worker_lines = gather_answers(skopeo_digest())
-    (answers / "head").write_text("\n".join(head_lines) + "\n")
-    (answers / "worker").write_text("\n".join(worker_lines) + "\n")
+    head_read, worker_read = gather_answers(skopeo_digest())
+    (answers / "head").write_bytes(head_read)
+    (answers / "worker").write_bytes(worker_read)
     (answers / "help").write_text(fixture("vllm-bench-serve-flags-009e6d4.txt"))
     (answers / "result").write_text(json.dumps(RESULT))
     fake_ssh(tmp_path, monkeypatch, FAKE_SSH)
@@ -274,7 +282,7 @@ def test_each_run_appends_the_history_before_closing_its_ssh_master(tmp_path, mo
     assert bench.read_index(tmp_path / "reports") == [line for line, _ in kept]
     calls = (tmp_path / "log").read_text().split()
     assert calls.count("help") == 1 and calls.count("read") == 2, calls
-    assert calls[-7:] == ["level", "level", "history"] * 2 + ["close"], calls
+    assert calls[-8:] == ["level", "level", "history"] * 2 + ["close", "close"], calls
 
 
 # ---- comparison, verdicts and exit codes
@@ -327,7 +335,7 @@ def test_bench_that_cannot_reach_the_head_is_an_error_not_a_traceback(
     tmp_path, monkeypatch, capsys
 ) -> None:
     fake_ssh(tmp_path, monkeypatch, "exec /bin/sleep 30\n")
-    monkeypatch.setattr(bench, "READ_SECONDS", 0.2)
+    monkeypatch.setattr(transport, "READ_SECONDS", 0.2)
     monkeypatch.setattr(project, "ROOT", tmp_path)
     monkeypatch.setenv("CLUSTER_CONFIG", str(write(tmp_path, SERVING)))
     assert bench.main([]) == bench.ERROR
@@ -381,13 +389,3 @@ def test_compare_takes_the_latest_and_the_one_before_of_its_config(tmp_path, cap
 def test_compare_without_runs_is_an_error(tmp_path, capsys) -> None:
     assert bench.compare_only(cluster(tmp_path), tmp_path) == 1
     assert "no runs yet" in capsys.readouterr().err
-
-
-def test_the_revision_read_ends_its_line_before_the_next_marker(tmp_path) -> None:
-    """refs/main as huggingface_hub writes it (no line break): the next marker keeps its line."""
-    commit = "27dcfa74d334bc871f3234de431e71c6eeba5dd6"
-    refs = tmp_path / "main"
-    refs.write_text(commit)
-    script = f"{bench.revision_command(str(refs))}\necho @@models\n"
-    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True).stdout
-    assert out.splitlines() == [commit, "@@models"]

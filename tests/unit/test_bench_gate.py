@@ -12,7 +12,7 @@ import pytest
 
 from halo_cluster.config import lock as locks
 from halo_cluster.config.loader import ConfigError
-from halo_cluster.tools import bench, benchgate, benchresults, project
+from halo_cluster.tools import bench, benchgate, benchresults, project, transport
 from halo_cluster.tools.benchresults import GateResult, Side, gate_result, spread
 from tests.recorded import skopeo_digest
 from tests.unit.configs import VALID_ROCE, write
@@ -203,7 +203,7 @@ def test_the_gate_never_raises_a_run_that_could_not_start_fails_it(
     tmp_path, monkeypatch, ssh, reason
 ) -> None:
     fake_ssh(tmp_path, monkeypatch, ssh)
-    monkeypatch.setattr(bench, "READ_SECONDS", 0.2)
+    monkeypatch.setattr(transport, "READ_SECONDS", 0.2)
     config = write(tmp_path, SERVING)
     left = benchgate.runs(config, "old", folder=tmp_path)
     assert left.status == "failed" and reason in left.reason, left

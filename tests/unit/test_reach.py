@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from halo_cluster.config.loader import parse_cluster
-from halo_cluster.tools import reach
+from halo_cluster.tools import reach, transport
 
 CLUSTER = parse_cluster(
     yaml.safe_load(
@@ -43,15 +43,15 @@ REAL = [
     # connection does not (drift then asks ssh)
     ("Could not connect (timed out)", "timed out"),
     ("SSH error (Authentication failed.)", "authentication"),
-    ("Could not connect ([Errno None] Unable to connect to port 9 on ::1)", reach.UNREACHABLE),
-    ("something else entirely", reach.UNREACHABLE),
-    ("", reach.UNREACHABLE),
+    ("Could not connect ([Errno None] Unable to connect to port 9 on ::1)", transport.UNREACHABLE),
+    ("something else entirely", transport.UNREACHABLE),
+    ("", transport.UNREACHABLE),
 ]
 
 
 @pytest.mark.parametrize(("stderr", "cause"), REAL)
 def test_ssh_stderr_gives_its_reason(stderr: str, cause: str) -> None:
-    found, said = reach.reason(stderr)
+    found, said = transport.reason(stderr)
     assert found == cause
     assert said and "\n" not in said
 
@@ -63,11 +63,10 @@ def test_the_line_names_the_node_its_address_and_ssh_own_words() -> None:
         "a (10.0.0.1:2222): cannot be reached: refused "
         "(ssh: connect to host 10.0.0.1 port 2222: Connection refused)"
     )
-    assert reach.silent(CLUSTER.nodes[1], 60) == (
-        "b (h2:22): cannot be reached: timed out (no answer within 60 s)"
-    )
+    silent = transport.Result(CLUSTER.nodes[1], transport.TIMED_OUT, "", "", transport.silence(60))
+    assert reach.down(silent) == ("b (h2:22): cannot be reached: timed out (no answer within 60 s)")
 
 
 def test_a_long_message_is_cut_to_one_short_line() -> None:
-    _, said = reach.reason("x" * 1000 + " Connection refused")
+    _, said = transport.reason("x" * 1000 + " Connection refused")
     assert len(said) == 200

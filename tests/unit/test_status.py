@@ -9,6 +9,7 @@ import yaml
 from halo_cluster.config import lock as locks
 from halo_cluster.config.docs import page
 from halo_cluster.config.loader import parse_cluster
+from halo_cluster.node import batch
 from halo_cluster.node.image import parse_images
 from halo_cluster.tools import status
 from tests.recorded import container_image_line, skopeo_digest
@@ -22,8 +23,8 @@ CLUSTER = parse_cluster(
 )
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # systemd's own property order: NRestarts (a Service property) before Id (a Unit property)
-HEAD_OUTPUT = """@@units
-NRestarts=0
+HEAD = {
+    "units": """NRestarts=0
 Id=halo-ray.service
 ActiveState=active
 StateChangeTimestamp=Mon 2026-11-30 08:49:47 UTC
@@ -32,25 +33,32 @@ NRestarts=3
 Id=halo-vllm.service
 ActiveState=failed
 StateChangeTimestamp=Mon 2026-11-30 08:50:01 UTC
-@@errors
-halo-vllm ValueError: the number of required GPUs (2) exceeds the total number of available GPUs
-@@ray
-[["192.168.100.1", true, 1.0], ["192.168.100.2", false, 1.0]]
-@@health
-000
-@@models
-"""
+""",
+    "errors": "halo-vllm ValueError: the number of required GPUs (2) exceeds the total number "
+    "of available GPUs\n",
+    "ray": '[["192.168.100.1", true, 1.0], ["192.168.100.2", false, 1.0]]\n',
+    "health": "000",
+    "models": "",
+}
+
+
+def answered(texts: dict[str, str]) -> dict[str, batch.Part]:
+    """What a node's read gives for these outputs (none for the others), through the one batch
+    format."""
+    names = status.gather_commands(CLUSTER, CLUSTER.head)
+    printed = batch.joined(batch.Part(0, texts.get(name, "").encode()) for name in names)
+    return batch.sections(printed, names)
 
 
 def test_sections_and_units() -> None:
-    found = status.sections(HEAD_OUTPUT)
-    units = status.parse_units(found["units"], status.filled(found, "errors"))
+    found = answered(HEAD)
+    units = status.parse_units(found["units"].lines, found["errors"].filled)
     assert [(u.name, u.state, u.restarts) for u in units] == [
         ("halo-ray", "active", 0),
         ("halo-vllm", "failed", 3),
     ]
     assert units[1].error.startswith("ValueError: the number of required GPUs (2)")
-    assert found["ray"] == ['[["192.168.100.1", true, 1.0], ["192.168.100.2", false, 1.0]]']
+    assert found["ray"].lines == ['[["192.168.100.1", true, 1.0], ["192.168.100.2", false, 1.0]]']
 
 
 def recorded_show() -> list[str]:
@@ -59,9 +67,8 @@ def recorded_show() -> list[str]:
 
 
 def test_restarts_go_to_their_own_unit_in_systemds_order() -> None:
-    output = "@@units\n" + "\n".join(recorded_show()) + "\n@@errors\n"
-    found = status.sections(output)
-    units = status.parse_units(found["units"], status.filled(found, "errors"))
+    found = answered({"units": "\n".join(recorded_show()) + "\n"})
+    units = status.parse_units(found["units"].lines, found["errors"].filled)
     assert [(u.name, u.state, u.restarts, u.since) for u in units] == [
         ("halo-ray", "active", 0, "Mon 2026-11-30 08:49:47 UTC"),
         ("halo-vllm", "activating", 6, "Mon 2026-11-30 09:02:11 UTC"),
@@ -77,9 +84,9 @@ def test_units_missing_from_the_output_are_absent() -> None:
 
 
 def test_down_when_a_worker_left_ray_and_vllm_failed() -> None:
-    found = status.sections(HEAD_OUTPUT)
+    found = answered(HEAD)
     head = status.NodeStatus("a", "head", "192.168.100.1", ray="alive", gpus=1)
-    head.units = status.parse_units(found["units"], status.filled(found, "errors"))
+    head.units = status.parse_units(found["units"].lines, found["errors"].filled)
     head.vllm = status._vllm(CLUSTER, found)
     worker = status.NodeStatus("b", "worker", "192.168.100.2", ray="dead")
     worker.units = [status.Unit("halo-ray", "active")]
@@ -101,25 +108,25 @@ def test_up_and_unreachable() -> None:
     assert status.exit_code(CLUSTER, [head, gone]) == status.UNREACHABLE
 
 
-def test_gather_script_never_prints_the_api_key() -> None:
-    script = status.gather_script(CLUSTER, CLUSTER.head)
+def test_the_read_never_prints_the_api_key() -> None:
+    script = batch.named(status.gather_commands(CLUSTER, CLUSTER.head))
     assert "VLLM_API_KEY=//p" in script and "echo $key" not in script
     assert "podman exec halo-ray" in script
-    assert "halo-ray" in status.gather_script(CLUSTER, CLUSTER.workers[0])
-    assert "@@ray" not in status.gather_script(CLUSTER, CLUSTER.workers[0])
+    worker = status.gather_commands(CLUSTER, CLUSTER.workers[0])
+    assert "halo-ray" in worker["units"] and "ray" not in worker
 
 
 def test_the_memory_budget_of_each_node_from_its_one_command() -> None:
     from tests.recorded import memory_output
 
-    script = status.gather_script(CLUSTER, CLUSTER.nodes[1])
-    assert "echo @@memory" in script and "mem_info_gtt_total" in script
+    script = status.gather_commands(CLUSTER, CLUSTER.nodes[1])["memory"]
+    assert "mem_info_gtt_total" in script
     assert "models--org--model" in script  # the model's snapshot in the user's cache
     lines = memory_output([35 * 10**9] * 8, virt="systemd-nspawn")
-    output = "@@units\n@@errors\n@@memory\n" + "\n".join(lines) + "\n"
-    found = status.sections(output)
+    found = answered({"memory": "\n".join(lines)})
     node = status.NodeStatus("b", "worker", "192.168.100.2")
-    node.memory = status.asdict(status.node_budget(CLUSTER, CLUSTER.nodes[1], found["memory"]))
+    budget = status.node_budget(CLUSTER, CLUSTER.nodes[1], found["memory"].filled)
+    node.memory = status.asdict(budget)
     text = status.memory_table([node])
     assert f"memory budget ({page('roles/serve.md')}):" in text
     assert "b: memory NOT VERIFIED: a container sees its host's MemTotal" in text
@@ -133,18 +140,17 @@ def test_each_nodes_kernel_and_firmware_from_its_one_command() -> None:
     nodes differ (the recorded Fedora 43 host beside a Strix Halo on 6.18.5)."""
     from tests.recorded import recorded_fedora43_versions, strix_halo_versions, versions_output
 
-    script = status.gather_script(CLUSTER, CLUSTER.nodes[1])
-    assert "echo @@versions" in script and "rpm -q --qf" in script and "uname -r" in script
+    script = status.gather_commands(CLUSTER, CLUSTER.nodes[1])["versions"]
+    assert "rpm -q --qf" in script and "uname -r" in script
     nodes = []
     for name, (running, nevras) in (
         ("a", strix_halo_versions()),
         ("b", recorded_fedora43_versions()),
     ):
-        output = "@@units\n@@versions\n" + "\n".join(versions_output(running, nevras)) + "\n"
+        output = "\n".join(versions_output(running, nevras)) + "\n"
+        found = answered({"versions": output})
         node = status.NodeStatus(name, "worker", "192.168.100.2")
-        node.versions = dict(
-            status.versions_process(status.filled(status.sections(output), "versions"))
-        )
+        node.versions = dict(status.versions_process(found["versions"].filled))
         nodes.append(node)
     text = status.versions_table(nodes)
     assert text.splitlines() == [
@@ -181,7 +187,7 @@ def test_each_node_shows_its_digest_and_the_versions_in_it() -> None:
     text = status.table(CLUSTER, [head], lock)
     assert text.splitlines()[0] == f"image: {lock.reference} is {digest} (resolved T)"
     assert f"{short} (ray 2.60.0, vllm 0.33.0)" in text
-    script = status.gather_script(CLUSTER, CLUSTER.head)
-    assert (
-        "podman container inspect --format '{{.Name}} {{.ImageName}} {{.Image}}' halo-ray" in script
+    script = status.gather_commands(CLUSTER, CLUSTER.head)["images"]
+    assert "podman container inspect --format '{{.Name}} {{.ImageName}} {{.Image}}' halo-ray" in (
+        script
     )
