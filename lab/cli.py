@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from halo_cluster.config.lock import LOCK_FILE
+from halo_cluster.config import lock
 from lab import image, network, node, rootfs, rpms, sh, throttle
 from lab.sh import LabError
 
@@ -319,8 +319,10 @@ def down(quiet: bool = False) -> None:
     unmount_stale_roots()
     if (LAB_DIR / "nodes").exists():
         remove_in_background(list((LAB_DIR / "nodes").iterdir()))
-    # the lock is the cluster's: new nodes are a new cluster (the registry and its builds stay)
-    for path in (STATE, CONFIG, KNOWN_HOSTS, LAB_DIR / LOCK_FILE, LAB_DIR / throttle.RATE_FILE):
+    # the lock is the cluster's: new nodes are a new cluster (the registry and its builds stay);
+    # in the state folder, or beside the config where an older version wrote it
+    locks = (lock.path(LAB_DIR), lock.old_path(LAB_DIR))
+    for path in (STATE, CONFIG, KNOWN_HOSTS, *locks, LAB_DIR / throttle.RATE_FILE):
         path.unlink(missing_ok=True)
     if sh.ok("mountpoint", "-q", str(node.NSPAWN_RUNTIME)):
         sh.run("umount", str(node.NSPAWN_RUNTIME), check=False)

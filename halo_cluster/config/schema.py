@@ -89,7 +89,7 @@ CORE: tuple[Field, ...] = (
         "string",
         DEFAULT_IMAGE,
         "Container image of the toolbox and the services, resolved once to the digest every "
-        "node runs (halo-cluster.lock beside cluster.yml); `name@sha256:...` is that digest.",
+        "node runs (halo-cluster.lock in the state folder); `name@sha256:...` is that digest.",
         rule=rules.image_reference,
     ),
     Field(

@@ -1,7 +1,7 @@
 """What a deploy writes on the controller for the cluster's membership, when its operations run
 and only then: Ray's token (the tool's own, `serve.ray_token_file` unset), made by the first
 deploy and rotated by the deploy that takes a node out, and the lock's members and `left`
-(halo-cluster.lock beside cluster.yml). Loading cluster.yml writes neither: `where`, `drift`,
+(halo-cluster.lock in the state folder). Loading cluster.yml writes neither: `where`, `drift`,
 `status`, `verify` and `bench` load it too, and a dry run stops before any operation runs.
 
 While the deploy is planned, every node is given the token the run will write (`ray_token`),
@@ -87,8 +87,10 @@ def _write_token(state, host, path: str) -> bool:
 
 
 def make_token(path: Path, text: str) -> None:
-    """`text` as the token file: 0600 (mkstemp's mode) in a 0700 folder, then `rename`."""
+    """`text` as the token file: 0600 (mkstemp's mode) in a 0700 folder, then `rename`. The
+    folder is the state folder, which a read-only command may have made for its reports."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.parent.chmod(0o700)
     descriptor, partial = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(descriptor, "w") as token:
