@@ -1,0 +1,303 @@
+"""The lab stand-in's native multi-node launcher (lab/standin/vllm_native.py) run as real
+processes on 127.0.0.1, a head and a headless rank 1 with their own ports, held to vLLM's
+contracts between nodes: the arguments and their checks, the rendezvous on master-addr:master-port,
+the head listening only once every rank joined, the headless rank serving no HTTP, a rank's death
+blocking the head's collective until VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS (shortened here through
+the variable itself)."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+STANDIN = Path(__file__).resolve().parents[2] / "lab" / "standin" / "vllm"
+RPC_TIMEOUT = 4  # VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS for these tests (vLLM's is 300)
+WATCHDOG = 5  # the stand-in's API server ends this long after the engine died
+
+
+def load(name: str, path: Path) -> ModuleType:
+    loader = importlib.machinery.SourceFileLoader(name, str(path))
+    spec = importlib.util.spec_from_loader(name, loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def listening(pid: int) -> set[int]:
+    """The TCP ports a process listens on: its socket inodes in /proc/net/tcp, state LISTEN."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        target = os.readlink(fd) if fd.is_symlink() else ""
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def wait_until(check: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"not within {seconds} s: {what}"
+        time.sleep(0.1)
+
+
+def status(url: str, body: dict | None = None, timeout: float = 5) -> int:
+    data = None if body is None else json.dumps(body).encode()
+    try:
+        with urllib.request.urlopen(url, data, timeout=timeout) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return 0  # nothing answers
+
+
+class Rank:
+    """One node's `vllm serve` of a TP 2 world over two nodes."""
+
+    def __init__(self, folder: Path, rank: int, master: int, extra: list[str], env: dict) -> None:
+        self.port = free_port()
+        self.record = folder / f"rank{rank}.json"
+        self.log = folder / f"rank{rank}.log"
+        argv = [
+            "serve", str(folder / "model"), "--host", "127.0.0.1", "--port", str(self.port),
+            "--tensor-parallel-size", "2", "--distributed-executor-backend", "mp",
+            "--nnodes", "2", "--node-rank", str(rank), "--master-addr", "127.0.0.1",
+            "--master-port", str(master), *(["--headless"] if rank else []), *extra,
+        ]  # fmt: skip
+        environment = {**os.environ, "HALO_STANDIN_RECORD": str(self.record), **env}
+        environment["VLLM_NO_USAGE_STATS"] = "1"
+        with self.log.open("w") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, str(STANDIN), *argv], stderr=log, env=environment
+            )
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def native(self) -> dict:
+        return json.loads(self.record.read_text())["native"]
+
+    def stderr(self) -> str:
+        return self.log.read_text()
+
+
+class Cluster:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.master = free_port()
+        self.ranks: list[Rank] = []
+        (folder / "model").mkdir()
+        (folder / "model" / "config.json").write_text("{}")
+
+    def start(self, rank: int, *extra: str, **env: str) -> Rank:
+        started = Rank(self.folder, rank, self.master, list(extra), env)
+        self.ranks.append(started)
+        return started
+
+    def serving(self, **env: str) -> tuple[Rank, Rank]:
+        head, worker = self.start(0, **env), self.start(1, **env)
+        wait_until(lambda: status(head.url + "/health") == 200, 20, "the head serving")
+        return head, worker
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    started = Cluster(tmp_path)
+    yield started
+    for rank in started.ranks:
+        if rank.process.poll() is None:
+            rank.process.kill()
+        rank.process.wait()
+
+
+def completion(rank: Rank, timeout: float = 5) -> int:
+    return status(rank.url + "/v1/completions", {"prompt": "hi", "max_tokens": 2}, timeout)
+
+
+def test_the_defaults_are_vllms(monkeypatch) -> None:
+    standin = load("standin_defaults", STANDIN)
+    args = standin.parse(["serve", "/models/opt"])
+    assert (args.nnodes, args.node_rank, args.headless) == (1, 0, False)
+    assert (args.master_addr, args.master_port) == ("127.0.0.1", 29501)
+    assert args.distributed_executor_backend is None and args.api_server_count is None
+    short = standin.parse(["serve", "/models/opt", "-n", "3", "-r", "2"])
+    assert (short.nnodes, short.node_rank) == (3, 2)
+    monkeypatch.delenv("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", raising=False)
+    monkeypatch.delenv("VLLM_ENGINE_READY_TIMEOUT_S", raising=False)
+    native = load("standin_native_defaults", STANDIN.parent / "vllm_native.py")
+    assert (native.EXECUTE_MODEL_TIMEOUT, native.ENGINE_READY_TIMEOUT) == (300, 600)
+    assert (native.PG_TIMEOUT, native.HANDSHAKE_TIMEOUT_MINS, native.DP_RPC_PORT) == (600, 5, 29550)
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["--tensor-parallel-size", "3", "-n", "2"], 1,
+         "AssertionError: world_size=3 must be divisible by nnodes=2."),
+        (["--tensor-parallel-size", "2", "-n", "2", "-r", "2"], 1,
+         "AssertionError: node_rank=2 must be less than nnodes=2."),
+        (["--tensor-parallel-size", "2", "-n", "2", "-r", "-1"], 1,
+         "ValidationError: 1 validation error for ParallelConfig\nnode_rank\n"
+         "  Input should be greater than or equal to 0"),
+        (["-n", "0", "--headless"], 1,
+         "ValidationError: 1 validation error for ParallelConfig\nnnodes\n"
+         "  Input should be greater than or equal to 1"),
+        (["--tensor-parallel-size", "2", "-n", "2", "--distributed-executor-backend", "ray"], 1,
+         "nnodes > 1 can only be set when distributed executor backend is mp, uni or "
+         "external_launcher."),
+        (["--headless", "--api-server-count", "1"], 1,
+         "ValueError: --api-server-count=1 cannot be used with --headless (no API servers are "
+         "started in headless mode)."),
+        (["--nnodes", "two"], 2, "argument --nnodes/-n: invalid int value: 'two'"),
+    ],
+)  # fmt: skip
+def test_the_arguments_are_refused_as_vllm_refuses_them(
+    tmp_path: Path, argv: list[str], code: int, message: str
+) -> None:
+    (tmp_path / "config.json").write_text("{}")
+    argv = [a.replace("--tensor-parallel-size", "--tensor-parallel-size") for a in argv]
+    environment = {**os.environ, "HALO_STANDIN_RECORD": str(tmp_path / "record.json")}
+    done = subprocess.run(
+        [sys.executable, str(STANDIN), "serve", str(tmp_path), *argv],
+        capture_output=True, text=True, timeout=30, env=environment,
+    )  # fmt: skip
+    assert done.returncode == code, done.stderr
+    assert message in done.stderr
+
+
+def test_the_head_listens_only_once_every_rank_joined(cluster: Cluster) -> None:
+    head = cluster.start(0)
+    wait_until(lambda: cluster.master in listening(head.process.pid), 10, "the head's store")
+    time.sleep(1.5)  # rank 1 is not there: the head waits for it
+    assert head.process.poll() is None
+    assert listening(head.process.pid) == {cluster.master}
+    assert status(head.url + "/health") == 0
+    worker = cluster.start(1)
+    wait_until(lambda: status(head.url + "/health") == 200, 20, "the head serving")
+    assert head.native()["world_size"] == 2 and json.loads(head.record.read_text())["joined"] == [1]
+    assert listening(worker.process.pid) == set(), "a headless rank serves nothing"
+    assert status(worker.url + "/health") == 0
+    assert completion(head) == 200
+
+
+def test_the_start_order_is_free(cluster: Cluster) -> None:
+    worker = cluster.start(1)
+    time.sleep(2)  # the head's store is not up yet: rank 1 keeps trying
+    assert worker.process.poll() is None
+    head = cluster.start(0)
+    wait_until(lambda: status(head.url + "/health") == 200, 20, "the head serving")
+    assert completion(head) == 200
+
+
+@pytest.mark.parametrize(
+    ("rank", "extra", "env", "message"),
+    [
+        (0, ["--distributed-timeout-seconds", "2"], {},
+         "DistStoreError: Timed out after 3 seconds waiting for clients. 1/2 clients joined."),
+        (0, [], {"VLLM_ENGINE_READY_TIMEOUT_S": "2"},
+         "Timed out waiting for engine core processes to start"),
+        (1, ["--distributed-timeout-seconds", "2"], {},
+         "DistNetworkError: The client socket has timed out after 2000ms"),
+    ],
+)  # fmt: skip
+def test_a_rank_alone_waits_out_the_timeout_then_fails(
+    cluster: Cluster, rank: int, extra: list[str], env: dict, message: str
+) -> None:
+    alone = cluster.start(rank, *extra, **env)
+    time.sleep(1)
+    assert alone.process.poll() is None, "a rank waits for the world within the timeout"
+    assert alone.process.wait(timeout=15) == 1
+    assert message in alone.stderr()
+    assert status(alone.url + "/health") == 0
+
+
+def test_a_dead_rank_blocks_the_head_until_the_rpc_timeout(cluster: Cluster) -> None:
+    head, worker = cluster.serving(VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS=str(RPC_TIMEOUT))
+    assert completion(head) == 200
+    worker.process.kill()
+    worker.process.wait()
+    time.sleep(1)
+    assert status(head.url + "/health") == 200, "nothing notices a rank's death while idle"
+    answer: dict[str, float] = {}
+
+    def ask() -> None:
+        started = time.monotonic()
+        answer["status"] = completion(head, timeout=RPC_TIMEOUT + 10)
+        answer["seconds"] = time.monotonic() - started
+
+    asking = threading.Thread(target=ask)
+    asking.start()
+    time.sleep(RPC_TIMEOUT / 2)
+    assert asking.is_alive(), "the completion hangs in the collective"
+    assert status(head.url + "/health") == 200, "the head's /health stays 200 meanwhile"
+    asking.join(RPC_TIMEOUT + 10)
+    assert answer["status"] == 500 and answer["seconds"] >= RPC_TIMEOUT - 0.2, answer
+    assert status(head.url + "/health") == 503
+    assert head.process.wait(timeout=WATCHDOG + 5) == 1
+    assert "RPC call to execute_model timed out" in head.stderr()
+
+
+def test_a_restarted_rank_never_rejoins_the_running_head(cluster: Cluster) -> None:
+    head, worker = cluster.serving()
+    worker.process.kill()
+    worker.process.wait()
+    again = cluster.start(1, "--distributed-timeout-seconds", "2")
+    assert again.process.wait(timeout=15) == 1
+    assert "DistNetworkError" in again.stderr()
+    assert status(head.url + "/health") == 200
+
+
+def test_a_headless_rank_exits_only_when_a_local_worker_dies(cluster: Cluster) -> None:
+    head, worker = cluster.serving()
+    head.process.kill()
+    head.process.wait()
+    time.sleep(2)
+    assert worker.process.poll() is None, "the head's death does not end a headless rank"
+    (local,) = worker.native()["workers"]
+    os.kill(local, signal.SIGKILL)
+    assert worker.process.wait(timeout=10) == 0  # run_headless returns
+    assert "Worker proc VllmWorker-0 died unexpectedly" in worker.stderr()
+
+
+def test_a_local_worker_death_ends_the_head_at_once(cluster: Cluster) -> None:
+    head, _ = cluster.serving()
+    (local,) = head.native()["workers"]
+    os.kill(local, signal.SIGKILL)
+    wait_until(lambda: status(head.url + "/health") == 503, 3, "the engine dead")
+    assert head.process.wait(timeout=WATCHDOG + 5) == 1
+
+
+def test_headless_on_node_rank_zero_waits_for_a_front_end(cluster: Cluster) -> None:
+    lone = cluster.start(0, "--headless")
+    time.sleep(1.5)
+    assert lone.process.poll() is None
+    assert listening(lone.process.pid) == set(), "no store on master-port, no HTTP"
+    assert "head node address tcp://127.0.0.1:29550" in lone.stderr()
