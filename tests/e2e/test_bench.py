@@ -14,13 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from halo_cluster.config import state
 from lab import cli
 from tests.e2e.conftest import ROOT, Lab
 from tests.e2e.serving_lab import SERVE, user, wait_serving
 
 pytestmark = pytest.mark.serving
 HALO_CLUSTER = str(Path(sys.executable).parent / "halo-cluster")
-INDEX = ROOT / "reports" / "bench" / "index.jsonl"
+# the state folder of the lab's configs (lab.config writes them beside cluster.yml)
+INDEX = state.folder(cli.LAB_DIR) / "reports" / "bench" / "index.jsonl"
 KEY = "sk-lab-bench-4b1d9e"
 # the stand-in's numbers move with the machine's load: the comparison's verdict is not what this
 # test asserts, the comparison itself is (a regression is test_upgrade.py's slow build)

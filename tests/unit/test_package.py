@@ -207,7 +207,7 @@ def test_the_installed_commands_run_outside_the_checkout(
         ["node2", "unreachable"],
     ], drift.stdout + drift.stderr
     assert "Connection refused" in lines[0]  # ssh's own reason (tools/reach.py)
-    report = json.loads((elsewhere / "reports" / "drift.json").read_text())
+    report = json.loads((elsewhere / ".halo-cluster" / "reports" / "drift.json").read_text())
     assert report["config"] == "cluster.yml" and report["exit_code"] == 1
     deploy = installed.run(command, "deploy", "--config", "cluster.yml", "--dry", cwd=elsewhere)
     assert deploy.returncode == 1 and "Could not connect" in deploy.stdout + deploy.stderr
