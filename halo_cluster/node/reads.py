@@ -2,8 +2,10 @@
 
 Each read is a pyinfra fact with its arguments, `(Fact, {kwarg: value})`: the deploy declares
 its own, each role declares its in `reads(data)` next to `paths(data)`, and `prefetch` runs all
-their commands in one script, each in its own subshell and all at once (the slowest sets the
-time), with its stdout and exit status delimited. Every part is then
+their commands in one script of the tools' one batched format (node/batch.py: each in its own
+subshell and all at once, the slowest sets the time, each read back with its exit status),
+through pyinfra's own connection: the values seed pyinfra's per-run fact cache, so the read is a
+pyinfra fact (`NodeReads`), not the tools' transport. Every part is then
 processed as pyinfra would have (`process`, or `default()` for no output or a missing
 `requires_command`) and seeds the per-run cache, so the roles' `cached(host, Fact, ...)` read
 the node's state from this one command. A read nobody declared is left to `cached()`: it reads
@@ -15,8 +17,6 @@ node; a fact may say what to do when its command fails on a node (`unreadable_fi
 
 from __future__ import annotations
 
-import itertools
-import re
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -24,14 +24,12 @@ from typing import Any
 import gevent.event
 from pyinfra.api import FactBase, StringCommand
 
+from halo_cluster.node import batch
 from halo_cluster.node.pyinfra_internals import run
 
-MARK = "@@halo-read"
 # what a part prints when its fact's `requires_command` is not installed; the script's own
 # sentinel, read only here (pyinfra's, in its guard of a fact run alone, is private to it)
-NO_COMMAND = f"{MARK} no-command"
-_CLOSE = re.compile(r'\) >"\$d/(\d+)" 2>/dev/null & p\d+=\$!')
-_DONE = re.compile(rf"{MARK} (\d+) (\d+)")
+NO_COMMAND = "@@halo-read no-command"
 
 Read = tuple[type, dict[str, Any]]
 
@@ -63,67 +61,34 @@ def _key(host: Any, fact: type, kwargs: dict[str, Any]) -> tuple:
 
 
 class NodeReads(FactBase[list[tuple[int, list[str]]]]):
-    """Several commands in one: [(exit status, stdout lines)], in the order given. Each runs in
-    its own subshell (an `exit` in one ends only that one), all at once."""
+    """Several commands in one (node/batch.py): [(exit status, stdout lines)], in the order
+    given. Each runs in its own subshell (an `exit` in one ends only that one), all at once."""
 
     @staticmethod
     def default() -> list[tuple[int, list[str]]]:
         return []
 
     def command(self, parts: tuple[str, ...]) -> str:
-        return script(parts)
+        return batch.script(parts)
 
     def process(self, output: list[str]) -> list[tuple[int, list[str]]]:
         return split_output(output)
 
 
-def script(parts: Iterable[str]) -> str:
-    """The shell script that runs `parts` (one line each) and prints each one's output, then
-    `MARK INDEX STATUS` on a line of its own."""
-    parts = list(parts)
-    lines = ["d=$(mktemp -d) || exit 1"]
-    for i, part in enumerate(parts):
-        # the closing parenthesis on its own line: a part ending in a comment stays closed
-        lines += [f"( {part}", f') >"$d/{i}" 2>/dev/null & p{i}=$!']
-    for i in range(len(parts)):
-        lines.append(f"wait $p{i}; s=$?; cat \"$d/{i}\"; printf '\\n{MARK} %d %d\\n' {i} $s")
-    lines.append('rm -rf "$d"')
-    return "\n".join(lines)
-
-
-def parts_of(command: str) -> list[str]:
-    """The parts of a `script` (the plan harness names them when it has no answer for one)."""
-    lines = command.split("\n")
-    return [
-        first[2:]
-        for first, second in itertools.pairwise(lines)
-        if first.startswith("( ") and _CLOSE.fullmatch(second)
-    ]
-
-
 def split_output(output: list[str]) -> list[tuple[int, list[str]]]:
-    """[(status, lines)] from a script's output lines, each part's lines as pyinfra would have
-    read its own command's output (the newline before a mark is the script's)."""
-    results: list[tuple[int, list[str]]] = []
-    current: list[str] = []
-    for line in output:
-        done = _DONE.fullmatch(line)
-        if done and int(done[1]) == len(results):
-            if current and current[-1] == "":
-                current.pop()
-            results.append((int(done[2]), current))
-            current = []
-        else:
-            current.append(line)
-    return results
+    """[(status, lines)] of each complete part, from a `batch.script`'s output as pyinfra gives
+    it (its lines, newlines removed: put back for the parse's byte counts), each part's lines as
+    pyinfra would have read its own command's output."""
+    return [(part.status, part.lines) for part in batch.split("\n".join(output) + "\n")]
 
 
 def join_output(results: Iterable[tuple[int, list[str]]]) -> list[str]:
-    """What a script prints for these [(status, lines)]: the inverse of `split_output`."""
-    output: list[str] = []
-    for i, (status, lines) in enumerate(results):
-        output += [*lines, "", f"{MARK} {i} {status}"]
-    return output
+    """What a script prints for these [(status, lines)], as pyinfra's lines: the inverse of
+    `split_output` (the plan harness's answers)."""
+    parts = [batch.Part(status, "".join(f"{line}\n" for line in lines).encode())
+             for status, lines in results]  # fmt: skip
+    text = batch.joined(parts).decode()
+    return text.removesuffix("\n").split("\n") if text else []
 
 
 def part_command(fact: type, kwargs: dict[str, Any]) -> str | None:

@@ -4,7 +4,8 @@ checks and by the e2e tests: a testinfra host over SSH, and the values the check
 Every command the checks run is declared here (`first_reads`, then `second_reads` for those
 that name what the first found: the data interface, the cluster user's home) and read in one
 SSH command per node and read (`read`: the commands at once on the node, each one's exit
-status, stdout and stderr kept apart), as the deploy reads a node (halo_cluster/node/reads.py).
+status, stdout and stderr kept apart), in the batched format the deploy and the tools read a
+node with (halo_cluster/node/batch.py).
 A check then finds its command's result in `run`; a command nobody declared runs on its own:
 correct, one round trip more.
 """
@@ -12,7 +13,6 @@ correct, one round trip more.
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import socket
 from collections.abc import Iterable
@@ -26,7 +26,7 @@ from testinfra.backend.base import CommandResult
 from halo_cluster.config.model import Cluster, Node
 from halo_cluster.config.serving import SERVE_ENV
 from halo_cluster.decide.safety import resolve_interface
-from halo_cluster.node import toolbox
+from halo_cluster.node import batch, toolbox
 from halo_cluster.node.facts import (
     CONTAINER_IMAGE,
     IMAGE_ID,
@@ -61,42 +61,6 @@ FILES = (
 )
 ACTIVE_PROFILES = "nmcli -t -f NAME,DEVICE connection show --active"
 DEVICE_GROUPS = ("render", "video", "rdma")
-_PART = re.compile(rb"@@halo-verify (\d+) (\d+) (\d+) (\d+)\n")
-
-
-def batch_script(commands: Iterable[str]) -> str:
-    """The shell script that runs `commands` at once, each in its own subshell, and prints for
-    each `@@halo-verify INDEX STATUS STDOUT-BYTES STDERR-BYTES`, then its stdout and stderr."""
-    commands = list(commands)
-    lines = ["d=$(mktemp -d) || exit 1"]
-    for i, command in enumerate(commands):
-        # the closing parenthesis on its own line: a command ending in a comment stays closed
-        lines += [f"( {command}", f') >"$d/{i}" 2>"$d/{i}e" </dev/null & p{i}=$!']
-    for i in range(len(commands)):
-        lines += [
-            f"wait $p{i}; s=$?",
-            f'printf \'@@halo-verify {i} %d %d %d\\n\' $s $(wc -c <"$d/{i}") $(wc -c <"$d/{i}e")',
-            f'cat "$d/{i}" "$d/{i}e"',
-        ]
-    lines.append('rm -rf "$d"')
-    return "\n".join(lines)
-
-
-def split_batch(output: bytes) -> list[tuple[int, bytes, bytes]]:
-    """[(status, stdout, stderr)] of each command of a `batch_script`, from what it printed; the
-    complete ones only (a script cut short keeps those before the cut)."""
-    results: list[tuple[int, bytes, bytes]] = []
-    at = 0
-    while part := _PART.match(output, at):
-        index, status, out, err = (int(g) for g in part.groups())
-        start = part.end()
-        if index != len(results) or len(output) < start + out + err:
-            break
-        results.append(
-            (status, output[start : start + out], output[start + out : start + out + err])
-        )
-        at = start + out + err
-    return results
 
 
 @dataclass
@@ -128,9 +92,11 @@ class Target:
         wanted = [c for c in dict.fromkeys(commands) if c not in self._read]
         if not wanted:
             return
-        output = self.host.run(batch_script(wanted)).stdout_bytes
-        for command, (status, out, err) in zip(wanted, split_batch(output), strict=False):
-            self._read[command] = self.host.backend.result(status, command.encode(), out, err)
+        output = self.host.run(batch.script(wanted)).stdout_bytes
+        for command, part in zip(wanted, batch.split(output), strict=False):
+            self._read[command] = self.host.backend.result(
+                part.status, command.encode(), part.stdout, part.stderr
+            )
 
     def first_reads(self, peers: Iterable[Node]) -> list[str]:
         """Every command the checks run that the config alone names (`peers`: the other

@@ -35,7 +35,7 @@ from pyinfra_cli.util import load_deploy_file
 from halo_cluster import roles
 from halo_cluster.config.hostdata import inventory_groups
 from halo_cluster.config.model import Cluster
-from halo_cluster.node import nodefiles, reads, report
+from halo_cluster.node import batch, nodefiles, reads, report
 from halo_cluster.node.deployreads import own_reads
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -178,9 +178,9 @@ def fake_responses(name: str, node: Node, declared: list[reads.Read]) -> dict[re
             parts.append(command)
             results.append(_result(answer))
             # a part that failed is read once more on its own (reads._read_alone)
-            responses[_exactly(reads.script([command]))] = reads.join_output([_result(answer)])
+            responses[_exactly(batch.script([command]))] = reads.join_output([_result(answer)])
     if parts:
-        responses[_exactly(reads.script(parts))] = reads.join_output(results)
+        responses[_exactly(batch.script(parts))] = reads.join_output(results)
     for fact, kwargs in [*declared, *_alone(node)]:
         answer = _answer(node, fact, kwargs)
         if answer is not None:
@@ -255,7 +255,7 @@ def _all_answered(state: State, answered: dict[str, list[re.Pattern]]) -> None:
 
 def _described(command: str) -> str:
     """A command no answer matched, shortened; the node's one read by its parts."""
-    parts = reads.parts_of(command)
+    parts = batch.commands_of(command)
     if parts:
         return "its one read, of parts: " + " | ".join(p[:80] for p in parts)
     return command[:160]
@@ -291,7 +291,7 @@ def one_read(result: Plan) -> None:
     """Every node of the plan was read in one command: its reads (`reads.NodeReads`)."""
     for node in result.read:
         commands = fact_reads(result, node)
-        assert len(commands) == 1 and reads.MARK in commands[0], (
+        assert len(commands) == 1 and batch.MARK in commands[0], (
             node,
             [c[:60] for c in commands],
         )

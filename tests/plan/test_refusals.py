@@ -5,7 +5,7 @@ line names them and the exit code; never pyinfra's "No hosts remaining!"."""
 
 from __future__ import annotations
 
-from halo_cluster.node import reads, report
+from halo_cluster.node import batch, report
 from tests.plan.harness import fact_reads, plan
 from tests.plan.nodes import serve_cluster, user_node
 
@@ -35,7 +35,7 @@ def test_every_node_without_its_rdma_stack_is_refused_with_the_fix() -> None:
         # the node's one read, then the failed part once more on its own (a passing failure
         # must not refuse a node): never a third time, never through pyinfra's own fact read
         first, again = fact_reads(result, node)
-        assert reads.MARK in first and reads.MARK in again and "rdma link" in again
+        assert batch.MARK in first and batch.MARK in again and "rdma link" in again
         assert "ip -j addr" not in again
 
 

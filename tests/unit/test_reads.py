@@ -1,5 +1,6 @@
-"""The deploy's one read per node (halo_cluster/node/reads.py): the script it runs, run here by a
-real shell, gives each part exactly the lines and status its own command gives."""
+"""The deploy's one read per node (halo_cluster/node/reads.py): the batched script it runs
+(node/batch.py), run here by a real shell, gives each part exactly the lines and status its own
+command gives, read from the output's lines as pyinfra gives them."""
 
 from __future__ import annotations
 
@@ -9,15 +10,13 @@ import time
 import pytest
 from pyinfra.facts.rpm import RpmPackages
 
-from halo_cluster.node import reads
+from halo_cluster.node import batch, reads
 from halo_cluster.node.facts import Firewalld, TextFiles
 from halo_cluster.node.reads import (
     NO_COMMAND,
     _value,
     join_output,
     part_command,
-    parts_of,
-    script,
     split_output,
 )
 from halo_cluster.roles.network.facts import NmActiveConnections
@@ -28,7 +27,7 @@ PARTS = [
     "true",  # no output
     "printf '\\n\\n'",  # empty lines only
     "echo one; exit 3",  # an exit ends only its own part
-    "echo '@@halo-read 0 0'",  # a mark out of turn is output
+    "echo '@@halo-part 0 0 0 0'",  # a header out of turn is output
     "sleep 0.2; echo slow",  # finishes after the ones below it
     "echo err >&2; echo out",
 ]
@@ -41,23 +40,24 @@ def run(command: str) -> tuple[int, list[str]]:
 
 
 def test_each_part_reads_as_its_own_command() -> None:
-    status, output = run(script(PARTS))
+    status, output = run(batch.script(PARTS))
     assert status == 0
     assert split_output(output) == [run(part) for part in PARTS]
 
 
 def test_the_parts_run_at_once() -> None:
-    _, output = run(script(["sleep 0.5; echo a", "sleep 0.5; echo b"]))
+    _, output = run(batch.script(["sleep 0.5; echo a", "sleep 0.5; echo b"]))
     assert split_output(output) == [(0, ["a"]), (0, ["b"])]
     start = time.monotonic()
-    run(script(["sleep 0.5"] * 4))
+    run(batch.script(["sleep 0.5"] * 4))
     assert time.monotonic() - start < 1.5
 
 
 def test_the_harness_answers_what_the_script_prints() -> None:
     results = [(0, ["a", ""]), (1, []), (0, ["x"])]
     assert split_output(join_output(results)) == results
-    assert parts_of(script(PARTS)) == PARTS
+    assert batch.commands_of(batch.script(PARTS)) == PARTS
+    assert split_output(join_output([])) == []
 
 
 def test_a_part_is_the_command_pyinfra_runs() -> None:
