@@ -123,7 +123,11 @@ class Peer:
                 return None
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
-        return json.loads(line)
+        try:
+            message = json.loads(line)
+        except ValueError:  # not one of the stand-in's nodes
+            return None
+        return message if isinstance(message, dict) else None
 
 
 def start_workers(count: int) -> list[subprocess.Popen]:
@@ -140,15 +144,18 @@ def first_death(workers: list[subprocess.Popen]) -> int:
         time.sleep(0.2)
 
 
-def deadline_of(args: argparse.Namespace) -> tuple[float, str]:
-    """When the head gives up waiting for the world, and whose timeout that is."""
-    store = args.distributed_timeout_seconds or PG_TIMEOUT
+def gave_up(store: int, joined: int, world: int) -> str:
+    """Whose timeout ends the head's wait for the world first: the API server's for its engine,
+    or the process group's for the store's clients (torch's message)."""
     if store > ENGINE_READY_TIMEOUT:
-        return time.monotonic() + ENGINE_READY_TIMEOUT, (
+        return (
             "TimeoutError: Timed out waiting for engine core processes to start "
             f"(VLLM_ENGINE_READY_TIMEOUT_S={ENGINE_READY_TIMEOUT})."
         )
-    return time.monotonic() + store, f"DistStoreError: Timed out after {store + 1} seconds"
+    return (
+        f"DistStoreError: Timed out after {store + 1} seconds waiting for clients. "
+        f"{joined}/{world} clients joined."
+    )
 
 
 def host_store(args: argparse.Namespace, local: int) -> dict[int, Peer]:
@@ -156,22 +163,19 @@ def host_store(args: argparse.Namespace, local: int) -> dict[int, Peer]:
     listening; a node that comes later (a restarted rank) is held and never joins the world."""
     server = socket.create_server((args.master_addr, args.master_port))
     server.settimeout(0.5)
-    deadline, timeout_message = deadline_of(args)
+    store = args.distributed_timeout_seconds or PG_TIMEOUT
+    deadline = time.monotonic() + min(store, ENGINE_READY_TIMEOUT)
     peers: dict[int, Peer] = {}
     while len(peers) < args.nnodes - 1:
         if time.monotonic() > deadline:
-            joined = local * (len(peers) + 1)
-            raise TimeoutError(
-                f"{timeout_message} waiting for clients. {joined}/{local * args.nnodes} "
-                "clients joined."
-            )
+            raise TimeoutError(gave_up(store, local * (len(peers) + 1), local * args.nnodes))
         try:
             conn, _ = server.accept()
         except TimeoutError:
             continue
         peer = Peer(conn)
-        hello = peer.receive(deadline)
-        if hello is not None:
+        hello = peer.receive(min(deadline, time.monotonic() + 5)) or {}
+        if isinstance(hello.get("node_rank"), int):
             peers[hello["node_rank"]] = peer
     for peer in peers.values():
         peer.send({"world": "complete"})
