@@ -8,8 +8,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from halo_cluster.config import state
-from halo_cluster.config.loader import check_secret
-from halo_cluster.config.model import Cluster, Problems, resolve
+from halo_cluster.config.derive import resolve
+from halo_cluster.config.filecheck import check_secret
+from halo_cluster.config.model import Cluster, Problems
 from halo_cluster.config.schema import section_type
 from halo_cluster.roles.serve.schema import SECTION
 

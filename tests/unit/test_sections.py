@@ -79,7 +79,8 @@ def test_no_default_is_written_again_in_the_model_or_the_host_data() -> None:
     """Defaults live in the schema only: the model, the host data and a role's typed model
     (roles/NAME/model.py) read them from there."""
     config = ROOT / "halo_cluster" / "config"
-    paths = [config / "model.py", config / "hostdata.py", *sorted(ROOT.glob("roles/*/model.py"))]
+    model = [config / name for name in ("model.py", "derive.py", "datalink.py", "hostdata.py")]
+    paths = [*model, *sorted(ROOT.glob("roles/*/model.py"))]
     sources = {str(path.relative_to(ROOT)): path.read_text() for path in paths}
     for field in roles.schema().fields:
         if (text := _literal(field.default)) is None:
@@ -89,7 +90,17 @@ def test_no_default_is_written_again_in_the_model_or_the_host_data() -> None:
             assert not pattern.search(source), f"{field.path}'s default {text} in {name}"
 
 
-CONFIG_LAYER = ("schema.py", "model.py", "hostdata.py", "loader.py")
+CONFIG_LAYER = (
+    "schema.py",
+    "model.py",
+    "derive.py",
+    "datalink.py",
+    "hostdata.py",
+    "loader.py",
+    "yamlread.py",
+    "schemacheck.py",
+    "filecheck.py",
+)
 
 
 @pytest.mark.parametrize("module", CONFIG_LAYER)
