@@ -55,7 +55,9 @@ def recipe_hash() -> str:
 
 def folder_digest(digest, folder: Path) -> None:
     for path in sorted(folder.rglob("*")):
-        if path.is_file():
+        # the bytecode Python leaves beside a module it ran (the unit tests run the stand-in
+        # from lab/standin/) is no part of the recipe
+        if path.is_file() and "__pycache__" not in path.parts:
             digest.update(str(path.relative_to(folder)).encode())
             digest.update(path.read_bytes())
 
