@@ -13,7 +13,8 @@ from pyinfra_cli.util import parse_cli_arg
 
 from halo_cluster.config import hostdata
 from halo_cluster.node.versions import InstalledVersions
-from halo_cluster.tools.upgrade_os import Targets, deploy_argv
+from halo_cluster.tools.upgrading.kernels import Targets, deploy_data
+from halo_cluster.tools.upgrading.machine import deploy_argv
 from tests.plan.harness import plan
 from tests.plan.nodes import cluster, fresh_node, refusal
 from tests.recorded import (
@@ -106,7 +107,7 @@ def test_with_no_good_version_listed_the_fix_asks_for_one() -> None:
 def plan_upgrading(monkeypatch: pytest.MonkeyPatch, targets: Targets, halo1: list[str]) -> object:
     """The plan of the upgrade's own deploy: the host data its `--data` options set (as pyinfra
     parses them) over the inventory's."""
-    argv = deploy_argv(targets)
+    argv = deploy_argv(deploy_data(targets))
     given = [argv[i + 1].split("=", 1) for i, word in enumerate(argv) if word == "--data"]
     override = {key: parse_cli_arg(value) for key, value in given}
     inventory = hostdata.host_data

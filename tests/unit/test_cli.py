@@ -275,12 +275,14 @@ def test_image_update_runs_the_upgrade_after_a_passed_deploy(
     lab_config: Path, monkeypatch: pytest.MonkeyPatch, extra: str, pyinfra_args: list[str],
     upgraded: bool,
 ) -> None:  # fmt: skip
-    from halo_cluster.tools import upgrade
+    from halo_cluster.tools.upgrading import imagemain
 
     lab_config.write_text(LAB_CONFIG + extra)
     ran = []
     monkeypatch.setattr(subprocess, "run", lambda argv, **_: subprocess.CompletedProcess(argv, 0))
-    monkeypatch.setattr(upgrade, "main_upgrade", lambda args, converged: ran.append(converged) or 6)
+    monkeypatch.setattr(
+        imagemain, "main_upgrade", lambda args, converged: ran.append(converged) or 6
+    )
     code = cli.main(["deploy", "--config", str(lab_config), *pyinfra_args])
     assert (code, ran) == ((6, [True]) if upgraded else (0, []))
 

@@ -21,7 +21,8 @@ from halo_cluster.config import rpmversion
 from halo_cluster.config.loader import ConfigError, load_cluster
 from halo_cluster.config.schema import REQUIRED
 from halo_cluster.roles.os import versions
-from halo_cluster.tools import options, upgrade_os
+from halo_cluster.tools import options
+from halo_cluster.tools.upgrading import kernels
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = roles.schema()
@@ -310,7 +311,7 @@ def test_an_accepted_version_is_ascii_and_rpm_compares_it(text: str) -> None:
     antisymmetrically; a target it refuses is one line naming the option."""
     if rpmversion.problem(text) is None:
         assert rpmversion.problem(text, release=False) is None
-    refused = options.problem("--kernel", text, rule=upgrade_os.target_rule("--kernel"))
+    refused = options.problem("--kernel", text, rule=kernels.target_rule("--kernel"))
     if rpmversion.problem(text, release=False) is not None:
         with pytest.raises(ValueError):
             rpmversion.split(text)
@@ -337,7 +338,7 @@ def test_a_version_with_a_digit_of_another_script_is_refused(
     text = base[:at] + digit + base[at:]
     assert rpmversion.problem(text) is not None
     assert rpmversion.problem(text, release=False) is not None
-    assert upgrade_os.target_rule("--firmware")(text) is not None
+    assert kernels.target_rule("--firmware")(text) is not None
     assert versions.version_problem(f"< {text}") is not None
     with pytest.raises(ValueError):
         rpmversion.split(text)

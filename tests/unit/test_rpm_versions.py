@@ -12,7 +12,9 @@ import pytest
 from halo_cluster.config import rpmversion
 from halo_cluster.config.loader import load_cluster
 from halo_cluster.roles.os import schema, versions
-from halo_cluster.tools import project, upgrade_os
+from halo_cluster.tools import project
+from halo_cluster.tools.upgrading import kernels, osmain
+from halo_cluster.tools.upgrading.machine import REFUSED
 from tests.unit.configs import VALID_ROCE, problems, write
 
 ARABIC_ONE = "\u0661"  # ARABIC-INDIC DIGIT ONE: `\d` and str.isdigit() take it, int() reads 1
@@ -56,8 +58,8 @@ def test_a_target_outside_the_grammar_is_one_line_exit_1_before_the_config(
 ) -> None:
     monkeypatch.setattr(project, "load", lambda _: pytest.fail("the config was read"))
     with pytest.raises(SystemExit) as stopped:
-        upgrade_os.main(["--os", option, value])
-    assert stopped.value.code == upgrade_os.REFUSED
+        osmain.main(["--os", option, value])
+    assert stopped.value.code == REFUSED
     err = capsys.readouterr().err
     assert said in err and err.count("\n") == 1, err
     assert err.startswith(f"halo-cluster upgrade --os: {option}: "), err
@@ -68,7 +70,7 @@ def test_a_target_outside_the_grammar_is_one_line_exit_1_before_the_config(
     "value", ["6.18.9-200.fc43", "1:6.18.9-200.fc43", "1.0~rc1^git2-0.1.fc43", "2.0_a+b-1"]
 )
 def test_versions_rpm_prints_are_taken(value: str) -> None:
-    assert upgrade_os.target_rule("--kernel")(value) is None
+    assert kernels.target_rule("--kernel")(value) is None
 
 
 def test_the_length_bound_is_128_characters() -> None:

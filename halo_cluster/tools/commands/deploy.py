@@ -142,6 +142,6 @@ def _image_update(args: list[str]) -> int:
             "(--limit, --exclude), since it moves every node: `halo-cluster upgrade` runs it"
         )
         return exits.OK
-    from halo_cluster.tools import upgrade
+    from halo_cluster.tools.upgrading import imagemain
 
-    return upgrade.main_upgrade([], converged=True)
+    return imagemain.main_upgrade([], converged=True)

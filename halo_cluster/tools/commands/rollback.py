@@ -1,4 +1,4 @@
-"""`halo-cluster rollback`: every node back on the previous build (tools/upgrade.py)."""
+"""`halo-cluster rollback`: every node back on the previous build (tools/upgrading/)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,16 @@ from halo_cluster.tools.commands import text
 
 NAME = "rollback"
 SUMMARY = "every node back on the previous build of the image"
-OPTIONS: tuple[tuple[str, str], ...] = ()
+OPTIONS = (
+    ("--limit NODE", "refused: every node goes back at once"),
+    ("--exclude NODE", "refused: every node goes back at once"),
+)
 HELP = text.page(
     "halo-cluster rollback",
     """
 Moves every node back to the image build the lock (halo-cluster.lock, beside cluster.yml) records as
-the previous one, and waits until vLLM serves it again.""",
+the previous one, and waits until vLLM serves it again. Every node must run one image, so a
+--limit or --exclude that leaves a node out is refused.""",
     OPTIONS,
     NAME,
     "halo-cluster rollback",
@@ -19,6 +23,6 @@ the previous one, and waits until vLLM serves it again.""",
 
 
 def main(argv: list[str]) -> int:
-    from halo_cluster.tools import upgrade
+    from halo_cluster.tools.upgrading import imagemain
 
-    return upgrade.main_rollback(argv)
+    return imagemain.main_rollback(argv)

@@ -1,5 +1,5 @@
 """`halo-cluster upgrade [--os]`: the image's new build on every node, or with `--os` a new
-kernel and firmware (halo_cluster/tools/upgrade.py, upgrade_os.py)."""
+kernel and firmware (halo_cluster/tools/upgrading/: imagemain.py, osmain.py)."""
 
 from __future__ import annotations
 
@@ -12,22 +12,29 @@ OPTIONS = (
     ("--retry", "admit a build an earlier upgrade rejected"),
     ("--no-bench", "skip the bench gate this once"),
     ("--json", "the result as one JSON document on stdout (the progress on stderr)"),
+    ("--limit NODE", "only this node (repeatable): the image refuses it, --os with --partial"),
+    ("--exclude NODE", "every node but this one (repeatable): as --limit"),
     ("--os", "upgrade the kernel and firmware instead (with --kernel, --firmware)"),
     ("--kernel VERSION", "with --os: the kernel-core version, as 6.18.9-200.fc43"),
     ("--firmware VERSION", "with --os: the amd-gpu-firmware version, as 20260110-1.fc43"),
+    ("--partial", "with --os and --limit/--exclude: upgrade only those nodes; the rest stay"),
 )
 HELP = text.page(
     "halo-cluster upgrade [--image REF] [--retry] [--no-bench] [--json]\n"
-    "       halo-cluster upgrade --os [--kernel VERSION] [--firmware VERSION]",
+    "       halo-cluster upgrade --os [--kernel VERSION] [--firmware VERSION]\n"
+    "                            [--limit NODE]... [--exclude NODE]... [--partial]",
     """
 Moves the whole cluster to the newest build of cluster.yml's image as one: pulls it on every
 node while the old build serves, switches, then checks every node runs it, one real completion
 and the benchmark against the old build's; on a failure every node goes back to the old build.
-The lock (halo-cluster.lock, beside cluster.yml) records both builds.
+The lock (halo-cluster.lock, beside cluster.yml) records both builds. Every node must run one
+image, so a --limit or --exclude that leaves a node out is refused: bring the node back first.
 
 With --os: a new kernel and/or firmware, the workers first and the head last, each node booting
 the new kernel once before it keeps it; a node whose check after the boot fails is rebooted
-into its old kernel and the upgrade stops there.""",
+into its old kernel and the upgrade stops there. A kernel is each node's own: with --limit or
+--exclude leaving nodes out, --partial upgrades only the nodes chosen and names those that stay
+on their old kernel; without --partial it refuses.""",
     OPTIONS,
     NAME,
     "halo-cluster upgrade --os --kernel 6.18.9-200.fc43",
@@ -37,9 +44,9 @@ into its old kernel and the upgrade stops there.""",
 
 def main(argv: list[str]) -> int:
     if "--os" in argv[: argv.index("--") if "--" in argv else len(argv)]:
-        from halo_cluster.tools import upgrade_os
+        from halo_cluster.tools.upgrading import osmain
 
-        return upgrade_os.main(argv)
-    from halo_cluster.tools import upgrade
+        return osmain.main(argv)
+    from halo_cluster.tools.upgrading import imagemain
 
-    return upgrade.main_upgrade(argv)
+    return imagemain.main_upgrade(argv)
