@@ -6,7 +6,8 @@ it depends on, and compared with the previous run of the same configuration (doc
 Exit 0 within `bench.tolerance` (or the first run of a configuration: its baseline), 3 on a
 regression (output tokens/s fell by more than the tolerance at a level, or failed requests
 rose), 1 on an error (not serving, a flag the image's vLLM lacks, a level that failed or timed
-out, a bad config). `measure` is also the image upgrade's (its gate: benchgate.py).
+out, a bad config). `measure` is also the image upgrade's (its gate: benchgate.py). This module
+runs and collects; what a run is kept as is benchstore.py's, what it says benchview.py's.
 
 The API key never reaches a command line: the container's shell is given the text
 `OPENAI_API_KEY="$VLLM_API_KEY"` and expands it into vLLM's environment, from the container's own
@@ -20,27 +21,33 @@ import posixpath
 import re
 import shlex
 import sys
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from halo_cluster.config import lock as locks
 from halo_cluster.config.model import Cluster, Node
 from halo_cluster.config.quoting import quote
-from halo_cluster.config.schema import current, host_name
 from halo_cluster.node import batch
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import IMAGES_FORMAT, parse_images
 from halo_cluster.node.memory import hub_folder
 from halo_cluster.node.versions import FIRMWARE_PACKAGES, versions_command, versions_process
-from halo_cluster.tools import benchresults, options, project, reach, status, transport
+from halo_cluster.tools import (
+    benchresults,
+    benchstore,
+    benchview,
+    options,
+    project,
+    reach,
+    status,
+    transport,
+)
+from halo_cluster.tools.benchstore import Head
+from halo_cluster.tools.commands.exits import ERROR
 
-ERROR, REGRESSION = 1, 3
 CONTAINER = "halo-vllm"
 RESULT_DIR = "/tmp/halo-bench"  # inside the container: the result files, removed once read
 PROGRESS_SECONDS = 10
 KILL_AFTER = 10  # seconds after a level's timeout until a client that ignored TERM is killed
-SERVE = "serve"  # the section whose keys reach vLLM and Ray (`serve_values`)
 REVISION = re.compile(r"[0-9a-f]{40}")
 # the image's login environment puts vllm on PATH (ROCm's and the venv's), as the image's own
 # scripts see it; vLLM's stdout goes to stderr, so that stdout carries the result file alone
@@ -59,71 +66,8 @@ class Unreachable(BenchError):
         self.lines = lines
 
 
-@dataclass(frozen=True)
-class Head:
-    """What the run reads of the cluster before it measures."""
-
-    digest: str  # the digest halo-vllm really runs (its ImageName), not the lock's
-    revision: str | None  # the model snapshot's commit (refs/main), None for a path
-    lab: bool  # /v1/models says the lab's stand-in serves
-    nodes: dict[str, dict]  # name -> {kernel, firmware: {package: EVR}}
-
-
 def reports() -> Path:
     return project.reports() / "bench"
-
-
-def workload(cluster: Cluster) -> dict:
-    bench = cluster.bench
-    return {
-        "input_len": bench.input_len,
-        "output_len": bench.output_len,
-        "num_prompts": bench.num_prompts,
-        "concurrency": list(bench.concurrency),
-        "seed": bench.seed,
-        "warmups": bench.warmups,
-    }
-
-
-def key(cluster: Cluster, head: Head) -> dict:
-    """Everything a result depends on (docs/bench.md, "The key"): the serve keys by name, then
-    what the run reads of the cluster and the workload."""
-    return {
-        **serve_values(cluster),
-        "image_digest": head.digest,
-        "revision": head.revision,
-        "nodes": head.nodes,
-        "workload": workload(cluster),
-        "lab": head.lab,
-    }
-
-
-def serve_values(cluster: Cluster) -> dict:
-    """Every key of the serve section as the deploy gives it to vLLM and Ray (its host data: a
-    derived default resolved), by its name below `serve.`, read from the schema the config was
-    loaded with, so that a new key is in the key; a key whose field says why a result does not
-    depend on it (`Field.unmeasured`: an address, a secret's file, the deploy's wait) is not.
-    `serve.env` is the user's environment of vLLM and Ray: it changes throughput as a flag does,
-    and no secret is ever in it (secrets.env, the token file)."""
-    values = cluster.values()
-    return {
-        field.path.removeprefix(f"{SERVE}."): plain(values[host_name(field.path)])
-        for field in current().fields
-        if field.path.startswith(f"{SERVE}.")
-        and field.type != "mapping"
-        and "[]" not in field.path
-        and not field.unmeasured
-    }
-
-
-def plain(value: object) -> object:
-    """A value as its JSON reads back (a list for a tuple, a mapping sorted), so that a stored
-    key and a new one compare equal."""
-    if isinstance(value, (list, tuple)):
-        return [plain(item) for item in value]
-    if isinstance(value, dict):
-        return {name: plain(value[name]) for name in sorted(value)}
-    return value
 
 
 def snapshot_dir(cluster: Cluster, revision: str | None) -> str:
@@ -256,7 +200,11 @@ def read_cluster(cluster: Cluster, ssh: transport.SshTransport) -> Head:
 
 
 def check_flags(
-    cluster: Cluster, ssh: transport.SshTransport, head: Head, wanted: list[str], folder: Path
+    cluster: Cluster,
+    ssh: transport.SshTransport,
+    head: Head,
+    wanted: list[str],
+    folder: Path,
 ) -> None:
     """Every flag the run passes, against this image's `--help=all`, cached per digest."""
     cached = folder / "flags" / f"{head.digest.removeprefix('sha256:')}.txt"
@@ -273,7 +221,11 @@ def check_flags(
 
 
 def run_level(
-    cluster: Cluster, ssh: transport.SshTransport, head: Head, run_id: str, concurrency: int
+    cluster: Cluster,
+    ssh: transport.SshTransport,
+    head: Head,
+    run_id: str,
+    concurrency: int,
 ) -> dict:
     """One level, saying every PROGRESS_SECONDS how long it has run; its result JSON."""
     bench = cluster.bench
@@ -307,63 +259,6 @@ def run_level(
     return result
 
 
-def one_value(nodes: dict[str, dict], pick) -> str:
-    """A field of every node as one text: the value when the nodes agree, else each node's."""
-    values = {name: pick(node) for name, node in nodes.items()}
-    if len(set(values.values())) == 1:
-        return next(iter(values.values()))
-    return " ".join(f"{name}={value}" for name, value in values.items())
-
-
-def firmware_text(node: dict) -> str:
-    return node["firmware"].get(FIRMWARE_PACKAGES[0], "none")
-
-
-def index_line(record: dict, file: str, vllm: str) -> dict:
-    """The run's line in index.jsonl (docs/bench.md): what jq queries; without a verdict yet."""
-    meta = record["halo_cluster"]
-    nodes = meta["key"]["nodes"]
-    return {
-        "date": meta["date"],
-        "run_id": meta["run_id"],
-        "file": file,
-        "config_id": meta["config_id"],
-        "key_id": meta["key_id"],
-        "image_digest": meta["key"]["image_digest"],
-        "vllm": vllm,
-        "kernel": one_value(nodes, lambda n: n["kernel"]),
-        "firmware": one_value(nodes, firmware_text),
-        "lab": meta["lab"],
-        "levels": {c: benchresults.level(result) for c, result in record["results"].items()},
-        "key": meta["key"],
-        "compared_to": None,
-        "verdict": None,
-    }
-
-
-def read_index(folder: Path) -> list[dict]:
-    path = folder / "index.jsonl"
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def store(folder: Path, record: dict, line: dict) -> None:
-    """The run's file, its index line and report.md, each written whole."""
-    runs = folder / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
-    (folder / line["file"]).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-    with (folder / "index.jsonl").open("a") as index:
-        index.write(json.dumps(line, sort_keys=True) + "\n")
-    (folder / "report.md").write_text(benchresults.report(read_index(folder)))
-
-
-def vllm_version(cluster: Cluster, digest: str) -> str:
-    """The vLLM version the lock records for `digest` (the deploy read it from the image)."""
-    lock, _ = locks.read(Path(cluster.container.lock))
-    return (lock.vllm or "?") if lock and lock.digest == digest else "?"
-
-
 def measure(
     cluster: Cluster, folder: Path, run_ids: tuple[str, ...] = (locks.RUN,)
 ) -> list[tuple[dict, benchresults.Comparison]]:
@@ -377,41 +272,12 @@ def measure(
             results = {
                 str(c): run_level(cluster, ssh, head, run_id, c) for c in cluster.bench.concurrency
             }
-            line, comparison = keep(cluster, folder, head, results, run_id)
+            line, comparison = benchstore.keep(cluster, folder, head, results, run_id)
             # on the shared connection, before it is closed: a new one per append would be a
             # second login to the head, and could fail where the run's own did not
             history(ssh, cluster, line)
             kept.append((line, comparison))
     return kept
-
-
-def keep(
-    cluster: Cluster,
-    folder: Path,
-    head: Head,
-    results: dict[str, dict],
-    run_id: str,
-) -> tuple[dict, benchresults.Comparison]:
-    """The run's record and index line, compared and stored under `folder`."""
-    the_key = key(cluster, head)
-    date = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    meta = {
-        "run_id": run_id,
-        "date": date,
-        "key": the_key,
-        "config_id": benchresults.config_id(the_key),
-        "key_id": benchresults.key_id(the_key),
-        "lab": head.lab,
-    }
-    record = {"halo_cluster": meta, "results": results}
-    line = index_line(
-        record, f"runs/{date}-{meta['key_id']}.json", vllm_version(cluster, head.digest)
-    )
-    previous = benchresults.previous_of([*read_index(folder), line], line)
-    comparison = benchresults.compare(line, previous, cluster.bench.tolerance)
-    line.update(compared_to=previous and previous["run_id"], verdict=comparison.verdict)
-    store(folder, record, line)
-    return line, comparison
 
 
 def history(ssh: transport.SshTransport, cluster: Cluster, line: dict) -> None:
@@ -434,39 +300,6 @@ def history(ssh: transport.SshTransport, cluster: Cluster, line: dict) -> None:
         print(f"bench: the head's history was not appended: {answer.error}")
 
 
-def said(line: dict, comparison: benchresults.Comparison, previous: dict | None) -> list[str]:
-    """The end of a run or `--compare`: the tables, what changed and the verdict."""
-    lab = " (lab stand-in: not a model's numbers)" if line["lab"] else ""
-    out = [
-        f"bench {line['date']} ({line['file']}), config {line['config_id']}, "
-        f"image {line['image_digest']}{lab}"
-    ]
-    out += benchresults.level_table(line["levels"], comparison.deltas)
-    if previous is None:
-        out.append(f"bench: baseline: no earlier run of config {line['config_id']}")
-        return out
-    out.append(f"compared with {previous['date']} ({previous['file']}):")
-    out += [f"  changed: {c}" for c in comparison.changed] or ["  changed: nothing in the key"]
-    out += [f"  regression: {r}" for r in comparison.reasons]
-    out.append(f"bench: {comparison.verdict}")
-    return out
-
-
-def compare_only(cluster: Cluster, folder: Path) -> int:
-    lines = read_index(folder)
-    if not lines:
-        print(
-            f"bench: no runs yet in {folder / 'index.jsonl'}: run halo-cluster bench",
-            file=sys.stderr,
-        )
-        return ERROR
-    latest = lines[-1]
-    previous = benchresults.previous_of(lines, latest)
-    comparison = benchresults.compare(latest, previous, cluster.bench.tolerance)
-    print("\n".join(said(latest, comparison, previous)))
-    return comparison.exit_code
-
-
 def main(argv: list[str]) -> int:
     parser = options.parser("halo-cluster bench", __doc__, ERROR)
     parser.flag("--compare", "compare the last two runs only")
@@ -479,10 +312,10 @@ def main(argv: list[str]) -> int:
         print(change, file=sys.stderr)
     folder = reports()
     if args.compare:
-        return compare_only(cluster, folder)
+        return benchview.compare_only(cluster, folder)
     if not cluster.serve.enabled:
         said_ = f"serve.enabled is false in {cluster.source}: nothing serves"
-        return failed(said_, args.json)
+        return benchview.failed(said_, args.json)
     try:
         [(line, comparison)] = measure(cluster, folder)
     except Unreachable as error:
@@ -492,43 +325,17 @@ def main(argv: list[str]) -> int:
             n.name: {"reachable": n.name not in error.lines, "reason": error.lines.get(n.name)}
             for n in cluster.nodes
         }
-        return failed("a node cannot be reached", args.json, nodes)
+        return benchview.failed("a node cannot be reached", args.json, nodes)
     except BenchError as error:
-        return failed(str(error), args.json)
+        return benchview.failed(str(error), args.json)
     except OSError as error:  # reports/ not writable
-        return failed(str(error), args.json)
-    previous = next((x for x in read_index(folder) if x["run_id"] == line["compared_to"]), None)
+        return benchview.failed(str(error), args.json)
+    previous = next(
+        (x for x in benchstore.read_index(folder) if x["run_id"] == line["compared_to"]), None
+    )
     if args.json:
-        print(json.dumps(report_json(line, comparison, previous), indent=2))
+        print(json.dumps(benchview.report_json(line, comparison, previous), indent=2))
         return comparison.exit_code
-    print("\n".join(said(line, comparison, previous)))
+    print("\n".join(benchview.said(line, comparison, previous)))
     print(f"bench: report {folder / 'report.md'}")
     return comparison.exit_code
-
-
-def failed(error: str, as_json: bool, nodes: dict[str, dict] | None = None) -> int:
-    """A run that measured nothing: its line on stderr (each node's own, said already, when
-    NODES were not reached), and with --json the document that says so, its numbers "unknown"
-    (never 0)."""
-    if as_json:
-        found = {"exit_code": ERROR, "error": error, "verdict": reach.UNKNOWN,
-                 "levels": reach.UNKNOWN, "nodes": nodes or {}}  # fmt: skip
-        print(json.dumps(found, indent=2))
-    if nodes is None:
-        print(f"bench: {error}", file=sys.stderr)
-    return ERROR
-
-
-def report_json(line: dict, comparison: benchresults.Comparison, previous: dict | None) -> dict:
-    """The run's report for --json: its index line, the verdict and what it was compared with."""
-    return {
-        "exit_code": comparison.exit_code,
-        "error": None,
-        "verdict": comparison.verdict,
-        "levels": line["levels"],
-        "run": line,
-        "compared_to": previous,
-        "changed": list(comparison.changed),
-        "regressions": list(comparison.reasons),
-        "deltas": comparison.deltas,
-    }

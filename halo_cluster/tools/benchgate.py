@@ -12,7 +12,7 @@ from pathlib import Path
 from halo_cluster.config import lock as locks
 from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.model import Cluster
-from halo_cluster.tools import bench, benchresults, project
+from halo_cluster.tools import bench, benchresults, benchstore, project
 from halo_cluster.tools.benchresults import FAILED, MEASURED, GateResult, Side
 
 
@@ -67,5 +67,5 @@ def gate(
 def kept_runs(folder: Path, config_id: str, digest: str, new: Side) -> tuple[dict, ...]:
     """The latest kept runs of `config_id` on `digest`, as many as the new side has (every
     verdict: each is a measurement of that build, whatever the run before it measured)."""
-    lines = [x for x in bench.read_index(folder) if x["config_id"] == config_id]
+    lines = [x for x in benchstore.read_index(folder) if x["config_id"] == config_id]
     return tuple([x for x in lines if x["image_digest"] == digest][-len(new.lines) :])

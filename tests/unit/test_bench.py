@@ -15,7 +15,7 @@ import pytest
 from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.serving import SECRETS_ENV
 from halo_cluster.node import batch
-from halo_cluster.tools import bench, benchresults, project, transport
+from halo_cluster.tools import bench, benchresults, benchstore, benchview, project, transport
 from tests.recorded import fixture, skopeo_digest, strix_halo_versions
 from tests.unit.configs import VALID_ROCE, write
 from tests.unit.helpers_bench import (
@@ -33,14 +33,14 @@ RESULT = json.loads(fixture("vllm-bench-serve-result-random-qwen25-vl-3b.json"))
 OTHER = "sha256:" + "b" * 64
 
 
-def run_line(the_cluster, the_head: bench.Head, scale: float = 1.0, failed: int = 1) -> dict:
+def run_line(the_cluster, the_head: benchstore.Head, scale: float = 1.0, failed: int = 1) -> dict:
     result = dict(RESULT, output_throughput=RESULT["output_throughput"] * scale, failed=failed)
-    the_key = bench.key(the_cluster, the_head)
+    the_key = benchstore.key(the_cluster, the_head)
     meta = {"run_id": f"{scale:g}-{failed}", "date": "20261201T100000Z", "key": the_key,
             "config_id": benchresults.config_id(the_key), "key_id": benchresults.key_id(the_key),
             "lab": the_head.lab}  # fmt: skip
     record = {"halo_cluster": meta, "results": {"1": result, "8": result}}
-    return bench.index_line(record, f"runs/x-{meta['key_id']}.json", "0.33.0")
+    return benchstore.index_line(record, f"runs/x-{meta['key_id']}.json", "0.33.0")
 
 
 # ---- the keys
@@ -66,7 +66,7 @@ def test_a_bad_bench_key_is_one_line_naming_it(tmp_path, text, problem) -> None:
 
 
 def test_the_defaults_are_vllms_workload_with_two_levels(tmp_path) -> None:
-    assert bench.workload(cluster(tmp_path)) == {
+    assert benchstore.workload(cluster(tmp_path)) == {
         "input_len": 1024, "output_len": 128, "num_prompts": 40, "concurrency": [1, 8],
         "seed": 0, "warmups": 3,
     }  # fmt: skip
@@ -102,18 +102,18 @@ def test_no_vllm_container_is_not_serving() -> None:
 
 def test_config_id_ignores_the_image_kernel_and_firmware_and_key_id_does_not(tmp_path) -> None:
     one = cluster(tmp_path)
-    first = bench.key(one, head())
+    first = benchstore.key(one, head())
     upgraded = dict(first, image_digest=OTHER)
     upgraded["nodes"] = {**first["nodes"], "halo2": {"kernel": "6.18.9-200.fc43.x86_64",
                                                     "firmware": {}}}  # fmt: skip
     assert benchresults.config_id(upgraded) == benchresults.config_id(first)
     assert benchresults.key_id(upgraded) != benchresults.key_id(first)
     assert len(benchresults.config_id(first)) == 12
-    loaded = bench.key(cluster(tmp_path, "bench: {concurrency: [1, 16]}\n"), head())
+    loaded = benchstore.key(cluster(tmp_path, "bench: {concurrency: [1, 16]}\n"), head())
     text = (
         VALID_ROCE + "serve: {enabled: true, model: Qwen/Qwen3-14B, gpu_memory_utilization: 0.5}\n"
     )
-    memory = bench.key(project.load(write(tmp_path, text)), head())
+    memory = benchstore.key(project.load(write(tmp_path, text)), head())
     assert (
         benchresults.config_id(loaded)
         != benchresults.config_id(first)
@@ -122,11 +122,11 @@ def test_config_id_ignores_the_image_kernel_and_firmware_and_key_id_does_not(tmp
 
 
 def test_the_users_serve_env_is_part_of_the_configuration(tmp_path) -> None:
-    plain = bench.key(cluster(tmp_path), head())
+    plain = benchstore.key(cluster(tmp_path), head())
     text = VALID_ROCE + (
         "serve: {enabled: true, model: Qwen/Qwen3-14B, env: {PYTORCH_TUNABLEOP_ENABLED: '1'}}\n"
     )
-    tuned = bench.key(project.load(write(tmp_path, text)), head())
+    tuned = benchstore.key(project.load(write(tmp_path, text)), head())
     assert tuned["env"] == {"PYTORCH_TUNABLEOP_ENABLED": "1"} and plain["env"] == {}
     assert benchresults.config_id(tuned) != benchresults.config_id(plain)
 
@@ -279,7 +279,7 @@ def test_each_run_appends_the_history_before_closing_its_ssh_master(tmp_path, mo
     kept = bench.measure(cluster(tmp_path), tmp_path / "reports", ("r-old1", "r-old2"))
     assert [(line["run_id"], c.verdict) for line, c in kept] == [
         ("r-old1", "baseline"), ("r-old2", "within")]  # fmt: skip
-    assert bench.read_index(tmp_path / "reports") == [line for line, _ in kept]
+    assert benchstore.read_index(tmp_path / "reports") == [line for line, _ in kept]
     calls = (tmp_path / "log").read_text().split()
     assert calls.count("help") == 1 and calls.count("read") == 2, calls
     assert calls[-8:] == ["level", "level", "history"] * 2 + ["close", "close"], calls
@@ -354,8 +354,8 @@ def test_a_run_is_kept_as_its_file_an_index_line_and_the_report(tmp_path) -> Non
     second = run_line(the_cluster, head(OTHER), 0.8)
     for line in (first, second):
         record = {"halo_cluster": {"key": line["key"]}, "results": {"1": RESULT}}
-        bench.store(tmp_path, record, line)
-    lines = bench.read_index(tmp_path)
+        benchstore.store(tmp_path, record, line)
+    lines = benchstore.read_index(tmp_path)
     assert [x["run_id"] for x in lines] == [first["run_id"], second["run_id"]]
     kept = json.loads((tmp_path / second["file"]).read_text())
     assert kept["results"]["1"] == RESULT  # vLLM's result fields, unchanged
@@ -376,16 +376,16 @@ def test_a_lab_run_is_marked_in_the_report(tmp_path) -> None:
 
 def test_compare_takes_the_latest_and_the_one_before_of_its_config(tmp_path, capsys) -> None:
     the_cluster = cluster(tmp_path)
-    other = bench.key(cluster(tmp_path, "bench: {concurrency: [1, 4]}\n"), head())
+    other = benchstore.key(cluster(tmp_path, "bench: {concurrency: [1, 4]}\n"), head())
     stray = dict(run_line(the_cluster, head()), config_id=benchresults.config_id(other), run_id="x")
     lines = [run_line(the_cluster, head()), stray, run_line(the_cluster, head(OTHER), 0.7)]
     (tmp_path / "index.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    assert bench.compare_only(the_cluster, tmp_path) == 3
+    assert benchview.compare_only(the_cluster, tmp_path) == 3
     out = capsys.readouterr().out
     assert f"changed: image_digest: {skopeo_digest()} -> {OTHER}" in out
     assert "-30.0 %" in out and out.rstrip().endswith("bench: regression")
 
 
 def test_compare_without_runs_is_an_error(tmp_path, capsys) -> None:
-    assert bench.compare_only(cluster(tmp_path), tmp_path) == 1
+    assert benchview.compare_only(cluster(tmp_path), tmp_path) == 1
     assert "no runs yet" in capsys.readouterr().err

@@ -12,7 +12,7 @@ import pytest
 
 from halo_cluster.config import lock as locks
 from halo_cluster.config.loader import ConfigError
-from halo_cluster.tools import bench, benchgate, benchresults, project, transport
+from halo_cluster.tools import bench, benchgate, benchresults, benchstore, project, transport
 from halo_cluster.tools.benchresults import GateResult, Side, gate_result, spread
 from tests.recorded import skopeo_digest
 from tests.unit.configs import VALID_ROCE, write
@@ -138,7 +138,7 @@ def test_gate_runs_is_not_in_the_key(tmp_path: Path) -> None:
     three = project.load(write(tmp_path, SERVING))
     five = project.load(write(tmp_path, SERVING + "bench: {gate_runs: 5}\n"))
     assert (three.bench.gate_runs, five.bench.gate_runs) == (3, 5)
-    assert bench.workload(three) == bench.workload(five)
+    assert benchstore.workload(three) == benchstore.workload(five)
 
 
 # ---- the gate's sides, without a cluster

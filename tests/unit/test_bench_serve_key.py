@@ -15,19 +15,19 @@ from halo_cluster.config.loader import load_cluster
 from halo_cluster.config.schema import Field, Schema, use
 from halo_cluster.roles.serve import flags
 from halo_cluster.roles.serve.schema import SECTION
-from halo_cluster.tools import bench, benchresults, project
+from halo_cluster.tools import benchresults, benchstore, project
 from tests.unit.configs import VALID_ROCE, write
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVING = VALID_ROCE + "serve: {enabled: true, model: Qwen/Qwen3-14B%s}\n"
-HEAD = bench.Head(digest="sha256:" + "a" * 64, revision="b" * 40, lab=False, nodes={})
+HEAD = benchstore.Head(digest="sha256:" + "a" * 64, revision="b" * 40, lab=False, nodes={})
 PATHS = {f.path: f for f in SECTION if f.type != "mapping"}
 
 
 def serve_key(folder: Path, extra: str = "") -> dict:
     """The key of a serving config, loaded with the schema in use (not `project.load`, which
     puts the roles' own schema back)."""
-    return bench.key(load_cluster(write(folder, SERVING % extra)), HEAD)
+    return benchstore.key(load_cluster(write(folder, SERVING % extra)), HEAD)
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def schema_with() -> Iterator:
 
 
 def test_the_key_holds_every_serve_key_but_those_with_a_reason(tmp_path) -> None:
-    found = bench.key(project.load(write(tmp_path, SERVING % "")), HEAD)
+    found = benchstore.key(project.load(write(tmp_path, SERVING % "")), HEAD)
     measured = {p.removeprefix("serve.") for p, f in PATHS.items() if not f.unmeasured}
     own = {"image_digest", "revision", "nodes", "workload", "lab"}
     assert set(found) == measured | own and not measured & own
@@ -75,14 +75,16 @@ def test_a_serve_key_with_a_reason_leaves_the_key_as_it_was(tmp_path, schema_wit
 
 @pytest.mark.parametrize("change", ["max_num_seqs: 8", "nccl_debug: true", "env: {A: '1'}"])
 def test_a_measured_key_changes_the_configuration(tmp_path, change) -> None:
-    plain = bench.key(project.load(write(tmp_path, SERVING % "")), HEAD)
-    changed = bench.key(project.load(write(tmp_path, SERVING % f", {change}")), HEAD)
+    plain = benchstore.key(project.load(write(tmp_path, SERVING % "")), HEAD)
+    changed = benchstore.key(project.load(write(tmp_path, SERVING % f", {change}")), HEAD)
     assert benchresults.config_id(changed) != benchresults.config_id(plain)
 
 
 def test_an_unmeasured_key_does_not(tmp_path) -> None:
-    plain = bench.key(project.load(write(tmp_path, SERVING % "")), HEAD)
-    moved = bench.key(project.load(write(tmp_path, SERVING % ", port: 8001, wait: false")), HEAD)
+    plain = benchstore.key(project.load(write(tmp_path, SERVING % "")), HEAD)
+    moved = benchstore.key(
+        project.load(write(tmp_path, SERVING % ", port: 8001, wait: false")), HEAD
+    )
     assert benchresults.config_id(moved) == benchresults.config_id(plain)
 
 
@@ -99,7 +101,7 @@ def test_every_flag_the_deploy_passes_comes_from_a_serve_key() -> None:
 
 def test_a_stored_key_reads_back_equal(tmp_path) -> None:
     text = ", extra_args: ['--dtype=auto'], env: {B: '2', A: '1'}"
-    found = bench.key(project.load(write(tmp_path, SERVING % text)), HEAD)
+    found = benchstore.key(project.load(write(tmp_path, SERVING % text)), HEAD)
     assert json.loads(json.dumps(found)) == found
     assert benchresults.changes(json.loads(json.dumps(found)), found) == []
 
