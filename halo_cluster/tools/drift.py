@@ -20,12 +20,13 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.rules import file_path
 from halo_cluster.node.report import REPORT_ENV
-from halo_cluster.tools import options, reach, transport
+from halo_cluster.tools import options, reach, selection, transport
 from halo_cluster.tools.project import PYINFRA, config, load, next_deploy, reports
 
 NO_DRIFT, ERROR, DRIFT = 0, 1, 2
@@ -34,10 +35,14 @@ FAILED = "failed"  # reached, but the deploy code stopped before every role was 
 _CONNECT_ERRORS = ("SSH error", "Could not connect", "could not load fact", "Authentication")
 
 
-def dry_run(config: str, events: Path, entry: Path) -> subprocess.CompletedProcess:
-    """pyinfra's dry run of deploy.py in `entry`, the checkout or the wheel's copy."""
+def dry_run(
+    config: str, events: Path, entry: Path, only: Sequence[str] = ()
+) -> subprocess.CompletedProcess:
+    """pyinfra's dry run of deploy.py in `entry`, the checkout or the wheel's copy; on the nodes
+    named in `only` when given (pyinfra's --limit)."""
+    limits = [word for name in only for word in ("--limit", name)]
     return subprocess.run(
-        [*PYINFRA, "--dry", "--json", "inventory.py", "deploy.py"],
+        [*PYINFRA, "--dry", "--json", *limits, "inventory.py", "deploy.py"],
         cwd=entry,
         # pyinfra runs in `entry`: a config path relative to here must still name the file
         env=dict(
@@ -175,16 +180,24 @@ def markdown(summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(config: str, entry: Path) -> dict:
+def run(config: str, entry: Path, limit: Sequence[str] = (), exclude: Sequence[str] = ()) -> dict:
+    """The summary of the selected nodes (`--limit`, `--exclude`: selection.py); a selection
+    refused is its `usage_error`, before any host is contacted."""
     try:
         cluster = load(config)
     except ConfigError as error:
         problems = error.problems
         return {"exit_code": ERROR, "errors": problems, "config_errors": problems, "nodes": {}}
+    try:
+        chosen = selection.select(cluster, limit, exclude)
+    except selection.Refused as refused:
+        return {"exit_code": ERROR, "errors": [str(refused)], "usage_error": str(refused)}
+    names = [n.name for n in chosen]
+    left_out = selection.left_out(cluster, chosen)
     with tempfile.TemporaryDirectory(prefix="halo-drift-") as folder:
         events = Path(folder) / "events.jsonl"
-        result = dry_run(config, events, entry)
-        summary = summarize([n.name for n in cluster.nodes], result, _read_events(events))
+        result = dry_run(config, events, entry, names if left_out else ())
+        summary = summarize(names, result, _read_events(events))
     down = {n for n, e in summary["nodes"].items() if e["status"] == UNREACHABLE}
     for node in list(down):
         if transport.reason(summary["nodes"][node]["reason"])[0] != transport.UNREACHABLE:
@@ -194,7 +207,7 @@ def run(config: str, entry: Path) -> dict:
     for node, why in reach.probe_names(cluster, down).items():
         summary["nodes"][node]["reason"] = why
     summary["errors"] = _errors(summary)
-    return summary | {"next_deploy": next_deploy(cluster)}
+    return summary | {"next_deploy": next_deploy(cluster), "left_out": left_out}
 
 
 def main(argv: list[str], entry: Path) -> int:
@@ -202,9 +215,15 @@ def main(argv: list[str], entry: Path) -> int:
     parser.value("--json-out", "PATH", "default: the state folder's reports/", rule=file_path)
     parser.value("--md-out", "PATH", "default: beside --json-out, as .md", rule=file_path)
     parser.flag("--json", "the summary as JSON on stdout instead of text")
+    selection.add(parser)
     args = parser.parse_args(argv)
     path = config()
-    summary = run(path, entry)
+    summary = run(path, entry, args.limit, args.exclude)
+    if "usage_error" in summary:
+        print(f"{parser.prog}: {summary['usage_error']}", file=sys.stderr)
+        return ERROR
+    if summary.get("left_out"):
+        print(selection.left_out_line(parser.prog, summary["left_out"]), file=sys.stderr)
     summary["config"] = path
     if args.json:
         print(json.dumps(summary, indent=2))

@@ -4,25 +4,39 @@ line, never read as "no node": a typo would otherwise leave a node out without a
 
 from __future__ import annotations
 
+import argparse
+import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from halo_cluster.config.model import Cluster, Node
 from halo_cluster.config.quoting import quote
 from halo_cluster.tools import options
 
+if TYPE_CHECKING:  # the help pages declare OPTIONS: no config model for `--help`
+    from halo_cluster.config.model import Cluster, Node
+
 LIMIT, EXCLUDE = "--limit", "--exclude"
+# the options as every command's help page lists them (commands/*.py OPTIONS)
+OPTIONS = (
+    (f"{LIMIT} NODE", "only this node (a name from cluster.yml); repeatable"),
+    (f"{EXCLUDE} NODE", "every node but this one; repeatable"),
+)
 
 
 class Refused(ValueError):
     """A selection refused: its one line, naming the option and the value."""
 
 
+def declared() -> list[tuple[str, str, str]]:
+    """Each option's name, metavar and help, from OPTIONS: for argparse here, for pytest's
+    parser in the verification (tests/infra/conftest.py)."""
+    return [(*typed.split(" "), what) for typed, what in OPTIONS]
+
+
 def add(parser: options.Parser) -> None:
     """`--limit NODE` and `--exclude NODE` on a command's parser, each repeatable."""
-    parser.add_argument(LIMIT, metavar="NODE", action="append", default=[],
-                        help="only this node (a name from cluster.yml); repeatable")  # fmt: skip
-    parser.add_argument(EXCLUDE, metavar="NODE", action="append", default=[],
-                        help="every node but this one; repeatable")  # fmt: skip
+    for name, metavar, what in declared():
+        parser.add_argument(name, metavar=metavar, action="append", default=[], help=what)
 
 
 def select(cluster: Cluster, limit: Sequence[str], exclude: Sequence[str]) -> list[Node]:
@@ -48,3 +62,20 @@ def left_out(cluster: Cluster, chosen: Sequence[Node]) -> list[str]:
     """The names of the nodes a selection leaves out, in config order."""
     kept = {n.name for n in chosen}
     return [n.name for n in cluster.nodes if n.name not in kept]
+
+
+def chosen(prog: str, cluster: Cluster, args: argparse.Namespace) -> list[Node] | None:
+    """The nodes ARGS' `--limit` and `--exclude` select; None once the refusal is said, one
+    line `PROG: ...` on stderr (the command then exits with its usage error), before any host
+    is contacted."""
+    try:
+        return select(cluster, args.limit, args.exclude)
+    except Refused as refused:
+        print(f"{prog}: {refused}", file=sys.stderr)
+        return None
+
+
+def left_out_line(prog: str, out: Sequence[str]) -> str | None:
+    """The one line naming the nodes a selection leaves out (`left_out`: not read, not judged),
+    or None."""
+    return f"{prog}: left out by {LIMIT}/{EXCLUDE}: {', '.join(out)} (not read)" if out else None

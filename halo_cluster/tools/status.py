@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from halo_cluster.config import lock as locks
@@ -27,7 +27,7 @@ from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import IMAGES_FORMAT, parse_images
 from halo_cluster.node.memory import memory_command, memory_process
 from halo_cluster.node.versions import firmware, summary, versions_command, versions_process
-from halo_cluster.tools import options, reach, transport
+from halo_cluster.tools import options, reach, selection, transport
 from halo_cluster.tools.project import config, load_or_say, next_deploy
 
 UP, DOWN, UNREACHABLE = 0, 2, 1
@@ -231,8 +231,10 @@ def collect(cluster: Cluster) -> list[NodeStatus]:
         read = ssh.read_all(lambda node: gather_commands(cluster, node))
     results = [read_node(cluster, n, *read[n.name]) for n in cluster.nodes]
     statuses = [status for status, _ in results]
-    if not next(s for s in statuses if s.role == "head").reachable:
-        return statuses  # Ray's nodes are read on the head: every node's stays unknown
+    head = next((s for s in statuses if s.role == "head"), None)
+    if head is None or not head.reachable:
+        # Ray's nodes are read on the head (left out, or unreachable): every node's stays unknown
+        return statuses
     ray_nodes = next((nodes for _, nodes in results if nodes), [])
     for status in statuses:
         mine = [n for n in ray_nodes if n[0] == status.address]
@@ -252,11 +254,12 @@ def as_json(status: NodeStatus) -> dict:
 def exit_code(cluster: Cluster, statuses: list[NodeStatus]) -> int:
     if not all(s.reachable for s in statuses):
         return UNREACHABLE
-    up = (
-        all(s.ray == "alive" and all(u.state == "active" for u in s.units) for s in statuses)
-        and next(s for s in statuses if s.role == "head").vllm.get("health") == 200
-    )
-    return UP if up else DOWN
+    head = next((s for s in statuses if s.role == "head"), None)
+    # the head left out (--limit, --exclude): Ray and vLLM, read there, are not judged
+    ray = head is None or all(s.ray == "alive" for s in statuses)
+    served = head is None or head.vllm.get("health") == 200
+    units = all(u.state == "active" for s in statuses for u in s.units)
+    return UP if ray and served and units else DOWN
 
 
 def image_cell(images: dict, lock: locks.Lock | None) -> str:
@@ -323,10 +326,16 @@ def table(cluster: Cluster, statuses: list[NodeStatus], lock: locks.Lock | None 
 def main(argv: list[str]) -> int:
     parser = options.parser("halo-cluster status", __doc__, UNREACHABLE)
     parser.flag("--json", "machine-readable output")
+    selection.add(parser)
     args = parser.parse_args(argv)
     cluster = load_or_say(config())
     if cluster is None:
         return UNREACHABLE
+    chosen = selection.chosen(parser.prog, cluster, args)
+    if chosen is None:
+        return UNREACHABLE  # its usage error
+    if out := selection.left_out_line(parser.prog, selection.left_out(cluster, chosen)):
+        print(out, file=sys.stderr)
     if not cluster.serve.enabled:
         said = f"serve.enabled is false in {cluster.source}: no services to show"
         if args.json:
@@ -334,7 +343,7 @@ def main(argv: list[str]) -> int:
         else:
             print(f"status: {said}")
         return DOWN
-    statuses = collect(cluster)
+    statuses = collect(replace(cluster, nodes=tuple(chosen)))  # only the selected nodes read
     code = exit_code(cluster, statuses)
     if args.json:
         nodes = [as_json(s) for s in statuses]

@@ -26,8 +26,8 @@ import testinfra
 
 from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.model import Cluster
-from halo_cluster.tools import project, reach, sshconfig
-from halo_cluster.tools.commands.exits import BAD_CONFIG
+from halo_cluster.tools import project, reach, selection, sshconfig
+from halo_cluster.tools.commands.exits import BAD_CONFIG, NO_CHECKS
 
 from .target import NOT_VERIFIED, Target
 
@@ -38,6 +38,8 @@ def config_path() -> Path:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--json", action="store_true", help="the summary as JSON on stdout")
+    for name, metavar, what in selection.declared():
+        parser.addoption(name, metavar=metavar, action="append", default=[], help=what)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -49,14 +51,20 @@ def pytest_configure(config: pytest.Config) -> None:
         pytest.exit("\n".join(error.problems), returncode=BAD_CONFIG)
     summary.json = config.getoption("json", False)
     cluster: Cluster = config.halo_cluster  # type: ignore[attr-defined]
+    try:  # `halo-cluster verify` refused a bad one already; pytest run on its own
+        chosen = selection.select(cluster, config.getoption("limit"), config.getoption("exclude"))
+    except selection.Refused as refused:
+        pytest.exit(f"verify: {refused}", returncode=NO_CHECKS)
+    summary.left_out = selection.left_out(cluster, chosen)
     ssh_config = sshconfig.write(cluster, Path(tempfile.mkdtemp(prefix="halo-verify-")))
     by_name = {n.name: n for n in cluster.nodes}
     summary.unreachable = {
         name: reach.said(by_name[name], why)
-        for name, why in reach.probe(list(cluster.nodes), ssh_config).items()
+        for name, why in reach.probe(chosen, ssh_config).items()
     }
-    # the nodes are read while pytest collects the checks
-    config.halo_targets = read_nodes(cluster, ssh_config, set(summary.unreachable))  # type: ignore[attr-defined]
+    # the nodes are read while pytest collects the checks; those left out never are
+    skipped = {*summary.unreachable, *summary.left_out}
+    config.halo_targets = read_nodes(cluster, ssh_config, skipped)  # type: ignore[attr-defined]
 
 
 def _terminal_to_stderr(config: pytest.Config) -> None:
@@ -115,10 +123,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     The checks of a node that cannot be reached, and those that need it, are not run."""
     cluster: Cluster = config.halo_cluster  # type: ignore[attr-defined]
     summary: Summary = config.pluginmanager.get_plugin("halo-summary")  # type: ignore[assignment]
-    kept = items
+    # the checks of a node left out (--limit, --exclude), and those that need it, are not run
+    out = set(summary.left_out)
+    kept = [item for item in items if not needs(cluster, item) & out]
     if not cluster.serve.enabled:
-        kept = [item for item in items if "test_serving.py" not in item.nodeid]
-        if len(kept) != len(items):
+        serving = [item for item in kept if "test_serving.py" in item.nodeid]
+        kept = [item for item in kept if item not in serving]
+        if serving:
             print(f"serving checks left out: serve.enabled is false in {cluster.source}")
     down = set(summary.unreachable)
     if down:
@@ -214,6 +225,7 @@ class Summary:
     def __init__(self) -> None:
         self.reports: list[pytest.TestReport] = []
         self.unreachable: dict[str, str] = {}  # node: its one line (reach.py)
+        self.left_out: list[str] = []  # the nodes --limit and --exclude leave out: not read
         self.not_run: dict[str, int] = {}  # node: how many checks were not run for it
         self.json = False  # --json: the summary as one JSON document on stdout
         self.exit_code = 0
@@ -258,6 +270,8 @@ class Summary:
         rows = [_row(r) for r in self.reports]
         nodes: dict[str, dict] = {}
         for node in cluster.nodes if cluster else ():
+            if node.name in self.left_out:
+                continue
             if node.name in self.unreachable:
                 line = self.unreachable[node.name]
                 nodes[node.name] = {"reachable": False, "reason": line, "checks": reach.UNKNOWN}
@@ -270,6 +284,7 @@ class Summary:
             "config": str(config_path()),
             "counts": _counts(rows),
             "nodes": nodes,
+            "left_out": self.left_out,
             "checks": sorted(checks, key=lambda c: (c["where"], c["check"])),
         }
 

@@ -64,8 +64,8 @@ EXITS: dict[str, tuple[tuple[int, str], ...]] = {
         (2, "interrupted"),
         (
             NO_CHECKS,
-            "the checks not installed (pip install 'halo-cluster[test]'), or an option verify "
-            "does not know",
+            "the checks not installed (pip install 'halo-cluster[test]'), an option verify "
+            "does not know, or a --limit/--exclude node not in the config",
         ),
     ),
     "status": (

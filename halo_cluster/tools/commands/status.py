@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from halo_cluster.tools import selection
 from halo_cluster.tools.commands import text
 
 NAME = "status"
 SUMMARY = "the serving cluster in one table: Ray, each service, vLLM"
-OPTIONS = (("--json", "the same as JSON, for scripts"),)
+OPTIONS = (("--json", "the same as JSON, for scripts"), *selection.OPTIONS)
 HELP = text.page(
-    "halo-cluster status [--json]",
+    "halo-cluster status [--json] [--limit NODE] [--exclude NODE]",
     """
 Reads every node at once over SSH and shows, per node, its services (state, restarts, since
 when, the last error of a failed one), the image build its containers run, its kernel and
-firmware, and from the head Ray's nodes and vLLM's health, model and URL.""",
+firmware, and from the head Ray's nodes and vLLM's health, model and URL. With --limit or
+--exclude only the nodes left in are read and judged, and one line names those left out; with
+the head left out, Ray and vLLM are not read (one node in maintenance: --exclude NODE).""",
     OPTIONS,
     NAME,
     "halo-cluster status --json",

@@ -8,25 +8,30 @@ import importlib.util
 import os
 import sys
 
+from halo_cluster.tools import selection
 from halo_cluster.tools.commands import exits, text
 
 NAME = "verify"
+PROG = f"halo-cluster {NAME}"
 SUMMARY = "check the end state of every node"
 OPTIONS = (
     ("-k WORDS", "only the checks whose names hold WORDS (as -k 'rdma and not perf')"),
     ("-x", "stop at the first failed check"),
     ("-v", "one line per check"),
     ("--json", "the summary as one JSON document on stdout"),
+    *selection.OPTIONS,
 )
 HELP = text.page(
-    "halo-cluster verify [-k WORDS] [-x] [-v] [--json]",
+    "halo-cluster verify [-k WORDS] [-x] [-v] [--json] [--limit NODE] [--exclude NODE]",
     """
 Checks every node as it is, changing nothing: packages, kernel arguments (configured and
 active), the cluster user's limits, the firewall, the data link (full-size frames, the RDMA
 link, its latency and bandwidth), the image and the toolbox and, with `serve.enabled`, Ray with
 every node, vLLM's health and one completion. Each failed check says what it found and what it
 expected; the summary names the nodes. A JUnit XML report goes to verify.xml in the state
-folder's reports/ (.halo-cluster/ beside the config, or --state DIR).""",
+folder's reports/ (.halo-cluster/ beside the config, or --state DIR). With --limit or --exclude
+only the nodes left in are read and checked (a check that needs a node left out, as Ray with
+every node, is not run), and one line names those left out.""",
     OPTIONS,
     NAME,
     "halo-cluster verify -k rdma",
@@ -70,13 +75,14 @@ def main(args: list[str]) -> int:
     if importlib.util.find_spec("pytest") is None:
         # pytest is the `test` extra: an install without it has the commands but not the checks
         print(
-            "halo-cluster verify: pytest is missing: pip install 'halo-cluster[test]'",
+            f"{PROG}: pytest is missing: pip install 'halo-cluster[test]'",
             file=sys.stderr,
         )
         return exits.NO_CHECKS
     import pytest  # here: only verify needs it
 
-    _next_deploy()
+    if not _before_the_checks(args):
+        return exits.NO_CHECKS
     junit = project.reports() / "verify.xml"
     # in this process, not a new interpreter's: its start-up and the config loader's imports,
     # which the checks need too, are paid once
@@ -96,16 +102,25 @@ def main(args: list[str]) -> int:
         os.chdir(before)
 
 
-def _next_deploy() -> None:
-    """What the next deploy would record (a node that left, a token to rotate), on stderr before
-    the checks, as where, drift and status say it: verify writes no lock. A config the loader
-    refuses is said once, by the checks' own load."""
+def _before_the_checks(args: list[str]) -> bool:
+    """On stderr before the checks: what the next deploy would record (a node that left, a
+    token to rotate), as where, drift and status say it (verify writes no lock), and the nodes
+    `--limit` and `--exclude` leave out; False once a selection is refused, in one line, before
+    any host is contacted. A config the loader refuses is said once, by the checks' own load."""
     from halo_cluster.config.loader import ConfigError
-    from halo_cluster.tools import project
+    from halo_cluster.tools import options, project
 
     try:
         cluster = project.load(project.config())
     except ConfigError:
-        return
+        return True
     if change := project.next_deploy(cluster):
         print(change, file=sys.stderr)
+    parser = options.parser(PROG, None, exits.NO_CHECKS)
+    selection.add(parser)
+    nodes = selection.chosen(PROG, cluster, parser.parse_known_args(args)[0])
+    if nodes is not None and (
+        out := selection.left_out_line(PROG, selection.left_out(cluster, nodes))
+    ):
+        print(out, file=sys.stderr)
+    return nodes is not None
