@@ -140,7 +140,7 @@ class Lab:
         return path
 
 
-def verify() -> subprocess.CompletedProcess:
+def verify(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, CLUSTER_CONFIG=str(cli.CONFIG))
     return subprocess.run(
         [
@@ -149,6 +149,7 @@ def verify() -> subprocess.CompletedProcess:
             "tests/infra",
             "--junitxml",
             str(ROOT / "reports" / "verify-lab.xml"),
+            *args,
         ],
         cwd=ROOT,
         env=env,

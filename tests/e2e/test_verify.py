@@ -42,6 +42,18 @@ def test_converged_lab_passes_with_hardware_not_verified(lab: Lab) -> None:
     assert 'message="NOT VERIFIED: RDMA device: systemd-nspawn container' in junit
 
 
+def test_a_node_left_out_is_neither_read_nor_judged(lab: Lab) -> None:
+    """One node in maintenance (issue 35, item 6): node2's data link broken, `--exclude node2`
+    checks node1 alone and passes; the checks that need node2 (its pairs) are not run."""
+    lab.ssh("node2", "ip link set enp1s0f0np0 mtu 1500")
+    result = verify("--exclude", "node2")
+    assert result.returncode == 0, result.stdout[-4000:]
+    rows = summary(result)
+    assert rows[("node1", "data_link_profile")] == "passed"
+    assert not [where for where, _ in rows if "node2" in where], rows
+    assert lab.deploy().returncode == 0  # node2's link back
+
+
 def test_broken_node_fails_with_clear_messages(lab: Lab) -> None:
     lab.ssh("node2", "ip link set enp1s0f0np0 mtu 1500")
     lab.ssh("node1", "sed -i 's/ pcie_aspm=off//' /boot/loader/entries/*6.18.5*.conf")
