@@ -11,7 +11,7 @@ from halo_cluster.config.docs import page
 from halo_cluster.config.loader import parse_cluster
 from halo_cluster.node import batch
 from halo_cluster.node.image import parse_images
-from halo_cluster.tools import status
+from halo_cluster.tools import status, statusview
 from tests.recorded import container_image_line, skopeo_digest
 
 CLUSTER = parse_cluster(
@@ -91,7 +91,7 @@ def test_down_when_a_worker_left_ray_and_vllm_failed() -> None:
     worker = status.NodeStatus("b", "worker", "192.168.100.2", ray="dead")
     worker.units = [status.Unit("halo-ray", "active")]
     assert status.exit_code(CLUSTER, [head, worker]) == status.DOWN
-    text = status.table(CLUSTER, [head, worker])
+    text = statusview.table(CLUSTER, [head, worker])
     assert "a: halo-vllm failed: ValueError" in text
     assert "health no answer, no model, http://192.168.100.1:8000" in text
 
@@ -127,7 +127,7 @@ def test_the_memory_budget_of_each_node_from_its_one_command() -> None:
     node = status.NodeStatus("b", "worker", "192.168.100.2")
     budget = status.node_budget(CLUSTER, CLUSTER.nodes[1], found["memory"].filled)
     node.memory = status.asdict(budget)
-    text = status.memory_table([node])
+    text = statusview.memory_table([node])
     assert f"memory budget ({page('roles/serve.md')}):" in text
     assert "b: memory NOT VERIFIED: a container sees its host's MemTotal" in text
     assert "b: org/model: weights 130.4 GiB on this node (260.8 GiB / TP 2 x PP 1)" in text
@@ -152,7 +152,7 @@ def test_each_nodes_kernel_and_firmware_from_its_one_command() -> None:
         node = status.NodeStatus(name, "worker", "192.168.100.2")
         node.versions = dict(status.versions_process(found["versions"].filled))
         nodes.append(node)
-    text = status.versions_table(nodes)
+    text = statusview.versions_table(nodes)
     assert text.splitlines() == [
         f"kernel and firmware ({page('roles/os.md')}):",
         "  a: kernel 6.18.5-200.fc43.x86_64 (kernel-core installed: 6.18.5-200.fc43), "
@@ -161,7 +161,7 @@ def test_each_nodes_kernel_and_firmware_from_its_one_command() -> None:
         "6.17.8-300.fc43), amd-gpu-firmware none",
         "  the nodes run different kernels or firmware: make them equal",
     ]
-    assert status.versions_table(nodes[:1]).count("\n") == 1
+    assert statusview.versions_table(nodes[:1]).count("\n") == 1
 
 
 def test_each_node_shows_its_digest_and_the_versions_in_it() -> None:
@@ -175,16 +175,16 @@ def test_each_node_shows_its_digest_and_the_versions_in_it() -> None:
     lines = [f"halo-ray {pinned} {image_id}", f"halo-vllm {pinned} {image_id}"]
     images = {n: i["reference"] for n, i in parse_images(lines).items()}
     short = digest.removeprefix("sha256:")[:12]
-    assert status.image_cell(images, lock) == f"{short} (ray 2.60.0, vllm 0.33.0)"
+    assert statusview.image_cell(images, lock) == f"{short} (ray 2.60.0, vllm 0.33.0)"
     other = "docker.io/kyuz0/vllm-therock-gfx1151@sha256:" + "ab" * 32
-    assert status.image_cell({"halo-ray": other}, lock) == f"{'ab' * 6} (not the cluster's)"
-    assert status.image_cell({"halo-ray": tag}, lock) == f"{tag} (not a digest)"
-    assert status.image_cell({}, lock) == "no container"
+    assert statusview.image_cell({"halo-ray": other}, lock) == f"{'ab' * 6} (not the cluster's)"
+    assert statusview.image_cell({"halo-ray": tag}, lock) == f"{tag} (not a digest)"
+    assert statusview.image_cell({}, lock) == "no container"
     mixed = {"halo-ray": pinned, "halo-vllm": other}
-    assert status.image_cell(mixed, lock) == f"{short} (its containers differ)"
+    assert statusview.image_cell(mixed, lock) == f"{short} (its containers differ)"
     head = status.NodeStatus("a", "head", "192.168.100.1", ray="alive", gpus=1, images=images)
     head.vllm = {"health": 200, "models": ["org/model"], "url": "http://192.168.100.1:8000"}
-    text = status.table(CLUSTER, [head], lock)
+    text = statusview.table(CLUSTER, [head], lock)
     assert text.splitlines()[0] == f"image: {lock.reference} is {digest} (resolved T)"
     assert f"{short} (ray 2.60.0, vllm 0.33.0)" in text
     script = status.gather_commands(CLUSTER, CLUSTER.head)["images"]

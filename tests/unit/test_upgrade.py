@@ -326,7 +326,7 @@ def test_the_commands_exist_with_their_help(
 
 
 def test_status_shows_current_and_previous_with_their_serving_times(tmp_path: Path) -> None:
-    from halo_cluster.tools.status import image_line
+    from halo_cluster.tools.statusview import image_line
 
     path, runner = serving_lock(tmp_path), FakeCluster()
     assert machine(path, runner)[0].upgrade() == OK

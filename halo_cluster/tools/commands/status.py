@@ -1,4 +1,4 @@
-"""`halo-cluster status`: the serving cluster in one table (halo_cluster/tools/status.py)."""
+"""`halo-cluster status`: the serving cluster in one table (halo_cluster/tools/statusview.py)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,6 @@ the head left out, Ray and vLLM are not read (one node in maintenance: --exclude
 
 
 def main(argv: list[str]) -> int:
-    from halo_cluster.tools import status
+    from halo_cluster.tools import statusview
 
-    return status.main(argv)
+    return statusview.main(argv)
