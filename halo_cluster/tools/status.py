@@ -20,8 +20,9 @@ from halo_cluster.node.image import IMAGES_FORMAT, parse_images
 from halo_cluster.node.memory import memory_command, memory_process
 from halo_cluster.node.versions import versions_command, versions_process
 from halo_cluster.tools import reach, transport
+from halo_cluster.tools.commands.exits import DOWN, ERROR, OK
 
-UP, DOWN, UNREACHABLE = 0, 2, 1
+UP, UNREACHABLE = OK, ERROR  # status's names for them: 2 is DOWN, something is down
 VERDICTS = {UP: "up", DOWN: "something is down", UNREACHABLE: "a node cannot be reached"}
 SERVICES = ("halo-ray", "halo-vllm")
 # what --json says of a node it could not reach: none of it was read
