@@ -13,6 +13,7 @@ from halo_cluster.node import batch
 from halo_cluster.node.image import parse_images
 from halo_cluster.tools import status, statusview
 from tests.recorded import container_image_line, skopeo_digest
+from tests.unit.helpers_bench import fake_ssh
 
 CLUSTER = parse_cluster(
     yaml.safe_load(
@@ -22,6 +23,12 @@ CLUSTER = parse_cluster(
     )
 )
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# argv: -F CONFIG ALIAS sh -s (or -O exit ALIAS): node a answers its read, node b refuses
+FAKE_SSH = """
+if [ "$3" = -O ]; then exit 0; fi
+case "$3" in *-b) echo "ssh: connect to host h2 port 22: Connection refused" >&2; exit 255;; esac
+cat >/dev/null; cat "$ANSWER"
+"""
 # systemd's own property order: NRestarts (a Service property) before Id (a Unit property)
 HEAD = {
     "units": """NRestarts=0
@@ -191,3 +198,32 @@ def test_each_node_shows_its_digest_and_the_versions_in_it() -> None:
     assert "podman container inspect --format '{{.Name}} {{.ImageName}} {{.Image}}' halo-ray" in (
         script
     )
+
+
+def test_collect_reads_every_node_through_the_transport_and_says_a_down_one(
+    tmp_path, monkeypatch
+) -> None:
+    """The head answers its read (the one batch format), the worker's ssh is refused: the head's
+    units, vLLM and Ray are read, the worker is its one line and the verdict is unreachable."""
+    answer = tmp_path / "head"
+    answer.write_bytes(
+        batch.joined(
+            batch.Part(0, HEAD.get(name, "").encode())
+            for name in status.gather_commands(CLUSTER, CLUSTER.head)
+        )
+    )
+    fake_ssh(tmp_path, monkeypatch, FAKE_SSH)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'fakebin'}:/usr/bin:/bin")
+    monkeypatch.setenv("ANSWER", str(answer))
+    head, worker = status.collect(CLUSTER)
+    assert [(u.name, u.state) for u in head.units] == [
+        ("halo-ray", "active"),
+        ("halo-vllm", "failed"),
+    ]
+    assert (head.ray, head.gpus, head.vllm["health"]) == ("alive", 1.0, 0)
+    assert not worker.reachable and worker.unreachable == (
+        "b (h2:22): cannot be reached: refused "
+        "(ssh: connect to host h2 port 22: Connection refused)"
+    )
+    assert status.as_json(worker)["gpus"] == "unknown"
+    assert status.exit_code(CLUSTER, [head, worker]) == status.UNREACHABLE
