@@ -50,7 +50,9 @@ def head(digest: str | None = None, owned_by: str = "vllm") -> benchstore.Head:
 
 
 def fake_ssh(tmp_path: Path, monkeypatch, body: str | None) -> None:
-    """PATH with `ssh` as `body` (None: no ssh at all), so the run fails before vLLM."""
+    """PATH with `ssh` as `body` (None: no ssh at all): the unit tests' one fake ssh (the bench's,
+    status's and the transport's), given the transport's argv (`-F CONFIG ALIAS sh -s`, or
+    `-F CONFIG -O exit ALIAS` for a shared connection's end)."""
     tools = tmp_path / "fakebin"
     tools.mkdir()
     if body is not None:
