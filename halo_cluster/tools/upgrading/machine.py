@@ -18,7 +18,7 @@ from halo_cluster.tools.commands.exits import ERROR as REFUSED
 
 __all__ = ["ABORTED", "NOT_SERVING", "OK", "REFUSED", "ROLLED_BACK"]
 
-STEP_SECONDS = 600.0  # one step's bound on a node (a dnf install, a dracut); longer ones say
+STEP_SECONDS = 1800.0  # a step's bound on a node by default: a dnf install, a dracut
 PROMPT = "The capital of France is"
 
 
@@ -38,7 +38,9 @@ class Reach(Protocol):
         self, node: Node, what: str, script: str, timeout: float = STEP_SECONDS
     ) -> transport.Result: ...  # `what` names the step (the fake cluster answers by it)
     def append(self, line: str) -> None: ...  # one line of the head's history
-    def deploy(self, *data: str) -> int: ...  # the deploy with these `--data` values: its exit
+    def deploy(
+        self, data: Sequence[str] = (), limit: Sequence[str] = ()
+    ) -> int: ...  # the deploy with these `--data` values on the `limit` nodes (all): its exit
     def completion(self) -> str | None: ...  # why one completion failed, or None
     def serving(self) -> bool: ...  # /health answered 200 within serve.ready_timeout
 
