@@ -240,7 +240,8 @@ def resolved(host: Any) -> Resolved:
         return Resolved(
             None,
             f"head: runs {history.digest} since {history.time}, {LOCK_FILE} says {digest} "
-            f"(deployed from another checkout?): copy that checkout's {LOCK_FILE} here",
+            f"(deployed from another checkout?): copy that checkout's {LOCK_FILE} to "
+            f"{data.halo_container_lock}",
         )
     if digest:
         return Resolved(digest, "")

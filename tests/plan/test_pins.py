@@ -44,7 +44,7 @@ def test_the_head_resolves_once_and_every_node_runs_that_digest(tmp_path: Path) 
     assert f"Image={PINNED}" in vllm.splitlines()
     toolbox = next(c for c in result.commands("halo2") if "toolbox create" in c)
     assert f"--image {PINNED} " in toolbox
-    lock = tmp_path.resolve() / locks.LOCK_FILE
+    lock = locks.path(tmp_path)  # in the state folder: no lock yet
     assert records(result, "halo1") == [f"Image and toolbox | Record {RESOLVED} in {lock}"]
     assert records(result, "halo2") == []
     assert not lock.exists()  # written when the operation runs, never while planning
@@ -146,7 +146,7 @@ def test_a_checkout_without_the_lock_adopts_the_heads_digest(tmp_path: Path) -> 
     for node in ("halo1", "halo2"):
         assert f"--quiet {NAME}@{OTHER} " in pulls(result, node)[0]
     assert records(result, "halo1") == []
-    lock, errors = locks.read(tmp_path / locks.LOCK_FILE)
+    lock, errors = locks.read(locks.path(tmp_path))  # adopted into the state folder
     assert not errors and lock is not None
     assert (lock.digest, lock.ray, lock.vllm) == (OTHER, "2.60.0", "0.33.0")
 
@@ -160,7 +160,7 @@ def test_a_dry_run_without_the_lock_writes_none(
     result = plan_cluster(serve_cluster(tmp_path=tmp_path), history=history(OTHER))
     for node in ("halo1", "halo2"):
         assert f"--quiet {NAME}@{OTHER} " in pulls(result, node)[0]
-    assert not (tmp_path / locks.LOCK_FILE).exists()
+    assert not (tmp_path / locks.LOCK_FILE).exists() and not locks.path(tmp_path).exists()
 
 
 def test_another_reference_in_the_history_is_resolved_anew(tmp_path: Path) -> None:
@@ -175,7 +175,8 @@ def test_a_lock_the_head_disagrees_with_is_refused(tmp_path: Path) -> None:
     time = json.loads(lines[0])["time"]
     line = (
         f"head: runs {OTHER} since {time}, halo-cluster.lock says {RESOLVED} (deployed from "
-        "another checkout?): copy that checkout's halo-cluster.lock here"
+        f"another checkout?): copy that checkout's halo-cluster.lock to "
+        f"{tmp_path.resolve() / locks.LOCK_FILE}"
     )
     assert result.refused == {"halo1": line, "halo2": line}
     assert pulls(result, "halo1") == [] and pulls(result, "halo2") == []
