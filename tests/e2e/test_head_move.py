@@ -67,7 +67,7 @@ def moved_to(lab: Lab, head: str, before: list[str], config: Path) -> None:
     """The cluster as a deploy that moved its head to `head` leaves it."""
     worker = next(n for n in ADDRESS if n != head)
     serving_on(lab, head)
-    lock = json.loads((cli.LAB_DIR / locks.LOCK_FILE).read_text())
+    lock = json.loads(locks.found(cli.LAB_DIR).read_text())
     assert lock["head"] == head
     pinned = f"{lock['image']['reference'].rsplit(':', 1)[0]}@{lock['image']['current']['digest']}"
     assert user(lab, head, IMAGE.format("halo-ray")).strip() == pinned

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from halo_cluster.config import lock as locks
+from halo_cluster.config import state
 from halo_cluster.roles.serve.services import RAY_NODES
 from lab import cli
 from tests.e2e.conftest import Lab, failure
@@ -70,7 +71,7 @@ def test_a_removed_node_leaves_and_a_re_added_one_joins() -> None:
     assert result.returncode == 0, failure(result)
     wait_serving(lab)
     assert ray_alive(lab) == ["192.168.100.1", "192.168.100.2", NODE3]
-    token = (cli.LAB_DIR / ".halo-cluster" / "ray-token").read_text()
+    token = (state.folder(cli.LAB_DIR) / "ray-token").read_text()
 
     two = pipeline(lab, THREE[:2])
     result = lab.deploy(config=two)
@@ -80,8 +81,8 @@ def test_a_removed_node_leaves_and_a_re_added_one_joins() -> None:
     wait_serving(lab)
     assert ray_alive(lab) == ["192.168.100.1", "192.168.100.2"]
     node3_left(lab)
-    assert (cli.LAB_DIR / ".halo-cluster" / "ray-token").read_text() != token
-    lock = json.loads((cli.LAB_DIR / locks.LOCK_FILE).read_text())
+    assert (state.folder(cli.LAB_DIR) / "ray-token").read_text() != token
+    lock = json.loads(locks.found(cli.LAB_DIR).read_text())
     assert [n["name"] for n in lock["left"]] == ["node3"]
     history = user(lab, "node1", f"cat ~vllm/{locks.HISTORY}")
     assert '"event":"member-left"' in history and f'"address":"{NODE3}"' in history
@@ -99,5 +100,5 @@ def test_a_removed_node_leaves_and_a_re_added_one_joins() -> None:
     assert result.returncode == 0, failure(result)
     wait_serving(lab)
     assert ray_alive(lab) == ["192.168.100.1", "192.168.100.2", NODE3]
-    lock = json.loads((cli.LAB_DIR / locks.LOCK_FILE).read_text())
+    lock = json.loads(locks.found(cli.LAB_DIR).read_text())
     assert lock["left"] == [] and [n["name"] for n in lock["members"]][-1] == "node3"

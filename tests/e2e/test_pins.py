@@ -25,7 +25,7 @@ def serving_config(lab: Lab) -> Path:
 def test_reinstalled_node_gets_the_cluster_digest(serving: Lab) -> None:
     lab, config = serving, serving_config(serving)
     digest = cluster_digest(config)
-    assert digest, "the serving lab's deploy recorded no digest in .lab/halo-cluster.lock"
+    assert digest, "the serving lab's deploy recorded no digest in the lab's lock"
     published = cli.publish_image()  # `latest` moves to a new build on every node's view
     assert published != digest
     # node2 as a re-installed node finds it: no services, no containers, no images

@@ -157,4 +157,4 @@ def test_a_slower_build_is_rolled_back_by_the_bench_gate(serving: Lab) -> None:
 
 
 def load_lock(config: Path) -> str:
-    return str(config.parent / locks.LOCK_FILE)
+    return str(locks.found(config.parent))  # the state folder's, or an older one beside it
