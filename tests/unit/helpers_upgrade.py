@@ -5,21 +5,32 @@ answers each step's script as GRUB, kernel-install and dnf would."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import NamedTuple
 
+from halo_cluster.config import lock as locks
 from halo_cluster.node import batch
 from halo_cluster.node.versions import FIRMWARE_PACKAGES
+from halo_cluster.tools import project
 from halo_cluster.tools.benchresults import GateResult, Side
 from halo_cluster.tools.transport import Result
 from halo_cluster.tools.upgrading.imagegate import LocalImage
 from tests.recorded import skopeo_digest, versions_output
+from tests.unit.configs import VALID_ROCE
 
 NAME = "docker.io/kyuz0/vllm-therock-gfx1151"
 REFERENCE = f"{NAME}:latest"
 D0 = skopeo_digest()
 D1 = "sha256:" + "1" * 64
 OLDER = "sha256:" + "9" * 64
+
+
+def cluster_of(tmp_path: Path):
+    """tests/unit/configs.py's two-node config, loaded with every role's section."""
+    path = tmp_path / "cluster.yml"
+    path.write_text(VALID_ROCE)
+    return project.load(path)
 
 
 class Answer(NamedTuple):
@@ -34,6 +45,7 @@ TOKEN = "5e0d1c3b2a4f48e6b7c8d9e0f1a2b3c4"
 OLD, NEW = "6.18.6-200.fc43", "6.18.9-200.fc43"
 FIRMWARE = "20251111-1.fc43"
 INTERFACE = "enp1s0f0np0"
+GOOD_FIRMWARE = "20260110-1.fc43"
 
 
 def entry(evr: str) -> str:
@@ -215,3 +227,17 @@ class FakeCluster:
 
     def serving(self) -> bool:
         return True
+
+
+def serving_lock(tmp_path: Path, head: str = "node1", **changes) -> Path:
+    path = tmp_path / locks.LOCK_FILE
+    lock = locks.Lock(head, REFERENCE, D0, "2026-12-01T10:00:00Z", "2.60.0", "0.33.0",
+                      serving_since="2026-12-01T10:05:00Z")  # fmt: skip
+    locks.write(path, replace(lock, **changes))
+    return path
+
+
+def lock_of(path: Path) -> locks.Lock:
+    found, problems = locks.read(path)
+    assert found is not None and not problems, problems
+    return found
