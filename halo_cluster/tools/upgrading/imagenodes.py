@@ -98,7 +98,7 @@ class ImageNodes(Nodes):
         if stop_first:
             stop = as_user(self.user, "systemctl --user stop halo-vllm")
             self.run(self.head, "stop", stop, READ_SECONDS)
-        deploy = self.start_deploy()
+        deploy = self.start_deploy(watched=True)
         restarts: list[int] = []
         while deploy.poll() is None:
             time.sleep(WATCH_SECONDS)

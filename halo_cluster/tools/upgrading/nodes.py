@@ -60,12 +60,14 @@ class Nodes:
         if not result.ok:
             print(f"{self.head.name}: warning: history not written: {result.error[-200:]}")
 
-    def start_deploy(self, data: Sequence[str] = (), limit: Sequence[str] = ()) -> subprocess.Popen:
-        """The deploy in its own session (a watcher may end it), on this run's config."""
+    def start_deploy(
+        self, data: Sequence[str] = (), limit: Sequence[str] = (), watched: bool = False
+    ) -> subprocess.Popen:
+        """The deploy on this run's config; `watched`, in a session of its own, which the
+        watcher may end as one (else it shares this terminal's Ctrl-C)."""
         env = dict(os.environ, CLUSTER_CONFIG=os.path.abspath(self.config))
-        return subprocess.Popen(
-            deploy_argv(data, limit), cwd=self.files.entry, env=env, start_new_session=True
-        )
+        argv = deploy_argv(data, limit)
+        return subprocess.Popen(argv, cwd=self.files.entry, env=env, start_new_session=watched)
 
     def deploy(self, data: Sequence[str] = (), limit: Sequence[str] = ()) -> int:
         return self.start_deploy(data, limit).wait()
