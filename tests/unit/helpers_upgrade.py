@@ -72,10 +72,11 @@ class SimNode:
         if what == "read":
             nevras = [f"kernel-core-{k}.x86_64" for k in self.kernels]
             nevras += [f"{n}-{self.firmware}.noarch" for n in FIRMWARE_PACKAGES]
-            lines = versions_output(f"{self.running}.x86_64", nevras, dnf5=False)
-            lines += [f"iface {INTERFACE}", f"saved {self.saved}"]
-            lines += [f"entry {entry(k)}.conf" for k in self.kernels]
-            return Answer(0, "\n".join(lines), "")
+            versions = versions_output(f"{self.running}.x86_64", nevras, dnf5=False)
+            entries = [f"{entry(k)}.conf" for k in self.kernels]
+            found = ("\n".join(versions), INTERFACE, self.saved, "\n".join(entries))
+            parts = [batch.Part(0, f"{text}\n".encode()) for text in found]
+            return Answer(0, batch.joined(parts).decode(), "")
         if what == "install":
             self.kernels += [] if NEW in self.kernels else [NEW]
             self.saved = entry(NEW)  # kernel-install's UPDATEDEFAULT=yes

@@ -14,6 +14,7 @@ from halo_cluster.config import rpmversion
 from halo_cluster.config.docs import page
 from halo_cluster.config.model import Cluster, Node
 from halo_cluster.config.schema import host_name
+from halo_cluster.node import batch
 from halo_cluster.node.versions import (
     FIRMWARE,
     FIRMWARE_PACKAGES,
@@ -189,26 +190,31 @@ class NodeRead:
     saved: str  # grubenv's saved_entry, "" when unset
 
 
+# P0's reads of a node, one command each, run at once in one batched script (node/batch.py)
+READ = ("versions", "iface", "saved", "entries")
+
+
 def read_script(node: Node) -> str:
     """P0's one read of a node: its versions, the data interface (the one with its address),
     grubenv's saved entry and the BLS entry files."""
-    return (
-        f"{versions_command()}\n"
-        f"echo \"iface $(ip -o -4 addr show to {node.address} | awk '{{print $2}}')\"\n"
-        f'echo "saved $({SAVED_ENTRY})"\n'
-        f"ls -1 {ENTRIES} | sed 's/^/entry /'"
+    commands = (
+        versions_command(),
+        f"ip -o -4 addr show to {node.address} | awk '{{print $2}}'",
+        SAVED_ENTRY,
+        f"ls -1 {ENTRIES}",
     )
+    return batch.named(dict(zip(READ, commands, strict=True)))
 
 
 def node_read(out: str) -> NodeRead | None:
     """`read_script`'s output; None when no interface has the node's address."""
-    lines = out.splitlines()
-    interface = next((ln.split()[1] for ln in lines if ln.startswith("iface ")), "")
+    found = batch.sections(out, READ)
+    interface = next(iter(found["iface"].filled), "").strip()
     if not interface:
         return None
-    entries = [ln.split(" ", 1)[1] for ln in lines if ln.startswith("entry ")]
-    saved = next((ln[6:].strip() for ln in lines if ln.startswith("saved ")), "")
-    return NodeRead(versions_process(lines), interface, entries, saved)
+    entries = [line.strip() for line in found["entries"].filled]
+    saved = next(iter(found["saved"].filled), "").strip()
+    return NodeRead(versions_process(found["versions"].filled), interface, entries, saved)
 
 
 def kept_default(read: NodeRead, targets: Targets) -> str | None:
