@@ -147,7 +147,9 @@ def main(argv: list[str]) -> int:
     code = exit_code(cluster, statuses)
     if args.json:
         nodes = [as_json(s) for s in statuses]
-        print(json.dumps({"exit_code": code, "serving": True, "nodes": nodes}, indent=2))
+        out = selection.left_out(cluster, chosen)
+        document = {"exit_code": code, "serving": True, "nodes": nodes, "left_out": out}
+        print(json.dumps(document, indent=2))
     else:
         for s in statuses:
             if not s.reachable:

@@ -69,7 +69,8 @@ def test_status_reads_only_the_nodes_left_in(
 ) -> None:
     assert cli.main(["status", "--json", "--exclude", "halo2"]) == exits.ERROR  # halo1 refuses
     out, err = capsys.readouterr()
-    assert [n["name"] for n in json.loads(out)["nodes"]] == ["halo1"]
+    document = json.loads(out)
+    assert [n["name"] for n in document["nodes"]] == ["halo1"] and document["left_out"] == ["halo2"]
     assert f"halo-cluster status: {LEFT_OUT}" in err.splitlines()
 
 
