@@ -6,7 +6,8 @@ On a Strix Halo the GPU and the OS share one pool (MemTotal). Per node, what may
   of the GPU memory it sees, which on this APU is the GTT);
 - Ray's object store: `serve.object_store_mib`, or Ray's default when unset: 30% of the memory
   Ray sees as available when it starts (ray_constants.DEFAULT_OBJECT_STORE_MEMORY_PROPORTION,
-  capped at 200 GB and by /dev/shm), counted here as 30% of MemTotal, its upper bound;
+  capped at 200 GB and by /dev/shm), counted here as 30% of MemTotal, its upper bound; none
+  with `serve.launcher: native` (no Ray);
 - a reserve for the OS, the containers and Ray's own processes: RESERVE_GIB.
 
 Their sum above MemTotal is refused, except when only Ray's default object store (a ceiling Ray
@@ -34,6 +35,7 @@ RESERVE_GIB = 6
 WEIGHTS_SHARE = 0.9
 NEARLY_FULL = 0.9  # of MemTotal: warn above
 RAY_DEFAULT_SHARE = 0.3  # Ray's DEFAULT_OBJECT_STORE_MEMORY_PROPORTION
+NO_RAY = "no Ray: serve.launcher native"  # the object store's source without one
 PAGE = 4096  # ttm.pages_limit counts 4 KiB pages
 
 
@@ -105,13 +107,17 @@ def decide(
     parallelism: str,
     hidden: bool = False,
     model: str = "the model",
+    ray: bool = True,
 ) -> Budget:
     """The budget of one node. `weights_bytes`: the model's safetensors in all (None: not found),
     split over `gpus`, one per node, as `parallelism` names it (`TP 2 x PP 1`: both derived in
-    the serve role's model.py); `hidden`: a container, whose MemTotal is its host's."""
+    the serve role's model.py); `hidden`: a container, whose MemTotal is its host's; `ray`:
+    Ray runs beside vLLM (`serve.launcher: ray`), else no object store is counted."""
     memtotal = memtotal_kib * 1024
     vllm = int(gtt_bytes * utilization)
-    if object_store_mib:
+    if not ray:
+        store, store_source = 0, NO_RAY
+    elif object_store_mib:
         store, store_source = object_store_mib * 1024**2, "serve.object_store_mib"
     else:
         store, store_source = int(memtotal * RAY_DEFAULT_SHARE), "Ray's default, 30%"
@@ -203,6 +209,7 @@ def from_reading(
     gpus: int,
     parallelism: str,
     configured_gtt_bytes: int,
+    ray: bool = True,
 ) -> Budget:
     """A node's budget from what the NodeMemory and ModelWeights facts read (a `MemoryReading`,
     `halo_cluster/node/memory.py`): the
@@ -227,4 +234,5 @@ def from_reading(
         parallelism=parallelism,
         hidden=found["virt"] not in ("none", ""),
         model=model,
+        ray=ray,
     )

@@ -1,5 +1,7 @@
 """Firewall: firewalld lets vLLM's port in on the management side only with `serve.listen: all`,
-and never Ray's; the data link's `trusted` zone comes from its NetworkManager profile."""
+and never Ray's nor the native launcher's master port (`serve.master_port`, where the ranks meet
+on the head): those belong on the data link, whose `trusted` zone comes from its NetworkManager
+profile; a management zone that lets them in is warned about."""
 
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ def apply(node: NodeContext) -> None:
         return
     management = firewalld.management_zones(state, node.ssh_interfaces, node.interface)
     _warn_about_open_ray_ports(state, management)
+    _warn_about_open_master_port(state, management)
     wanted = management if vllm_open_to_management() else set()
     if wanted:
         _write_service_file()
@@ -80,6 +83,31 @@ def _warn_not_running(state: dict) -> None:
             f"{host.print_prefix}firewalld is {state['state']}: Ray's ports are open to every "
             "network this node is on (`systemctl enable --now firewalld`)"
         )
+    if master_port() is not None:
+        logger.warning(
+            f"{host.print_prefix}firewalld is {state['state']}: vLLM's master port "
+            f"{master_port()} is open to every network this node is on "
+            "(`systemctl enable --now firewalld`)"
+        )
+
+
+def master_port() -> int | None:
+    """The native launcher's rendezvous port, where the head listens (None: not here)."""
+    data = host.data
+    return data.halo_serve_master_port_listens if data.halo_role == "head" else None
+
+
+def _warn_about_open_master_port(state: dict, zones: set[str]) -> None:
+    port = master_port()
+    if port is None:
+        return
+    for zone in sorted(zones):
+        if firewalld.exposed_in(state, zone, [port]):
+            logger.warning(
+                f"{host.print_prefix}zone {zone} (management side) lets vLLM's master port in "
+                f"({port}, serve.master_port): anyone there can join the cluster's vLLM ranks; "
+                "move the management interface to a stricter zone or remove that port from it"
+            )
 
 
 def _warn_about_open_ray_ports(state: dict, zones: set[str]) -> None:

@@ -10,6 +10,7 @@ READS = (
     # what the serve role derives (roles/serve/model.py), never its raw keys
     "halo_serve_exposed_port",
     "halo_serve_ray_listens",
+    "halo_serve_master_port_listens",
     "halo_role",
 )
 VARIABLES = variables(SECTION, READS)

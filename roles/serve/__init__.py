@@ -1,6 +1,7 @@
-"""Cluster services: Ray on every node and `vllm serve` on the head, as rootless podman quadlets
-of the lingering cluster user, started at boot by the user's systemd; on `serve.enabled: false`
-stopped and removed.
+"""Cluster services: Ray on every node and `vllm serve` on the head, or with `serve.launcher:
+native` one `vllm serve` rank per node (ranks.py), as rootless podman quadlets of the lingering
+cluster user, started at boot by the user's systemd; on `serve.enabled: false` stopped and
+removed, and the other launcher's services likewise.
 
 This module is the order of things and the one gate that decides whether vLLM may start; Ray's
 and vLLM's files are in ray.py and vllm.py, the files' table in files.py, the lifecycle (write,
@@ -17,7 +18,16 @@ from halo_cluster.node.context import NodeContext
 from halo_cluster.node.image import ContainerImages
 from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.report import fail
-from halo_cluster.roles.serve import budget, controller, lifecycle, membership, ray, vllm, weights
+from halo_cluster.roles.serve import (
+    budget,
+    controller,
+    lifecycle,
+    membership,
+    ranks,
+    ray,
+    vllm,
+    weights,
+)
 from halo_cluster.roles.serve.facts import (
     HttpStatus,
     RdmaLinks,
@@ -34,6 +44,8 @@ ORDER = 95  # after the reboot role: a cluster ends its deploy serving, not rebo
 PACKAGES = ("curl", "rsync")  # rsync: the model copied from the head (serve.download: once)
 # any user's quadlets of ours: what an earlier cluster_user left running (removed as leftovers)
 ANY_USERS_UNITS = tuple(f"/home/*/{UNITS}/{service}.container" for service in (RAY, VLLM))
+# each service's unit: a node that no longer runs the service stops it before its files go
+UNIT_FILES = ((VLLM, "vllm_unit"), (RAY, "ray_unit"))
 
 
 def paths(data) -> tuple[str, ...]:
@@ -85,14 +97,18 @@ def apply(node: NodeContext) -> None:
     over_budget = budget.check() if head else []
     absent = weights.missing() if head else []
     fits = not (over_budget or absent or port_refused)  # the gate: may vLLM start?
+    native = not ray.launches(host.data)
+    runs_vllm = head or native  # with native every node runs a rank
     wanted, ray_context = ray.files(node)
-    if head and fits:
+    if fits and runs_vllm:
         wanted |= vllm.files(ray_context)
     changed = lifecycle.write(user, snapshot, where, wanted)
     unwanted = [where[n] for n in where if n not in wanted and (fits or n not in VLLM_FILES)]
-    lifecycle.remove(
-        user, snapshot, unwanted, [] if head else [VLLM], "what this node no longer runs"
-    )
+    # a refused node's vLLM is left as it is, like its files
+    stopped = [
+        s for s, unit in UNIT_FILES if unit not in wanted and (s != VLLM or fits or not runs_vllm)
+    ]
+    lifecycle.remove(user, snapshot, unwanted, stopped, "what this node no longer runs")
     if not over_budget:  # a refused model is neither fetched nor copied
         weights.fetch(changed["model"])
     restarted = lifecycle.refresh_user_manager(user, snapshot)
@@ -100,8 +116,12 @@ def apply(node: NodeContext) -> None:
         fail(host, budget.refusal(over_budget))
     if absent:
         fail(host, weights.refusal(absent))
-    serves = head and fits
-    acted = lifecycle.start_or_restart(user, serves, changed) or restarted
+    serves = fits and runs_vllm
+    if native:
+        acted = ranks.start_or_restart(user, serves, changed) or restarted
+    else:
+        acted = lifecycle.start_or_restart(user, serves, changed) or restarted
+    serves = serves and head
     if serves and host.data.halo_serve_wait:
         lifecycle.wait_until_serving(acted or any(changed.values()))
 

@@ -34,6 +34,7 @@ def of(name: str, found: MemoryReading, data) -> budget.Budget:
         gpus=data.halo_serve_gpus,
         parallelism=data.halo_serve_parallelism,
         configured_gtt_bytes=data.halo_kernel_gtt_bytes,
+        ray=data.halo_serve_launcher == "ray",
     )
 
 

@@ -28,12 +28,12 @@ _NEW: dict[str, str] = {}  # the token this run writes, by its file's path
 
 def token_due(data: Any) -> str:
     """Why this run writes Ray's token ("" when it does not): the tool's own token, made when
-    there is none yet and the cluster serves, rotated when a node leaves the cluster in this
+    there is none yet and the cluster serves on Ray, rotated when a node leaves the cluster in this
     run (a token file the user gave is never written)."""
     if not data.halo_serve_ray_token_owned:
         return ""
     if not Path(data.halo_serve_ray_token_file).exists():
-        return "made" if data.halo_serve_enabled else ""
+        return "made" if data.halo_serve_ray_listens else ""  # serving on Ray
     leaving = data.halo_container_leaving
     return f"rotated: {', '.join(leaving)} left" if leaving else ""
 

@@ -16,7 +16,9 @@ RAY, VLLM = "halo-ray", "halo-vllm"
 @dataclass(frozen=True)
 class ServiceFile:
     """`restarts`: the services a change restarts (vLLM runs on Ray: Ray's restart restarts it
-    too); `head_only`: vLLM's own, written on the head alone and kept while vLLM is refused."""
+    too; with `serve.launcher: native` any of them restarts the ranks); `head_only`: vLLM's own,
+    written on the head alone with Ray (with native every node's rank has its unit and start
+    script, the secrets stay the head's) and kept while vLLM is refused."""
 
     name: str
     path: str  # below the user's home

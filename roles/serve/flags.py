@@ -32,7 +32,8 @@ class Flag:
     derived value (`serve.bind_address`) it is rendered from, as host data; `constant`: a value
     the tool always passes; `aliases`: vLLM's single-dash spellings; `family`: every longer flag
     starting with this name is owned too (`--data-parallel-size`, `--data-parallel-address`,
-    ...); `note`: why, in the docs."""
+    ...); `launcher`: passed only with this `serve.launcher` (refused in `serve.extra_args`
+    with either); `note`: why, in the docs."""
 
     name: str
     instead: str
@@ -41,10 +42,14 @@ class Flag:
     constant: str | None = None
     aliases: tuple[str, ...] = ()
     family: bool = False
+    launcher: str = ""
     note: str = ""
 
     def rendered(self, data: Any) -> list[str]:
-        """This flag's words in `vllm serve`'s arguments (none when unset or false)."""
+        """This flag's words in `vllm serve`'s arguments (none when unset or false, or when
+        the cluster runs another launcher than the flag's)."""
+        if self.launcher and self.launcher != data.halo_serve_launcher:
+            return []
         value = self.constant if self.source is None else getattr(data, host_name(self.source))
         if self.form == POSITIONAL:
             return [str(value)]
@@ -55,6 +60,9 @@ class Flag:
         return [f"--{self.name}={value}"]
 
 
+NATIVE = "native"  # the launcher the multi-node flags belong to (`serve.launcher`)
+# derived per node in argv(), not host data: each node's own
+NODE_RANK, HEADLESS = "serve.node_rank", "serve.headless"
 DATA_PARALLEL = "serve.tensor_parallel_size and serve.pipeline_parallel_size (one GPU per node)"
 FLAGS = (
     Flag("model", "serve.model", POSITIONAL, "serve.model"),
@@ -84,7 +92,29 @@ FLAGS = (
         aliases=("pp",),
     ),
     Flag("data-parallel", DATA_PARALLEL, REFUSED, aliases=("dp",), family=True),
-    Flag("distributed-executor-backend", "nothing: the cluster runs vLLM on Ray", constant="ray"),
+    Flag(
+        "distributed-executor-backend",
+        "serve.launcher",
+        source="serve.executor_backend",
+        note="`ray`, or `mp` with `launcher: native`",
+    ),
+    Flag("nnodes", "serve.launcher", source="serve.nnodes", aliases=("n",), launcher=NATIVE),
+    Flag(
+        "node-rank",
+        "serve.launcher",
+        source=NODE_RANK,
+        aliases=("r",),
+        launcher=NATIVE,
+        note="the node's place in `nodes`, the head's 0",
+    ),
+    Flag(
+        "master-addr",
+        "serve.launcher",
+        source="serve.master_addr",
+        launcher=NATIVE,
+        note="the head's data address",
+    ),
+    Flag("master-port", "serve.master_port", source="serve.master_port", launcher=NATIVE),
     Flag(
         "gpu-memory-utilization",
         "serve.gpu_memory_utilization",
@@ -93,7 +123,14 @@ FLAGS = (
     Flag("max-model-len", "serve.max_model_len", OPTIONAL, "serve.max_model_len"),
     Flag("max-num-seqs", "serve.max_num_seqs", OPTIONAL, "serve.max_num_seqs"),
     Flag("enforce-eager", "serve.enforce_eager", SWITCH, "serve.enforce_eager"),
-    Flag("headless", "nothing: without its API server vLLM never answers /health", REFUSED),
+    Flag(
+        "headless",
+        "serve.launcher",
+        SWITCH,
+        HEADLESS,
+        launcher=NATIVE,
+        note="every node but the head: the head serves the API",
+    ),
     Flag(
         "config",
         "serve.extra_args, one flag per item (a config file can set any flag)",
@@ -105,7 +142,30 @@ FLAGS = (
 def argv(data: Any) -> list[str]:
     """`vllm serve` arguments from host data, each a plain word (every value passed its rule),
     then the user's `serve.extra_args`."""
-    return [*(word for flag in FLAGS for word in flag.rendered(data)), *data.halo_serve_extra_args]
+    node = _Node(data)
+    return [*(word for flag in FLAGS for word in flag.rendered(node)), *data.halo_serve_extra_args]
+
+
+def node_rank(data: Any) -> int:
+    """The node's rank with `launcher: native`: the head's 0, then the workers in the order of
+    `nodes` (hostdata.py keeps it in `halo_worker_addresses`)."""
+    workers = list(data.halo_worker_addresses)
+    address = data.halo_data_address
+    return 1 + workers.index(address) if address in workers else 0
+
+
+class _Node:
+    """Host data with the two values that differ between the nodes' `vllm serve`."""
+
+    def __init__(self, data: Any) -> None:
+        self._data = data
+
+    def __getattr__(self, name: str) -> Any:
+        if name == host_name(NODE_RANK):
+            return node_rank(self._data)
+        if name == host_name(HEADLESS):
+            return node_rank(self._data) > 0
+        return getattr(self._data, name)
 
 
 def _flag_name(argument: str) -> tuple[str, bool] | None:
@@ -184,6 +244,7 @@ def _passed(flag: Flag) -> str:
         OPTIONAL: f"`--{flag.name}={value}` when set",
         SWITCH: f"`--{flag.name}` when `{flag.source}` is true",
     }[flag.form]
+    shown += f" with `launcher: {flag.launcher}`" if flag.launcher else ""
     return shown + (f" ({flag.note})" if flag.note else "")
 
 

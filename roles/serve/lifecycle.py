@@ -112,14 +112,14 @@ def start_or_restart(user: str, vllm: bool, changed: dict[str, bool]) -> bool:
     # alone); stopped here, before the workers' and its own Ray restart under it, it does not
     # crash and come back by Restart=always against a Ray cluster still half restarted. Only
     # where it is started again: the cluster's image here, no node refused.
-    stops_vllm = vllm and ray_changed and _running(units.get(VLLM))
-    image = _required_image()  # Ray's stops and its start: only on the cluster's image
+    stops_vllm = vllm and ray_changed and running(units.get(VLLM))
+    image = required_image()  # Ray's stops and its start: only on the cluster's image
     stop_user_services(name=f"Stop {VLLM} for Ray's restart", user=user,
                        services=[VLLM] if stops_vllm else [], required_image=image,
                        _if=no_node_refused(say=False) if stops_vllm else None)  # fmt: skip
     # a worker's Ray drains through the head's GCS in about a second while that is up, and
     # waits out its stop bound when the head's Ray stops beside it (ray.STOP_SECONDS)
-    first = host.data.halo_role != "head" and ray_changed and _running(units.get(RAY))
+    first = host.data.halo_role != "head" and ray_changed and running(units.get(RAY))
     stop_user_services(name=f"Stop the workers' {RAY} before the head's", user=user,
                        services=[RAY] if first else [], required_image=image)  # fmt: skip
     acted = _ensure(user, RAY, ray_changed, units.get(RAY), image)
@@ -148,7 +148,7 @@ def other_images(user: str) -> set[str]:
     return set(other)
 
 
-def _running(state: str | None) -> bool:
+def running(state: str | None) -> bool:
     return state in ("active", "activating", "reloading")
 
 
@@ -159,8 +159,8 @@ def _ensure(
     state: str | None,
     required_image: tuple[str, str] | None = None,
 ) -> bool:
-    running = _running(state)
-    verb = "restart" if changed and running else "start" if not running else None
+    up = running(state)
+    verb = "restart" if changed and up else "start" if not up else None
     if verb:
         # blocking: returns once the old container is gone and the new one runs, so the wait
         # for /health that follows cannot be answered by the old one. A failed start (vLLM's,
@@ -177,18 +177,20 @@ def _ensure(
     return verb is not None
 
 
-def _required_image() -> tuple[str, str]:
-    """Ray starts only on the cluster's image: the image, and the line its start fails with
-    when the image is not on this node (naming the node, the cluster's digest and the head's)."""
+def required_image(service: str = RAY) -> tuple[str, str]:
+    """Ray (a native rank: `service`) starts only on the cluster's image: the image, and the
+    line its start fails with when the image is not on this node (naming the node, the
+    cluster's digest and the head's)."""
     pinned = cluster_image.pinned(host) or ""
     head = cluster_image.head_host()
     user = head.data.halo_cluster_user
-    running = cached(head, ContainerImages, user=user, containers=(RAY, VLLM)).get(RAY)
-    head_runs = (running["reference"] if running else pinned).partition("@")[2] or "no image"
+    found = cached(head, ContainerImages, user=user, containers=(RAY, VLLM)).get(service)
+    head_runs = (found["reference"] if found else pinned).partition("@")[2] or "no image"
     digest = pinned.partition("@")[2]
+    what = "Ray" if service == RAY else f"its {service} rank"
     line = (
         f"{host.data.halo_node}: image {digest} (cluster) is not present (its pull failed): "
-        f"Ray not started; the head runs {head_runs}"
+        f"{what} not started; the head runs {head_runs}"
     )
     return pinned, line
 
@@ -210,8 +212,10 @@ def no_node_refused(say: bool = True) -> Callable[[], bool]:
 
 def wait_until_serving(acted: bool) -> None:
     """Wait for /health when this run started or changed something, or vLLM does not answer;
-    a converged, healthy cluster is only reported (so a re-run plans no change)."""
+    a converged, healthy cluster is only reported (so a re-run plans no change). With
+    `serve.launcher: native` there is no Ray to ask which nodes are in: vLLM's own service."""
     data = host.data
+    ray = data.halo_serve_launcher == "ray"
     url = data.halo_serve_head_url
     if not acted and cached(host, HttpStatus, url=f"{url}/health") == 200:
         logger.info(f"{host.print_prefix}serving {data.halo_serve_served_model_name} at {url}")
@@ -223,6 +227,6 @@ def wait_until_serving(acted: bool) -> None:
         url=url,
         model=data.halo_serve_served_model_name,
         timeout=data.halo_serve_ready_timeout,
-        services=[VLLM, RAY],
-        nodes=[data.halo_head_address, *data.halo_worker_addresses],
+        services=[VLLM, RAY] if ray else [VLLM],
+        nodes=[data.halo_head_address, *data.halo_worker_addresses] if ray else [],
     )

@@ -38,8 +38,12 @@ class Serving(Serve):  # type: ignore[misc,valid-type]
     head_url: str  # vLLM's URL as the head reaches it (the deploy's /health wait, status)
     url: str  # vLLM's URL from the controller: the head's SSH host with `listen: all`
     exposed_port: int | None  # vLLM's port the head opens on its management side, if any
-    ray_listens: bool  # Ray's ports are open on every node (the cluster serves)
-    object_store_reserved_mib: int | None  # the object store Ray is given, when serving
+    ray_listens: bool  # Ray's ports are open on every node (the cluster serves on Ray)
+    object_store_reserved_mib: int | None  # the object store Ray is given, when serving on Ray
+    executor_backend: str  # vLLM's --distributed-executor-backend: `ray`, or `mp` with native
+    nnodes: int  # the nodes vLLM spans: `--nnodes` with `launcher: native`
+    master_addr: str  # where the native ranks meet (`--master-addr`): the head's data address
+    master_port_listens: int | None  # the head's rendezvous port, open when serving natively
     ray_token_owned: bool  # no `ray_token_file` given: the tool's, rotated when a node leaves
 
 
@@ -75,6 +79,7 @@ def _with_derived(serve: Serve, cluster: Cluster) -> Serving:
     head = next((n for n in cluster.nodes if n.role == "head"), None)
     address, ssh_host = (head.address, head.ssh_host) if head else ("", "")
     data = serve.listen == "data"
+    ray = serve.launcher == "ray"
     keys = {name: getattr(serve, name) for name in Serve.__dataclass_fields__}
     return Serving(
         **keys,
@@ -84,8 +89,12 @@ def _with_derived(serve: Serve, cluster: Cluster) -> Serving:
         head_url=f"http://{address if data else '127.0.0.1'}:{serve.port}",
         url=f"http://{address if data else ssh_host}:{serve.port}",
         exposed_port=serve.port if serve.enabled and not data else None,
-        ray_listens=serve.enabled,
-        object_store_reserved_mib=serve.object_store_mib if serve.enabled else None,
+        ray_listens=serve.enabled and ray,
+        object_store_reserved_mib=serve.object_store_mib if serve.enabled and ray else None,
+        executor_backend="ray" if ray else "mp",
+        nnodes=len(cluster.nodes),
+        master_addr=address,
+        master_port_listens=serve.master_port if serve.enabled and not ray else None,
         ray_token_owned=cluster.settings["serve.ray_token_file"] is None,
     )
 
@@ -107,6 +116,10 @@ def _check_enabled(serve: Serving, node_count: int, problems: Problems) -> None:
         )
     if serve.listen == "all" and not serve.api_key_file:
         problems.error("serve.api_key_file", "required with serve.listen: all (every address)")
+    if serve.launcher == "native" and serve.master_port == serve.port:
+        problems.error(
+            "serve.master_port", f"{serve.master_port} is serve.port: choose another port"
+        )
 
 
 def prepare(cluster: Cluster, problems: Problems, base_dir: Path) -> None:

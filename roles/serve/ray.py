@@ -1,5 +1,7 @@
 """Ray on every node: the files its service reads (the quadlet, the start script, serve.env, the
-cluster's token), and the values the quadlets and scripts of both services render from."""
+cluster's token), and the values the quadlets and scripts of both services render from. With
+`serve.launcher: native` only what vLLM's ranks share with it (serve.env, the model, the Hugging
+Face token): no Ray file."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from halo_cluster.node import toolbox as toolbox_files
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.environment import environment_values
 from halo_cluster.node.render import templates
-from halo_cluster.roles.serve import controller, weights
+from halo_cluster.roles.serve import controller, flags, weights
 from halo_cluster.roles.serve.files import paths
 
 render = templates(__package__)  # templates/serve/: the role's package names it
@@ -64,6 +66,10 @@ def context(node: NodeContext, env: str) -> dict:
         "wait": WAIT_SECONDS,
         "stop_seconds": STOP_SECONDS[data.halo_role],
         "object_store_mib": data.halo_serve_object_store_mib,
+        "ray": launches(data),
+        "rank": flags.node_rank(data),
+        "nnodes": data.halo_serve_nnodes,
+        "master_port": data.halo_serve_master_port,
         "rpc_dir": RPC_DIR,
         "hf_token": data.halo_serve_hf_token_file is not None,
         "pinned": env_names(env),
@@ -71,18 +77,22 @@ def context(node: NodeContext, env: str) -> dict:
 
 
 def files(node: NodeContext) -> tuple[dict[str, str], dict]:
-    """Name -> text of every file Ray's service reads on this node, and the render context."""
+    """Name -> text of every file Ray's service reads on this node (with native, those the
+    ranks share with it), and the render context."""
     data = host.data
     env = environment(node)
     values = context(node, env)
+    ray = launches(data)
     wanted = {
-        "ray_unit": render("halo-ray.container.j2", **values),
-        "ray_start": render("ray-start.sh.j2", **values),
+        "ray_unit": render("halo-ray.container.j2", **values) if ray else None,
+        "ray_start": render("ray-start.sh.j2", **values) if ray else None,
         "env": env,
+        # in vLLM's config folder (VLLM_CONFIG_ROOT), which its quadlet mounts with either launcher
         "non_carry_over": render("ray_non_carry_over_env_vars.json.j2", names=NON_CARRY_OVER),
         "model": f"{data.halo_serve_model}\n",
-        "ray_token": controller.ray_token(data),  # the one this run writes, if it does
+        "ray_token": controller.ray_token(data) if ray else None,  # the one this run writes
     }
+    wanted = {name: text for name, text in wanted.items() if text is not None}
     if data.halo_serve_hf_token_file:
         wanted["hf_token"] = secret_line(data.halo_serve_hf_token_file)
     return wanted, values
@@ -97,11 +107,17 @@ def environment(node: NodeContext) -> str:
         gcs_reconnect_seconds=GCS_RECONNECT_SECONDS,
         rpc_dir=RPC_DIR,
         hf_token=host.data.halo_serve_hf_token_file is not None,
+        ray=launches(host.data),
         env=dict(host.data.halo_serve_env),
         nccl_debug=host.data.halo_serve_nccl_debug,
         transport=host.data.halo_serve_transport,
         offline=weights.offline(host.data),
     )
+
+
+def launches(data) -> bool:
+    """Whether Ray runs on the nodes (`serve.launcher: ray`)."""
+    return data.halo_serve_launcher == "ray"
 
 
 def env_names(env: str) -> list[str]:

@@ -52,6 +52,29 @@ SECTION: tuple[Field, ...] = (
     ),
     Field("serve.pipeline_parallel_size", "integer", 1, "Pipeline stages.", rule=rules.positive),
     Field(
+        "serve.launcher",
+        "string",
+        "ray",
+        "How vLLM spans the nodes. `ray`: Ray on every node, `vllm serve` on the head "
+        "(`--distributed-executor-backend=ray`); `native`: vLLM's own multi-node launcher, one "
+        "`vllm serve` per node (`--distributed-executor-backend=mp`, the head with the API "
+        "server as node rank 0, every other node `--headless` with its rank in the order of "
+        "`nodes`), no Ray, no Ray token, no object store. Switching is a deploy: the other "
+        "launcher's services are stopped and removed. The default stays `ray` until both are "
+        "measured side by side (issue 36).",
+        ("ray", "native"),
+    ),
+    Field(
+        "serve.master_port",
+        "integer",
+        29501,
+        "With `launcher: native`: the port on the head's data address where the ranks meet "
+        "(`--master-port`, torch's store); on the data link only (the firewall warns when a "
+        "management zone lets it in). 1024-65535, not `serve.port`, not 22 and not one of "
+        "Ray's ports.",
+        rule=rules.serve_port,
+    ),
+    Field(
         "serve.port",
         "integer",
         8000,
@@ -207,6 +230,10 @@ READS = (
     "halo_serve_bind_address",
     "halo_serve_head_url",
     "halo_serve_ray_token_owned",
+    "halo_serve_ray_listens",
+    "halo_serve_executor_backend",
+    "halo_serve_nnodes",
+    "halo_serve_master_addr",
 )
 VARIABLES = variables(SECTION, READS)
 # the further tables its page holds, written by `python -m halo_cluster.roles` (roles/docs.py)

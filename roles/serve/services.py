@@ -242,7 +242,8 @@ def wait_for_health(
     + model: the served model name
     + timeout: seconds
     + services: the services to report on when it does not come up, most specific first
-    + nodes: the data addresses of every node, the Ray nodes the cluster must have alive
+    + nodes: the data addresses of every node, the Ray nodes the cluster must have alive (none
+      with ``serve.launcher: native``: no Ray)
 
     **Example:**
 
@@ -300,6 +301,8 @@ def _not_ours(host, user: str, url: str, model: str, nodes: list[str]) -> str | 
     _, listed = host.run_shell_command(as_user(user, f"sh -c {shlex.quote(models)}"))
     if f'"id": "{model}"' not in listed.stdout and f'"id":"{model}"' not in listed.stdout:
         return f"/v1/models does not list {model}"
+    if not nodes:  # serve.launcher: native: no Ray to ask (vLLM listens once every rank joined)
+        return None
     ray = 'exec "$(sed -n "1s/^#!//p" "$(command -v ray)")" -c ' + shlex.quote(RAY_NODES)
     _, alive = host.run_shell_command(
         as_user(user, f"podman exec halo-ray sh -c {shlex.quote(ray)} 2>/dev/null")

@@ -60,14 +60,14 @@ OWNED = {
     "--no-data-parallel-hybrid-lb": "serve.tensor_parallel_size",  # a boolean of the family
     "-dp": "serve.tensor_parallel_size",
     "-dpl": "serve.tensor_parallel_size",
-    "--distributed-executor-backend=mp": "nothing: the cluster runs vLLM on Ray",
+    "--distributed-executor-backend=mp": "serve.launcher",
     "--gpu-memory-utilization=0.5": "serve.gpu_memory_utilization",
     "--max-model-len=1024": "serve.max_model_len",
     "--max_num_seqs=4": "serve.max_num_seqs",
     "--enforce-eager": "serve.enforce_eager",
     "--no-enforce-eager": "serve.enforce_eager",
     "--uds=/tmp/vllm.sock": "serve.listen",
-    "--headless": "/health",
+    "--headless": "serve.launcher",
     "--config=/srv/flags.yaml": "one flag per item",
 }
 FREE = [
