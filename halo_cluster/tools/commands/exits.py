@@ -38,7 +38,7 @@ _UPGRADE = (
 EXITS: dict[str, tuple[tuple[int, str], ...]] = {
     "halo-cluster": (
         (OK, "the command's own code, unchanged"),
-        (USAGE, "no command, an unknown one, or a bad --config"),
+        (USAGE, "no command, an unknown one, or a bad --config or --state"),
     ),
     "init": (
         (OK, "cluster.yml written"),
