@@ -1,9 +1,11 @@
 """The new user's path, as the README walks it, with the wheel in a venv of its own: in a folder
 outside the checkout, `halo-cluster init` for the lab's management addresses, the edit the
 README asks for, `deploy --yes`, `verify`, `status --json`; then one node's sshd stopped: each
-command says one line naming the node and SSH's reason and exits with its documented code
-(halo_cluster/tools/commands/exits.py, docs/ci.md). On the shared converged 2-node lab, with the
-lab's names and data interface, so that the next test finds it as it was."""
+command that reaches nodes says one line naming the node and SSH's reason and exits with its
+documented code (halo_cluster/tools/commands/exits.py, docs/ci.md); `status` reads nodes only for
+a serving cluster, so it also runs on the same config with serving on (never deployed). On the
+shared converged 2-node lab, with the lab's names and data interface, so that the next test finds
+it as it was."""
 
 from __future__ import annotations
 
@@ -20,13 +22,19 @@ from tests.e2e.conftest import ROOT, Lab
 from tests.unit.helpers_package import Installed, install
 
 DOWN_NODE = "node2"  # the worker: the head's own reads still answer
-# exit codes with DOWN_NODE's sshd stopped; `where` asks no node (its answer is the config's)
+# the config as a serving cluster's, for `status` alone (it reads no node when serving is off);
+# never deployed: the lab stays converged, not serving
+SERVING = "serving.yml"
+SERVE = "serve:\n  enabled: true\n  model: facebook/opt-125m\n"
+# with DOWN_NODE's sshd stopped: the exit code, and how many lines name it with ssh's reason;
+# `where` asks no node (its answer is the config's), nor `status` with serving off
 WITH_A_NODE_DOWN = {
-    "status": ERROR,
-    "verify": ERROR,
-    "drift": ERROR,
-    "where": OK,
-    "deploy --dry": ERROR,
+    "status": (DOWN, 0),
+    f"status --config {SERVING}": (ERROR, 1),
+    "verify": (ERROR, 1),
+    "drift": (ERROR, 1),
+    "where": (OK, 0),
+    "deploy --dry": (ERROR, 1),
 }
 STATE = ".halo-cluster"  # the tool's folder beside the config (docs/architecture.md)
 
@@ -113,16 +121,16 @@ def test_a_new_user_deploys_verifies_and_reads_the_status(
 def test_each_command_says_a_node_down_in_one_line(
     installed: Installed, sshd_stopped: Lab, mine: Path
 ) -> None:
+    (mine / SERVING).write_text((mine / "cluster.yml").read_text() + SERVE)
     wrong = []
-    for command, code in WITH_A_NODE_DOWN.items():
+    for command, (code, lines) in WITH_A_NODE_DOWN.items():
         result = installed.run(installed.command, *command.split(), cwd=mine)
         said = result.stdout + result.stderr
         about = [line for line in said.splitlines() if DOWN_NODE in line and "refused" in line]
-        expected = 0 if command == "where" else 1
-        if result.returncode != code or len(about) != expected or "Traceback" in said:
+        if result.returncode != code or len(about) != lines or "Traceback" in said:
             wrong.append(f"{command}: exit {result.returncode} (documented {code}):\n{said}")
     assert not wrong, "\n\n".join(wrong)
-    status = installed.run(installed.command, "status", "--json", cwd=mine)
+    status = installed.run(installed.command, "status", "--json", "--config", SERVING, cwd=mine)
     assert status.returncode == ERROR and "unknown" in status.stdout, status.stdout
     assert isinstance(json.loads(status.stdout), dict), status.stdout
-    assert {p.name for p in mine.iterdir()} == {"cluster.yml", STATE}
+    assert {p.name for p in mine.iterdir()} == {"cluster.yml", SERVING, STATE}
