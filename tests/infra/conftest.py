@@ -13,6 +13,7 @@ are not run, and the run exits 1. `--json` prints the summary as one JSON docume
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import sys
@@ -30,6 +31,8 @@ from halo_cluster.tools import project, reach, selection, sshconfig
 from halo_cluster.tools.commands.exits import BAD_CONFIG, NO_CHECKS
 
 from .target import NOT_VERIFIED, Target
+
+SERVING = "test_serving.py"  # the serving checks' module: collected only where the config serves
 
 
 def config_path() -> Path:
@@ -127,7 +130,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     out = set(summary.left_out)
     kept = [item for item in items if not needs(cluster, item) & out]
     if not cluster.serve.enabled:
-        serving = [item for item in kept if "test_serving.py" in item.nodeid]
+        serving = [item for item in kept if SERVING in item.nodeid]
         kept = [item for item in kept if item not in serving]
         if serving:
             print(f"serving checks left out: serve.enabled is false in {cluster.source}")
@@ -143,16 +146,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def needs(cluster: Cluster, item: pytest.Item) -> set[str]:
-    """The nodes a check reads: its parameters' and its fixtures' (`head`, every node for
-    `targets`)."""
+    """The nodes a check reads: its parameters' and its fixtures' (`head`), every node for a
+    check that takes `targets` itself or one of the head's serving checks (vLLM serves across
+    every node). `targets` among all its fixtures says nothing: `node`, `head` and `pair` take
+    it to find their own."""
     params = getattr(item, "callspec", None)
     given = params.params if params else {}
     names = {given[k] for k in ("node_name", "worker_name") if k in given}
     names |= set(given.get("pair_names", ()))
     fixtures = getattr(item, "fixturenames", ())
+    own = inspect.signature(item.function).parameters if isinstance(item, pytest.Function) else {}
     if "head" in fixtures:
         names.add(cluster.head.name)
-    if "targets" in fixtures:
+    if "targets" in own or ("head" in fixtures and SERVING in item.nodeid):
         names |= {n.name for n in cluster.nodes}
     return names
 
