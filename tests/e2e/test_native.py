@@ -39,9 +39,9 @@ def test_a_switch_to_native_serves_without_ray_and_back(serving: Lab) -> None:
     assert "stand-in" in json.loads(reply)["choices"][0]["text"]
     for node in lab.nodes:
         assert containers(lab, node) == {"halo-vllm"}, node
-        assert "ray-token" not in user(lab, node, "ls .config/halo-cluster")
+        assert "ray-token" not in lab.ssh(node, "ls ~vllm/.config/halo-cluster")
     assert user(lab, "node2", "systemctl --user is-active halo-vllm").strip() == "active"
-    start = user(lab, "node2", "cat .config/halo-cluster/vllm-start.sh")
+    start = lab.ssh("node2", "cat ~vllm/.config/halo-cluster/vllm-start.sh")
     assert "--node-rank=1" in start and "--headless" in start
     drift(native)
 
