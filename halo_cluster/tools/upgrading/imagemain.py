@@ -11,7 +11,8 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from halo_cluster.config import lock as locks
@@ -55,7 +56,31 @@ def _run(
 ) -> int:
     """Load the config (as an upgrade's deploy does), refuse it in `refusal`'s line, reach
     the cluster, run `phases`; `seen` gets the nodes it could not reach, and the lock's path."""
-    os.environ[locks.UPGRADING] = "1"  # this run's loads and deploys: see lock.UPGRADING
+    with _upgrading():
+        return _started(command, phases, refusal, seen)
+
+
+@contextmanager
+def _upgrading() -> Iterator[None]:
+    """This run's loads and deploys are the upgrade's (lock.UPGRADING), and only this run's:
+    a command run in the same process after it (the tests, `deploy`'s image_update) is not."""
+    before = os.environ.get(locks.UPGRADING)
+    os.environ[locks.UPGRADING] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(locks.UPGRADING, None)
+        else:
+            os.environ[locks.UPGRADING] = before
+
+
+def _started(
+    command: str,
+    phases: Callable[[Upgrade], int],
+    refusal: Callable[[Cluster], str | None],
+    seen: dict | None,
+) -> int:
     started = nodes.start(command)
     if started is None:
         return REFUSED
