@@ -67,7 +67,8 @@ for name in folders:
     for template in loader.list_templates():
         render.environment(loader).get_template(template)
         every.add(f"{name}/{template}")
-# and every one rendered by the plans below, the RoCE and the Thunderbolt cluster's
+# and every one rendered by the plans below: the RoCE and the Thunderbolt cluster's, and the
+# RoCE cluster's with vLLM's own launcher (serve.launcher: native)
 rendered = set()
 loading = jinja2.Environment.get_template
 def recorded(self, name, *args, **kwargs):
@@ -78,14 +79,20 @@ harness.ROOT = project.files().entry
 assert str(harness.ROOT).startswith(site), harness.ROOT
 from tests.plan.nodes import plan_cluster, serve_cluster
 uploads = {}
-for link in ("roce", "thunderbolt"):
-    serve = ", listen: all, api_key_file: key"
+for name, (link, more) in json.loads(sys.argv[2]).items():
+    serve = ", listen: all, api_key_file: key" + more
     cluster = serve_cluster(interconnect=link, serve=serve, tmp_path=Path.cwd())
     result = plan_cluster(cluster, interconnect=link)
-    uploads[link] = {node: result.uploads(node) for node in ("halo1", "halo2")}
+    uploads[name] = {node: result.uploads(node) for node in ("halo1", "halo2")}
 assert rendered == every, f"not rendered by the plans: {sorted(every - rendered)}"
 print(json.dumps(uploads))
 """
+# the plans PLAN makes: (interconnect, more serve keys) by name
+PLANS = {
+    "roce": ("roce", ""),
+    "thunderbolt": ("thunderbolt", ""),
+    "native": ("roce", ", launcher: native"),
+}
 # two nodes on loopback addresses where nothing listens on the SSH port: the commands load the
 # config, run pyinfra and the verification, and every node is unreachable
 UNREACHABLE = """interconnect: roce
@@ -166,17 +173,24 @@ def test_an_installed_package_renders_every_template_and_plans_the_same(
 ) -> None:
     (tmp_path / "key").write_text("sk-package-test\n")
     pythonpath = f"{installed.site}{os.pathsep}{ROOT}"
+    plans = json.dumps(PLANS)
     plan = installed.run(
-        str(installed.python), "-c", PLAN, str(installed.site), cwd=tmp_path, PYTHONPATH=pythonpath
+        str(installed.python),
+        "-c",
+        PLAN,
+        str(installed.site),
+        plans,
+        cwd=tmp_path,
+        PYTHONPATH=pythonpath,
     )
     assert plan.returncode == 0, plan.stderr[-3000:]
     expected = {}
-    for link in ("roce", "thunderbolt"):
-        serve = ", listen: all, api_key_file: key"
+    for name, (link, more) in PLANS.items():
+        serve = ", listen: all, api_key_file: key" + more
         here = plan_cluster(
             serve_cluster(interconnect=link, serve=serve, tmp_path=tmp_path), interconnect=link
         )
-        expected[link] = {node: here.uploads(node) for node in ("halo1", "halo2")}
+        expected[name] = {node: here.uploads(node) for node in ("halo1", "halo2")}
     assert json.loads(plan.stdout.splitlines()[-1]) == expected
 
 
