@@ -4,6 +4,7 @@ Groups: `head` and `workers`. Every derived value is already in each host's data
 `pyinfra inventory.py debug-inventory`.
 """
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -15,6 +16,9 @@ from halo_cluster.config.schema import use
 from halo_cluster.tools.commands.exits import BAD_CONFIG
 
 _config = os.environ.get("CLUSTER_CONFIG") or str(Path(__file__).resolve().parent / "cluster.yml")
+# paramiko logs a failed handshake (a node that accepts but never greets) as a 25-line traceback
+# from its own thread; pyinfra says the node's failure, and `halo-cluster deploy` its reason
+logging.getLogger("paramiko").setLevel(logging.CRITICAL)
 use(roles.schema())  # the cluster section and every role's: the keys cluster.yml may hold
 try:
     _groups = inventory_groups(load_cluster(_config))

@@ -64,14 +64,21 @@ def files() -> Files | None:
     return found if found.complete() else None
 
 
-# the default folder of cluster.yml
+# the default folder of cluster.yml when the current one has none
 ROOT = checkout() or Path.cwd()
 
 
 def config() -> str:
-    """The config the commands use: $CLUSTER_CONFIG (the CLI's --config sets it), else
-    cluster.yml in ROOT."""
-    return os.environ.get("CLUSTER_CONFIG") or str(ROOT / "cluster.yml")
+    """The config the commands use: $CLUSTER_CONFIG (the CLI's --config sets it), else the
+    default one."""
+    return os.environ.get("CLUSTER_CONFIG") or str(default_config())
+
+
+def default_config() -> Path:
+    """cluster.yml in the current folder when it has one (where `init` writes it, also with an
+    editable install), else in ROOT."""
+    here = Path.cwd() / "cluster.yml"
+    return here if here.is_file() else ROOT / "cluster.yml"
 
 
 def state() -> Path:

@@ -17,7 +17,7 @@ import shlex
 from pathlib import Path
 
 from halo_cluster.config.model import Cluster, Node
-from halo_cluster.tools.project import ROOT
+from halo_cluster.tools import project
 
 
 def shown(path: str) -> str:
@@ -62,7 +62,7 @@ def curl_line(cluster: Cluster) -> str:
 
 def status_command(config: str | Path) -> str:
     """`halo-cluster status` for this config (the default config needs no option)."""
-    if Path(config).resolve() == (ROOT / "cluster.yml").resolve():
+    if Path(config).resolve() == project.default_config().resolve():
         return "halo-cluster status"
     return f"halo-cluster status --config {shlex.quote(shown(str(config)))}"
 

@@ -13,8 +13,9 @@ OPTIONS = (
 HELP = text.page(
     "halo-cluster rollback",
     """
-Moves every node back to the image build the lock (halo-cluster.lock, beside cluster.yml) records as
-the previous one, and waits until vLLM serves it again. Every node must run one image, so a
+Moves every node back to the image build the lock (halo-cluster.lock in the state folder,
+.halo-cluster/ beside cluster.yml) records as the previous one, and waits until vLLM serves it
+again. Every node must run one image, so a
 --limit or --exclude that leaves a node out is refused.""",
     OPTIONS,
     NAME,

@@ -27,8 +27,9 @@ HELP = text.page(
 Moves the whole cluster to the newest build of cluster.yml's image as one: pulls it on every
 node while the old build serves, switches, then checks every node runs it, one real completion
 and the benchmark against the old build's; on a failure every node goes back to the old build.
-The lock (halo-cluster.lock, beside cluster.yml) records both builds. Every node must run one
-image, so a --limit or --exclude that leaves a node out is refused: bring the node back first.
+The lock (halo-cluster.lock in the state folder, .halo-cluster/ beside cluster.yml) records
+both builds. Every node must run one image, so a --limit or --exclude that leaves a node out is
+refused: bring the node back first.
 
 With --os: a new kernel and/or firmware, the workers first and the head last, each node booting
 the new kernel once before it keeps it; a node whose check after the boot fails is rebooted
