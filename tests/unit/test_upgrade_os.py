@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from halo_cluster.node.versions import versions_process
-from halo_cluster.tools import project
-from halo_cluster.tools.upgrading import kernels, machine, osgate, osmain
+from halo_cluster.tools import project, reach, transport
+from halo_cluster.tools.transport import SSH_FAILED, Result
+from halo_cluster.tools.upgrading import kernels, machine, osgate, osmain, osupgrade
 from halo_cluster.tools.upgrading.kernels import Targets
 from halo_cluster.tools.upgrading.machine import ABORTED, NOT_SERVING, OK, REFUSED, ROLLED_BACK
 from halo_cluster.tools.upgrading.osupgrade import Upgrade
@@ -399,3 +400,24 @@ def test_a_partial_upgrade_upgrades_only_the_chosen_nodes_and_names_the_others(
         f"upgraded halo1 to kernel-core {NEW}",
         "halo2 stays on the old kernel and firmware (left out: --partial)",
     ]
+
+
+class DownNodes(FakeCluster):
+    """The fake cluster whose every node refuses SSH, as transport.py returns it."""
+
+    def run(self, node, what: str, script: str, timeout: float = 0) -> Result:
+        self.calls.append((node.name, what))
+        refused = "ssh: connect to host 10.0.0.1 port 22: Connection refused"
+        return Result(node, SSH_FAILED, "", refused, transport.why(refused))
+
+
+def test_every_node_down_is_said_in_its_line_before_the_upgrade_stops(cluster, capsys) -> None:
+    sim = DownNodes(nodes=FakeCluster.of(cluster).nodes)
+    assert upgrade(cluster, sim, Targets(NEW, None)) == REFUSED
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" (")[0] for line in lines[:2]] == [
+        f"{osupgrade.PROG}: {reach.said(node, 'x').split(' (')[0]}" for node in cluster.nodes
+    ]
+    assert all("refused" in line for line in lines[:2]), lines
+    assert lines[2:] == [f"{osupgrade.PROG}: stopped before anything changed: halo1, halo2 (above)"]
+    assert sim.deploys == [] and reboots(sim) == []

@@ -13,9 +13,7 @@ from halo_cluster.tools import options, project, selection
 from halo_cluster.tools.upgrading import nodes
 from halo_cluster.tools.upgrading.kernels import Targets, target_rule
 from halo_cluster.tools.upgrading.machine import REFUSED
-from halo_cluster.tools.upgrading.osupgrade import Upgrade, stays
-
-PROG = "halo-cluster upgrade --os"
+from halo_cluster.tools.upgrading.osupgrade import PROG, Upgrade, stays
 
 
 def parser() -> options.Parser:

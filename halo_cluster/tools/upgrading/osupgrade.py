@@ -76,6 +76,8 @@ from halo_cluster.tools.upgrading.osgate import (
     observed,
 )
 
+PROG = "halo-cluster upgrade --os"  # the start of each line it says
+
 POLL = 1.0  # seconds between attempts to reach a rebooting node
 BOOT_ATTEMPT = 60  # seconds one attempt may wait for a rebooting node's boot to finish
 
@@ -119,18 +121,23 @@ class Upgrade:
     # P0
     def read_all(self) -> dict[str, NodeRead]:
         """Every node's versions, data interface, boot entries and default entry; an unreachable
-        node refuses."""
-        found = {}
+        node refuses, after every node was tried and each one down said in its line."""
+        found, down = {}, []
         for node in self.nodes:
             result = self.run(node, "read", read_script(node), READ_SECONDS)
             if not result.reached:  # ssh's own failure: said as every command says it
-                raise Stop(REFUSED, reach.said(node, result.reason))
+                print(f"{PROG}: {reach.said(node, result.reason)}", file=sys.stderr)
+                down.append(node.name)
+                continue
             if result.code != 0:
                 raise Stop(REFUSED, f"{node.name}: unreachable: {result.err.strip()[-200:]}")
             read = node_read(result.out)
             if read is None:
                 raise Stop(REFUSED, f"{node.name}: no interface has {node.address}: deploy first")
             found[node.name] = read
+        if down:
+            unreached = ", ".join(down)
+            raise Stop(REFUSED, f"{PROG}: stopped before anything changed: {unreached} (above)")
         return found
 
     def locks_wanted(self) -> bool:
