@@ -15,7 +15,10 @@ NATIVE = SERVE.replace("serve:\n", "serve:\n  launcher: native\n", 1)
 
 
 def containers(lab: Lab, node: str) -> set[str]:
-    return set(user(lab, node, "podman ps --format '{{.Names}}'").split())
+    """The cluster's service containers running on `node` (`halo-*`; not the toolbox, which an
+    earlier test's `toolbox run` may have left running, as a user's would)."""
+    names = user(lab, node, "podman ps --format '{{.Names}}'").split()
+    return {name for name in names if name.startswith("halo-")}
 
 
 def drift(config) -> None:
