@@ -107,14 +107,12 @@ def test_the_completion_is_judged_by_status_text_and_model(tmp_path: Path) -> No
 
 
 def test_local_images_are_those_of_the_cluster_name() -> None:
-    lines = [
+    images = [
         f"{'a' * 64} {NAME}@{D0} {NAME}@{D1}",
         f"{'b' * 64} docker.io/library/fedora@{OLDER}",
         f"{'c' * 64} {NAME}@{OLDER}",
-        "@@used",
-        "a" * 64,
     ]
-    assert parse_local_images(lines, NAME) == [
+    assert parse_local_images(images, ["a" * 64], NAME) == [
         LocalImage("a" * 64, (D0, D1), True),
         LocalImage("c" * 64, (OLDER,), False),
     ]

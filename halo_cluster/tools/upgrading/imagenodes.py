@@ -27,12 +27,13 @@ from halo_cluster.tools.upgrading.nodes import READ_SECONDS, Nodes
 SERVICES = ("halo-ray", "halo-vllm")
 PULL_SECONDS = 3600  # a multi-gigabyte image over a slow link
 WATCH_SECONDS = 3  # vLLM's NRestarts read while the deploy runs
-# every image's id and the references it is known by, then each container's image id
-LIST_IMAGES = (
-    "ids=$(podman image ls --all --quiet --no-trunc); "
-    '[ -z "$ids" ] || podman image inspect --format \'{{.Id}} {{join .RepoDigests " "}}\' $ids; '
-    "echo @@used; podman ps --all --no-trunc --format '{{.ImageID}}'"
-)
+# every image's id and the references it is known by, and each container's image id: two
+# commands of one batched read (node/batch.py)
+LOCAL_IMAGES = {
+    "images": "ids=$(podman image ls --all --quiet --no-trunc); "
+    '[ -z "$ids" ] || podman image inspect --format \'{{.Id}} {{join .RepoDigests " "}}\' $ids',
+    "used": "podman ps --all --no-trunc --format '{{.ImageID}}'",
+}
 
 
 class ImageNodes(Nodes):
@@ -168,12 +169,18 @@ class ImageNodes(Nodes):
 
     # P4
     def local_images(self, node: str) -> list[LocalImage] | str:
-        script = as_user(self.user, f"sh -c {shlex.quote(LIST_IMAGES)}")
-        result = self.run(self.by_name[node], "images", script, READ_SECONDS)
+        commands = {
+            what: as_user(self.user, f"sh -c {shlex.quote(command)}")
+            for what, command in LOCAL_IMAGES.items()
+        }
+        result, parts = self.ssh.read(self.by_name[node], commands, READ_SECONDS)
         if not result.ok:
             return last_error(result)
+        for what, part in parts.items():
+            if part.status != 0:
+                return f"{what}: {part.err.strip()[-200:] or f'exit {part.status}'}"
         name = image_name(self.cluster.container.reference)
-        return parse_local_images(result.out.splitlines(), name)
+        return parse_local_images(parts["images"].lines, parts["used"].lines, name)
 
     def remove_images(self, node: str, ids: list[str]) -> str:
         rmi = as_user(self.user, f"podman rmi {' '.join(shlex.quote(i) for i in ids)}")
@@ -212,13 +219,12 @@ def _units(node: Node) -> tuple[str, ...]:
     return SERVICES if node.role == "head" else SERVICES[:1]
 
 
-def parse_local_images(lines: list[str], name: str) -> list[LocalImage]:
-    """LIST_IMAGES's output: the images known by a digest of `name`, and whether a container
-    is made from each."""
-    split = lines.index("@@used") if "@@used" in lines else len(lines)
-    used = {line.strip().removeprefix("sha256:") for line in lines[split + 1 :] if line.strip()}
+def parse_local_images(images: list[str], containers: list[str], name: str) -> list[LocalImage]:
+    """LOCAL_IMAGES's output (`images`, and the `containers`' image ids): the images known by
+    a digest of `name`, and whether a container is made from each."""
+    used = {line.strip().removeprefix("sha256:") for line in containers if line.strip()}
     found = []
-    for line in lines[:split]:
+    for line in images:
         parts = line.split()
         if not parts:
             continue
