@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 
 class LabError(Exception):
     """A lab step failed; the message is one line for the user."""
 
 
-def run(*argv: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
-    result = subprocess.run(argv, capture_output=True, text=True, input=input)
+def run(
+    *argv: str, check: bool = True, input: str | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
+    result = subprocess.run(argv, capture_output=True, text=True, input=input, cwd=cwd)
     if check and result.returncode != 0:
         detail = (result.stderr or result.stdout).strip().splitlines()
         raise LabError(
