@@ -22,15 +22,17 @@ vLLM 0.33.0's contracts between the nodes as its source has them:
   multiproc_executor.py: execute_model), after which the engine is dead (/health 503, the API
   server exits); a local worker's death ends the engine at once (start_worker_monitor).
 
-The stand-in's ranks are one process per node (its local workers are idle child processes);
-every message between nodes goes over the store's TCP connection.
+The stand-in's ranks are one launcher process per node with one worker process per local GPU
+(named VLLM::Worker_TP<rank>, as vLLM's set_process_title names them); every engine step goes from
+the head's engine (vllm_engine.py) to each of its own workers and, over the store's TCP
+connection, to each other node's launcher, which passes it through its workers and answers once
+they all did: a stopped worker anywhere holds every step.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import socket
 import subprocess
@@ -38,7 +40,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from vllm_engine import Core, Peer, answer, exchange
 
 DP_RPC_PORT = 29550  # ParallelConfig.data_parallel_rpc_port: a headless DP engine's front-end
 NNODES_BACKENDS = ("mp", "uni", "external_launcher")  # config/parallel.py: __post_init__
@@ -46,11 +49,12 @@ PG_TIMEOUT = 600  # torch's default for the NCCL world group when no --distribut
 HANDSHAKE_TIMEOUT_MINS = 5  # vllm/v1/engine/core.py
 # vllm/envs.py: the stand-in reads the same variables, so tests shorten them as an operator would
 ENGINE_READY_TIMEOUT = int(os.environ.get("VLLM_ENGINE_READY_TIMEOUT_S", "600"))
-EXECUTE_MODEL_TIMEOUT = int(os.environ.get("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "300"))
-# a local GPU worker: idle until its executor goes (the end of its stdin is vLLM's death pipe)
-WORKER = "import sys; sys.stdin.buffer.read()"
+# a local GPU worker: runs each step its launcher passes it, until its launcher goes (the end of
+# its connection is vLLM's death pipe)
+WORKER = "import sys\nfor line in sys.stdin.buffer: sys.stdout.buffer.write(line); sys.stdout.flush()"
 
-Handler = Callable[[argparse.Namespace, object], type[BaseHTTPRequestHandler]]
+Engine = Callable[[argparse.Namespace, Callable[[int], None]], Core]
+Listen = Callable[[argparse.Namespace, Core], None]
 
 
 class ValidationError(ValueError):
@@ -96,50 +100,30 @@ def check(args: argparse.Namespace) -> None:
         )
 
 
-class Peer:
-    """One node's end of the store connection, a line of JSON a message."""
+class Worker:
+    """A local GPU worker process and the launcher's end of its connection."""
 
-    def __init__(self, conn: socket.socket) -> None:
-        self.conn = conn
-        self.buffer = b""
-
-    def send(self, message: dict) -> None:
-        # a vanished peer shows on neither side of vLLM's queues: a failed send is not an error
-        with contextlib.suppress(OSError):
-            self.conn.sendall(json.dumps(message).encode() + b"\n")
-
-    def receive(self, deadline: float | None) -> dict | None:
-        """The next message, or None at the deadline (None: none) or at the connection's end."""
-        while b"\n" not in self.buffer:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                return None
-            self.conn.settimeout(left)
-            try:
-                chunk = self.conn.recv(4096)
-            except OSError:  # the timeout, or a reset
-                return None
-            if not chunk:
-                return None
-            self.buffer += chunk
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        try:
-            message = json.loads(line)
-        except ValueError:  # not one of the stand-in's nodes
-            return None
-        return message if isinstance(message, dict) else None
+    def __init__(self, rank: int) -> None:
+        ours, theirs = socket.socketpair()
+        self.process = subprocess.Popen(
+            [f"VLLM::Worker_TP{rank}", "-c", WORKER],
+            executable=sys.executable,
+            stdin=theirs,
+            stdout=theirs,
+        )
+        theirs.close()
+        self.peer = Peer(ours)
 
 
-def start_workers(count: int) -> list[subprocess.Popen]:
-    return [subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE)
-            for _ in range(count)]  # fmt: skip
+def start_workers(args: argparse.Namespace, count: int) -> list[Worker]:
+    return [Worker(args.node_rank * count + index) for index in range(count)]
 
 
-def first_death(workers: list[subprocess.Popen]) -> int:
+def first_death(workers: list[Worker]) -> int:
     """multiproc_executor.py: monitor_workers, on the workers' sentinels; the dead one's index."""
     while True:
         for index, worker in enumerate(workers):
-            if worker.poll() is not None:
+            if worker.process.poll() is not None:
                 return index
         time.sleep(0.2)
 
@@ -163,6 +147,11 @@ def host_store(args: argparse.Namespace, local: int) -> dict[int, Peer]:
     listening; a node that comes later (a restarted rank) is held and never joins the world."""
     server = socket.create_server((args.master_addr, args.master_port))
     server.settimeout(0.5)
+    # rank 0 is the store's client too (torch's TCPStore): its connection from the head's own
+    # address stays open beside the other nodes' for the process's life, as theirs do
+    own = Peer(socket.create_connection((args.master_addr, args.master_port)))
+    own.send({"node_rank": 0})
+    kept = [own]
     store = args.distributed_timeout_seconds or PG_TIMEOUT
     deadline = time.monotonic() + min(store, ENGINE_READY_TIMEOUT)
     peers: dict[int, Peer] = {}
@@ -175,16 +164,19 @@ def host_store(args: argparse.Namespace, local: int) -> dict[int, Peer]:
             continue
         peer = Peer(conn)
         hello = peer.receive(min(deadline, time.monotonic() + 5)) or {}
-        if isinstance(hello.get("node_rank"), int):
+        if isinstance(hello.get("node_rank"), int) and hello["node_rank"] > 0:
             peers[hello["node_rank"]] = peer
+        elif hello.get("node_rank") == 0:
+            kept.append(peer)  # the server's end of rank 0's own connection
     for peer in peers.values():
         peer.send({"world": "complete"})
-    threading.Thread(target=hold_latecomers, args=(server,), daemon=True).start()
+    threading.Thread(target=hold_latecomers, args=(server, kept), daemon=True).start()
     return peers
 
 
-def hold_latecomers(server: socket.socket) -> None:
-    held = []  # kept open: a latecomer waits out its own timeout, as against a running TCPStore
+def hold_latecomers(server: socket.socket, held: list) -> None:
+    # kept open (the list too, with rank 0's own connection): a latecomer waits out its own
+    # timeout, as against a running TCPStore
     server.settimeout(None)
     while True:
         conn, _ = server.accept()
@@ -212,64 +204,14 @@ def join_store(args: argparse.Namespace) -> Peer:
     )
 
 
-class Engine:
-    """The head's view of the ranks: each step is a collective over every node."""
-
-    def __init__(self, peers: dict[int, Peer], watchdog_seconds: float) -> None:
-        self.peers = peers
-        self.watchdog_seconds = watchdog_seconds
-        self.dead: str | None = None
-        self.steps = 0
-        self.lock = threading.Lock()  # one engine loop: a blocked step blocks every request
-
-    def step(self) -> None:
-        with self.lock:
-            if self.dead:
-                raise RuntimeError(f"EngineDeadError: {self.dead}")
-            self.steps += 1
-            deadline = time.monotonic() + EXECUTE_MODEL_TIMEOUT
-            for peer in self.peers.values():
-                peer.send({"step": self.steps})
-            for peer in self.peers.values():
-                if not self.answered(peer, deadline):
-                    self.die("TimeoutError: RPC call to execute_model timed out.")
-                    raise RuntimeError(f"EngineDeadError: {self.dead}")
-
-    def answered(self, peer: Peer, deadline: float) -> bool:
-        """shm_broadcast.py's dequeue: a peer gone is not an answer, only the deadline ends it."""
-        while (reply := peer.receive(deadline)) is None and time.monotonic() < deadline:
-            time.sleep(max(0.0, min(1.0, deadline - time.monotonic())))
-        return reply is not None and reply.get("done") == self.steps
-
-    def die(self, reason: str) -> None:
-        """EngineCore fatal: /health answers 503, the API server exits after its watchdog
-        (vllm/entrypoints/launcher.py: watchdog_loop)."""
-        self.dead = reason
-        log(f"ERROR EngineDeadError: the engine died ({reason})")
-
-        def end() -> None:
-            time.sleep(self.watchdog_seconds)
-            log("ERROR the engine is dead: shutting the API server down")
-            os._exit(1)
-
-        threading.Thread(target=end, daemon=True).start()
-
-
-def answer_steps(peer: Peer) -> None:
-    """A follower's workers: run every step the head broadcasts. The head gone, they log and
-    stay (vllm#32136: the headless node neither exits nor rejoins a restarted head)."""
-    while (message := peer.receive(None)) is not None:
-        peer.send({"done": message["step"]})
-    log("ERROR the connection to the head's TCPStore is lost; waiting on the local workers")
-
-
 def run(
     args: argparse.Namespace,
     save: Callable[[dict], None],
-    handler: Handler,
-    watchdog_seconds: float,
+    engine: Engine,
+    listen: Listen,
 ) -> int:
-    """The native launcher's process on one node; `save` adds to the stand-in's record."""
+    """The native launcher's process on one node; `save` adds to the stand-in's record,
+    `engine` makes the head's engine over a collective, `listen` serves its API."""
     try:
         check(args)
     except (AssertionError, ValueError) as error:
@@ -279,12 +221,12 @@ def run(
         return wait_for_front_end(args)
     world = args.tensor_parallel_size * args.pipeline_parallel_size
     local = world // args.nnodes
-    workers = start_workers(local)
+    workers = start_workers(args, local)
     facts = {"node_rank": args.node_rank, "world_size": world, "local_world_size": local}
-    save({"native": {**facts, "workers": [w.pid for w in workers]}})
+    save({"native": {**facts, "workers": [w.process.pid for w in workers]}})
     try:
         if args.node_rank == 0:
-            return lead(args, workers, local, save, handler, watchdog_seconds)
+            return lead(args, workers, local, save, engine, listen)
         return follow(args, workers)
     except TimeoutError as error:
         log(str(error))
@@ -293,40 +235,50 @@ def run(
 
 def lead(
     args: argparse.Namespace,
-    workers: list[subprocess.Popen],
+    workers: list[Worker],
     local: int,
     save: Callable[[dict], None],
-    handler: Handler,
-    watchdog_seconds: float,
+    engine: Engine,
+    listen: Listen,
 ) -> int:
-    log(f"INFO DP group leader: node_rank=0, master_addr={args.master_addr}, "
-        f"master_port={args.master_port}, nnodes={args.nnodes}")  # fmt: skip
+    # multiproc_executor.py: _init_executor, the leader's line (the deploy reads its world size)
+    mq_ip = os.environ.get("VLLM_HOST_IP") or args.master_addr
+    log(f"INFO DP group leader: node_rank=0, node_rank_within_dp=0, master_addr="
+        f"{args.master_addr}, mq_connect_ip={mq_ip} (local), world_size={local * args.nnodes}, "
+        f"local_world_size={local}")  # fmt: skip
     peers = host_store(args, local)
     save({"joined": sorted(peers)})
-    engine = Engine(peers, watchdog_seconds)
+    ranks = [w.peer for w in workers] + [peers[rank] for rank in sorted(peers)]
+    core = engine(args, lambda step: exchange(ranks, step))
 
     def watch() -> None:
         index = first_death(workers)
-        engine.die(f"Worker proc VllmWorker-{index} died unexpectedly, shutting down executor.")
+        core.die(f"Worker proc VllmWorker-{index} died unexpectedly, shutting down executor.")
 
     threading.Thread(target=watch, daemon=True).start()
-    server = ThreadingHTTPServer((args.host, args.port), handler(args, engine))
     log(f"INFO every rank joined: serving on {args.host}:{args.port}")
-    server.serve_forever()
+    listen(args, core)
     return 0
 
 
-def follow(args: argparse.Namespace, workers: list[subprocess.Popen]) -> int:
+def follow(args: argparse.Namespace, workers: list[Worker]) -> int:
     if not args.headless:  # vLLM's docs start every rank > 0 headless; the stand-in follows too
         log("WARNING node rank > 0 without --headless: the stand-in runs it as a headless rank")
     log(f"INFO Launching vLLM headless multiproc executor, with head node address "
         f"{args.master_addr}:{args.master_port} for torch.distributed process group.")  # fmt: skip
     peer = join_store(args)
-    threading.Thread(target=answer_steps, args=(peer,), daemon=True).start()
+    relay = [w.peer for w in workers]
+
+    def steps() -> None:
+        answer(peer, relay)
+        # vllm#32136: the headless node neither exits nor rejoins a restarted head
+        log("ERROR the connection to the head's TCPStore is lost; waiting on the local workers")
+
+    threading.Thread(target=steps, daemon=True).start()
     index = first_death(workers)
     log(f"ERROR Worker proc VllmWorker-{index} died unexpectedly, shutting down executor.")
     for worker in workers:
-        worker.kill()
+        worker.process.kill()
     return 0  # run_headless returns: `vllm serve` ends with status 0
 
 

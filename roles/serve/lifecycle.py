@@ -213,7 +213,8 @@ def no_node_refused(say: bool = True) -> Callable[[], bool]:
 def wait_until_serving(acted: bool) -> None:
     """Wait for /health when this run started or changed something, or vLLM does not answer;
     a converged, healthy cluster is only reported (so a re-run plans no change). With
-    `serve.launcher: native` there is no Ray to ask which nodes are in: vLLM's own service."""
+    `serve.launcher: native` there is no Ray to ask which nodes are in: the head's world is
+    (world.py)."""
     data = host.data
     ray = data.halo_serve_launcher == "ray"
     url = data.halo_serve_head_url
@@ -228,5 +229,6 @@ def wait_until_serving(acted: bool) -> None:
         model=data.halo_serve_served_model_name,
         timeout=data.halo_serve_ready_timeout,
         services=[VLLM, RAY] if ray else [VLLM],
-        nodes=[data.halo_head_address, *data.halo_worker_addresses] if ray else [],
+        nodes=[data.halo_head_address, *data.halo_worker_addresses],
+        native=None if ray else (data.halo_serve_gpus, data.halo_serve_master_port),
     )

@@ -16,6 +16,7 @@ from halo_cluster.node.image import history_append
 from halo_cluster.node.memory import hub_folder
 from halo_cluster.node.operations import run_saying_what
 from halo_cluster.node.progress import waiting
+from halo_cluster.roles.serve import world
 from halo_cluster.roles.serve.facts import over_data_link
 
 POLL_SECONDS = 1  # a curl on the head: the deploy sees vLLM serving within a second
@@ -228,12 +229,19 @@ def copy_model(user: str, model: str, address: str):
 
 @operation(is_idempotent=False)
 def wait_for_health(
-    user: str, url: str, model: str, timeout: int, services: list[str], nodes: list[str]
+    user: str,
+    url: str,
+    model: str,
+    timeout: int,
+    services: list[str],
+    nodes: list[str],
+    native: tuple[int, int] | None = None,
 ):
     """
     Wait, at most ``timeout`` seconds, until the configured cluster serves: vLLM's /health
     answers 200 on the head, from a process of ``user``, whose /v1/models names ``model`` and
-    whose Ray cluster is exactly ``nodes`` (not a leftover of an earlier config); saying what it
+    whose Ray cluster (with ``native``: whose vLLM world) is exactly ``nodes`` (not a leftover of
+    an earlier config); saying what it
     waits for; then log ``serving MODEL at URL``. On timeout, fail with what is still wrong, the
     first failing service and its last journal lines.
 
@@ -242,8 +250,10 @@ def wait_for_health(
     + model: the served model name
     + timeout: seconds
     + services: the services to report on when it does not come up, most specific first
-    + nodes: the data addresses of every node, the Ray nodes the cluster must have alive (none
-      with ``serve.launcher: native``: no Ray)
+    + nodes: the data addresses of every node: the Ray nodes the cluster must have alive, or
+      with ``native`` the nodes whose ranks meet on the head's master port (world.py)
+    + native: with ``serve.launcher: native``, (TP x PP, the master port): the world size the
+      head's executor must report and the port its ranks hold
 
     **Example:**
 
@@ -253,10 +263,12 @@ def wait_for_health(
                         model="Qwen/Qwen3-14B", timeout=1800, services=["halo-vllm", "halo-ray"],
                         nodes=["192.168.100.1", "192.168.100.2"])
     """
-    yield FunctionCommand(_wait_for_health, (user, url, model, timeout, services, nodes), {})
+    yield FunctionCommand(
+        _wait_for_health, (user, url, model, timeout, services, nodes, native), {}
+    )
 
 
-def _wait_for_health(state, host, user, url, model, timeout, services, nodes) -> bool:
+def _wait_for_health(state, host, user, url, model, timeout, services, nodes, native) -> bool:
     probe = f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {shlex.quote(url + '/health')}"
     deadline = time.monotonic() + timeout
     wrong = NOT_200
@@ -264,7 +276,7 @@ def _wait_for_health(state, host, user, url, model, timeout, services, nodes) ->
         while time.monotonic() < deadline:
             _, output = host.run_shell_command(probe)
             if output.stdout.strip() == "200":
-                wrong = _not_ours(host, user, url, model, nodes)
+                wrong = _not_ours(host, user, url, model, nodes, native)
                 if wrong is None:
                     logger.info(f"{host.print_prefix}serving {model} at {url}")
                     return True
@@ -284,7 +296,9 @@ RAY_NODES = (
 )
 
 
-def _not_ours(host, user: str, url: str, model: str, nodes: list[str]) -> str | None:
+def _not_ours(
+    host, user: str, url: str, model: str, nodes: list[str], native: tuple[int, int] | None
+) -> str | None:
     """What shows that the vLLM answering is not the configured one (None: it is)."""
     port = url.rsplit(":", 1)[1]
     _, owner = host.run_shell_command(
@@ -301,8 +315,8 @@ def _not_ours(host, user: str, url: str, model: str, nodes: list[str]) -> str | 
     _, listed = host.run_shell_command(as_user(user, f"sh -c {shlex.quote(models)}"))
     if f'"id": "{model}"' not in listed.stdout and f'"id":"{model}"' not in listed.stdout:
         return f"/v1/models does not list {model}"
-    if not nodes:  # serve.launcher: native: no Ray to ask (vLLM listens once every rank joined)
-        return None
+    if native:  # no Ray to ask: the head's own view of its world (vLLM listens once it is whole)
+        return _not_our_world(host, user, nodes, *native)
     ray = 'exec "$(sed -n "1s/^#!//p" "$(command -v ray)")" -c ' + shlex.quote(RAY_NODES)
     _, alive = host.run_shell_command(
         as_user(user, f"podman exec halo-ray sh -c {shlex.quote(ray)} 2>/dev/null")
@@ -311,6 +325,13 @@ def _not_ours(host, user: str, url: str, model: str, nodes: list[str]) -> str | 
     if found[0].split() != sorted(nodes):
         return f"Ray's alive nodes are [{found[0]}], not the configured {' '.join(sorted(nodes))}"
     return None
+
+
+def _not_our_world(host, user: str, nodes: list[str], size: int, port: int) -> str | None:
+    _, leader = host.run_shell_command(world.leader_command(user))
+    _, peers = host.run_shell_command(world.peers_command(port))
+    found, ranks = world.world_size(leader.stdout), world.store_peers(peers.stdout.splitlines())
+    return world.not_the_world(found, ranks, size, nodes, port)
 
 
 def _why(host, user: str, services: list[str]) -> str:

@@ -173,7 +173,9 @@ def test_the_master_port_is_warned_about_on_the_management_side_of_the_head(
     assert len(warned) == 1 and "halo1] zone" in warned[0], warned
     assert "zone FedoraWorkstation (management side) lets vLLM's master port in (29501" in warned[0]
     assert "Ray's ports" not in caplog.text
-    assert not any("29501" in c for c in result.commands("halo1"))
+    # nothing opens or closes it: the only command naming it is the wait's identity check
+    named = [op.name for op in result.ops["halo1"] if any("29501" in c for c in op.commands)]
+    assert named == ["Cluster services | Wait for vLLM's /health"], named
 
 
 def test_a_master_port_equal_to_the_api_port_is_refused() -> None:
@@ -271,3 +273,14 @@ def test_native_to_ray_removes_the_workers_rank_and_starts_ray(tmp_path) -> None
     assert STOP not in head + worker
     for path in RAY_FILES:
         assert path in result.uploads("halo1") and path in result.uploads("halo2")
+
+
+def test_the_wait_checks_the_heads_world_against_tp_x_pp_and_the_nodes() -> None:
+    """The /health wait's identity check with native: the world size TP x PP and every node's
+    data address on the master port (roles/serve/world.py), where Ray's asks Ray's nodes."""
+    result = plan_cluster(serve_cluster(serve=NATIVE))
+    (wait,) = [c for c in result.commands("halo1") if c.startswith("FunctionCommand(_wait")]
+    assert "['halo-vllm'], ['192.168.100.1', '192.168.100.2'], (2, 29501))" in wait, wait
+    ray = plan_cluster(serve_cluster())
+    (wait,) = [c for c in ray.commands("halo1") if c.startswith("FunctionCommand(_wait")]
+    assert "['halo-vllm', 'halo-ray'], ['192.168.100.1', '192.168.100.2'], None)" in wait, wait

@@ -301,3 +301,19 @@ def test_headless_on_node_rank_zero_waits_for_a_front_end(cluster: Cluster) -> N
     assert lone.process.poll() is None
     assert listening(lone.process.pid) == set(), "no store on master-port, no HTTP"
     assert "head node address tcp://127.0.0.1:29550" in lone.stderr()
+
+
+def test_the_head_shows_its_world_as_the_deploy_reads_it(cluster: Cluster) -> None:
+    """roles/serve/world.py on the stand-in's real output: the leader's line names the world
+    size, and the master port's established connections come from every rank's node (both on
+    127.0.0.1 here), the head's own workers included."""
+    world = load("serve_world", STANDIN.parents[2] / "roles" / "serve" / "world.py")
+    head, _ = cluster.serving()
+    (line,) = [n for n in head.stderr().splitlines() if "DP group leader:" in n]
+    assert world.world_size(line) == 2
+    ss = subprocess.run(
+        ["sh", "-c", world.peers_command(cluster.master)], capture_output=True, text=True
+    ).stdout.splitlines()
+    assert len(ss) == 2, ss  # the head's own connection and rank 1's
+    assert world.store_peers(ss) == ["127.0.0.1"]
+    assert world.not_the_world(2, ["127.0.0.1"], 2, ["127.0.0.1"], cluster.master) is None
