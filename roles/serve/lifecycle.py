@@ -214,7 +214,7 @@ def wait_until_serving(acted: bool) -> None:
     """Wait for /health when this run started or changed something, or vLLM does not answer;
     a converged, healthy cluster is only reported (so a re-run plans no change). With
     `serve.launcher: native` there is no Ray to ask which nodes are in: the head's world is
-    (world.py)."""
+    (node/vllmworld.py)."""
     data = host.data
     ray = data.halo_serve_launcher == "ray"
     url = data.halo_serve_head_url

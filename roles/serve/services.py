@@ -11,12 +11,12 @@ from pyinfra.api import FunctionCommand, operation
 
 from halo_cluster.config.lock import history_line
 from halo_cluster.config.serving import api_key_read
+from halo_cluster.node import vllmworld as world
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import history_append
 from halo_cluster.node.memory import hub_folder
 from halo_cluster.node.operations import run_saying_what
 from halo_cluster.node.progress import waiting
-from halo_cluster.roles.serve import world
 from halo_cluster.roles.serve.facts import over_data_link
 
 POLL_SECONDS = 1  # a curl on the head: the deploy sees vLLM serving within a second
@@ -251,7 +251,7 @@ def wait_for_health(
     + timeout: seconds
     + services: the services to report on when it does not come up, most specific first
     + nodes: the data addresses of every node: the Ray nodes the cluster must have alive, or
-      with ``native`` the nodes whose ranks meet on the head's master port (world.py)
+      with ``native`` the nodes whose ranks meet on the head's master port (node/vllmworld.py)
     + native: with ``serve.launcher: native``, (TP x PP, the master port): the world size the
       head's executor must report and the port its ranks hold
 

@@ -277,7 +277,7 @@ def test_native_to_ray_removes_the_workers_rank_and_starts_ray(tmp_path) -> None
 
 def test_the_wait_checks_the_heads_world_against_tp_x_pp_and_the_nodes() -> None:
     """The /health wait's identity check with native: the world size TP x PP and every node's
-    data address on the master port (roles/serve/world.py), where Ray's asks Ray's nodes."""
+    data address on the master port (node/vllmworld.py), where Ray's asks Ray's nodes."""
     result = plan_cluster(serve_cluster(serve=NATIVE))
     (wait,) = [c for c in result.commands("halo1") if c.startswith("FunctionCommand(_wait")]
     assert "['halo-vllm'], ['192.168.100.1', '192.168.100.2'], (2, 29501))" in wait, wait

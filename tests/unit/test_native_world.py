@@ -1,9 +1,9 @@
-"""The native launcher's identity check (roles/serve/world.py): the world size in the head's
+"""The native launcher's identity check (node/vllmworld.py): the world size in the head's
 leader line and the nodes on its master port, against TP x PP and the configured nodes."""
 
 from __future__ import annotations
 
-from halo_cluster.roles.serve import world
+from halo_cluster.node import vllmworld as world
 
 # vLLM's line through journald (the EngineCore's prefix, then the logger's)
 LINE = (

@@ -304,10 +304,10 @@ def test_headless_on_node_rank_zero_waits_for_a_front_end(cluster: Cluster) -> N
 
 
 def test_the_head_shows_its_world_as_the_deploy_reads_it(cluster: Cluster) -> None:
-    """roles/serve/world.py on the stand-in's real output: the leader's line names the world
-    size, and the master port's established connections come from every rank's node (both on
+    """node/vllmworld.py on the stand-in's real output: the leader's line names the world size,
+    and the master port's established connections come from every rank's node (both on
     127.0.0.1 here), the head's own workers included."""
-    world = load("serve_world", STANDIN.parents[2] / "roles" / "serve" / "world.py")
+    world = load("serve_world", STANDIN.parents[2] / "halo_cluster" / "node" / "vllmworld.py")
     head, _ = cluster.serving()
     (line,) = [n for n in head.stderr().splitlines() if "DP group leader:" in n]
     assert world.world_size(line) == 2

@@ -1,5 +1,6 @@
 """`serve.launcher: native`: who is in the head's vLLM world, as the head shows it. The deploy's
-/health identity check (services.py) and `halo-cluster status` read the same two things:
+/health identity check (roles/serve/services.py) and `halo-cluster status` read the same two
+things:
 
 - the world size the head's executor reports: its leader's line `DP group leader: node_rank=0,
   ... world_size=W, local_world_size=L` (vllm/v1/executor/multiproc_executor.py: _init_executor),
