@@ -19,14 +19,20 @@ from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import IMAGES_FORMAT, parse_images
 from halo_cluster.node.memory import memory_command, memory_process
 from halo_cluster.node.versions import versions_command, versions_process
-from halo_cluster.tools import reach, transport
+from halo_cluster.tools import reach, statuslive, transport
 from halo_cluster.tools.commands.exits import DOWN, ERROR, OK
 
 UP, UNREACHABLE = OK, ERROR  # status's names for them: 2 is DOWN, something is down
 VERDICTS = {UP: "up", DOWN: "something is down", UNREACHABLE: "a node cannot be reached"}
 SERVICES = ("halo-ray", "halo-vllm")
 # what --json says of a node it could not reach: none of it was read
-NOT_READ = ("ray", "gpus", "units", "vllm", "memory", "versions", "images")
+NOT_READ = ("ray", "gpus", "units", "vllm", "memory", "versions", "images", "live")
+# each command of the read is stopped after PART_SECONDS (a frozen user manager, Ray or
+# Prometheus: that part is said, the others are read), the node's whole read after
+# READ_SECONDS (a node whose SSH session itself says nothing)
+PART_SECONDS = 15
+READ_SECONDS = 30
+STOPPED = (transport.TIMED_OUT, 128 + 9)  # a part's exit when timeout(1) stopped it
 # run inside the Ray container with the Python that runs `ray`: the image's own, whatever it is
 RAY_NODES = (
     "import json, ray; ray.init(address='auto', logging_level='ERROR'); "
@@ -66,6 +72,8 @@ class NodeStatus:
     memory: dict = field(default_factory=dict)  # the memory budget (decide/budget.py)
     versions: dict = field(default_factory=dict)  # kernel and firmware (node/versions.py)
     images: dict = field(default_factory=dict)  # container -> the reference it runs (ImageName)
+    live: dict = field(default_factory=dict)  # head only: Prometheus' numbers (statuslive.py)
+    silent: list[str] = field(default_factory=list)  # the parts of its read stopped unanswered
 
 
 def models_command(cluster: Cluster) -> str:
@@ -104,8 +112,15 @@ def gather_commands(cluster: Cluster, node: Node) -> dict[str, str]:
             "ray": as_user(user, f"podman exec halo-ray sh -c {shlex.quote(ray)}"),
             "health": f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {url}/health",
             "models": models_command(cluster),
-        }
+        } | statuslive.commands(cluster)
     return commands
+
+
+def bounded(commands: dict[str, str]) -> dict[str, str]:
+    """Each command stopped after PART_SECONDS (timeout(1): exit 124, or 137 when it needed the
+    KILL 2 s later), so that one part that hangs cannot hold the node's read."""
+    bound = f"timeout -k 2 {PART_SECONDS} sh -c"
+    return {name: f"{bound} {shlex.quote(command)}" for name, command in commands.items()}
 
 
 def show_blocks(lines: list[str]) -> list[dict[str, str]]:
@@ -152,7 +167,10 @@ def read_node(
     if not result.reached:
         status.reachable, status.unreachable = False, reach.down(result)
         return status, []
+    status.silent = [name for name, part in found.items() if part.status in STOPPED]
     status.units = parse_units(found["units"].lines, found["errors"].filled)
+    if "units" in status.silent:  # not "absent": the user manager did not answer
+        status.units = [Unit(name, state=reach.UNKNOWN) for name in SERVICES]
     status.memory = asdict(node_budget(cluster, node, found["memory"].filled))
     status.versions = dict(versions_process(found["versions"].filled))
     status.images = {n: i["reference"] for n, i in parse_images(found["images"].filled).items()}
@@ -160,6 +178,7 @@ def read_node(
         status.units = [u for u in status.units if u.name != "halo-vllm"]
         return status, []
     status.vllm = _vllm(cluster, found)
+    status.live = statuslive.read(cluster, found)
     try:
         ray_nodes = json.loads((found["ray"].filled or ["[]"])[-1])
     except ValueError:
@@ -194,7 +213,7 @@ def _vllm(cluster: Cluster, found: dict[str, batch.Part]) -> dict:
 
 def collect(cluster: Cluster) -> list[NodeStatus]:
     with transport.connected(cluster) as ssh:
-        read = ssh.read_all(lambda node: gather_commands(cluster, node))
+        read = ssh.read_all(lambda node: bounded(gather_commands(cluster, node)), READ_SECONDS)
     results = [read_node(cluster, n, *read[n.name]) for n in cluster.nodes]
     statuses = [status for status, _ in results]
     head = next((s for s in statuses if s.role == "head"), None)

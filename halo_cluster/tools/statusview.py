@@ -22,10 +22,11 @@ from halo_cluster.config.docs import page
 from halo_cluster.config.model import Cluster
 from halo_cluster.decide import budget
 from halo_cluster.node.versions import firmware, summary
-from halo_cluster.tools import options, selection
+from halo_cluster.tools import options, selection, statuslive
 from halo_cluster.tools.project import config, load_or_say, next_deploy
 from halo_cluster.tools.status import (
     DOWN,
+    PART_SECONDS,
     SERVICES,
     UNREACHABLE,
     VERDICTS,
@@ -60,6 +61,23 @@ def versions_table(statuses: list[NodeStatus]) -> str:
     if len(running) > 1:
         lines.append("  the nodes run different kernels or firmware: make them equal")
     return "\n".join(lines)
+
+
+def live_table(statuses: list[NodeStatus]) -> str:
+    """Prometheus' numbers (statuslive.py), read on the head; nothing when it was left out."""
+    head = next((s for s in statuses if s.role == "head" and s.reachable), None)
+    return "\n".join(statuslive.lines(head.live)) if head else ""
+
+
+def silent_lines(statuses: list[NodeStatus]) -> list[str]:
+    """A node reached whose commands did not answer (a frozen user manager, Ray, Prometheus):
+    one line naming it and what was stopped."""
+    return [
+        f"{s.name}: reached, but no answer within {PART_SECONDS} s from its read of "
+        f"{', '.join(s.silent)} (a process it asks is stopped or stuck)"
+        for s in statuses
+        if s.silent
+    ]
 
 
 def image_cell(images: dict, lock: locks.Lock | None) -> str:
@@ -154,8 +172,11 @@ def main(argv: list[str]) -> int:
         for s in statuses:
             if not s.reachable:
                 print(s.unreachable)
+        for said in silent_lines(statuses):
+            print(said)
         lock, _ = locks.read(Path(cluster.container.lock))
-        parts = [table(cluster, statuses, lock), memory_table(statuses), versions_table(statuses)]
+        parts = [table(cluster, statuses, lock), live_table(statuses), memory_table(statuses),
+                 versions_table(statuses)]  # fmt: skip
         print("\n".join(part for part in parts if part))
         print(f"status: {VERDICTS[code]}")
     return code

@@ -1,0 +1,111 @@
+"""`status` during a freeze (issue 37: every process of the cluster user on a worker stopped with
+SIGSTOP): a node that says nothing within the read's bound is one line naming it, never a
+traceback; a node reached whose commands hang (a stopped user manager: `systemctl --user` waits
+on it) has each command stopped at its own bound, said in one line naming the node and the
+parts, the rest of its read kept. Real processes that sleep, behind the unit tests' fake ssh."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import yaml
+
+from halo_cluster.config.loader import parse_cluster
+from halo_cluster.node import batch
+from halo_cluster.tools import reach, status, statusview, transport
+from tests.unit.helpers_bench import fake_ssh
+from tests.unit.helpers_status import with_metrics
+
+CLUSTER = parse_cluster(
+    yaml.safe_load(
+        "cluster_user: vllm\nserve: {enabled: true, model: org/model}\nnodes:\n"
+        "  - {name: a, ssh: {host: h1}, data: {interface: eth1}}\n"
+        "  - {name: b, ssh: {host: h2}, data: {interface: eth1}}\n"
+    )
+)
+# argv: -F CONFIG ALIAS sh -s (or -O exit ALIAS): the head answers its read from $ANSWER, the
+# worker took the connection and says nothing (its session's shell stopped, as SIGSTOP leaves it)
+FROZEN_WORKER = """
+if [ "$3" = -O ]; then exit 0; fi
+case "$3" in *-b) exec sleep 60;; esac
+cat >/dev/null; cat "$ANSWER"
+"""
+# this machine's shell runs the script: the commands below are only echo and sleep
+LOCAL = """
+if [ "$3" = -O ]; then exit 0; fi
+shift 3; exec "$@"
+"""
+
+
+def test_a_node_silent_past_the_reads_bound_is_one_line(tmp_path, monkeypatch) -> None:
+    names = status.gather_commands(CLUSTER, CLUSTER.head)
+    answer = tmp_path / "head"
+    answer.write_bytes(batch.joined(batch.Part(0) for _ in names))
+    fake_ssh(tmp_path, monkeypatch, FROZEN_WORKER)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'fakebin'}:/usr/bin:/bin")
+    monkeypatch.setenv("ANSWER", str(answer))
+    monkeypatch.setattr(status, "READ_SECONDS", 1)
+    start = time.monotonic()
+    head, worker = status.collect(CLUSTER)
+    assert time.monotonic() - start < 10  # the bound, not the sleeping ssh's 60 s
+    assert head.reachable and not worker.reachable
+    assert worker.unreachable == "b (h2:22): cannot be reached: timed out (no answer within 1 s)"
+    assert status.exit_code(CLUSTER, [head, worker]) == status.UNREACHABLE
+
+
+@pytest.fixture
+def local(tmp_path, monkeypatch) -> Iterator[transport.SshTransport]:
+    fake_ssh(tmp_path, monkeypatch, LOCAL)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'fakebin'}:/usr/bin:/bin")
+    with transport.connected(CLUSTER) as ssh:
+        yield ssh
+
+
+def test_a_part_that_hangs_is_stopped_at_its_bound_the_others_read(local, monkeypatch) -> None:
+    monkeypatch.setattr(status, "PART_SECONDS", 1)
+    start = time.monotonic()
+    result, found = local.read(
+        CLUSTER.workers[0], status.bounded({"versions": "echo 6.18", "units": "exec sleep 30"})
+    )
+    assert time.monotonic() - start < 8
+    assert result.ok and found["versions"].out == "6.18\n"
+    assert found["units"].status in status.STOPPED
+
+
+def test_a_node_whose_services_do_not_answer_says_so_and_is_down() -> None:
+    """The worker's user manager stopped: `units` and `errors` stopped at their bound; its units
+    are unknown (not absent), and one line names the node and what did not answer."""
+    names = status.gather_commands(CLUSTER, CLUSTER.workers[0])
+    printed = batch.joined(
+        batch.Part(transport.TIMED_OUT if name in ("units", "errors") else 0) for name in names
+    )
+    result = transport.Result(CLUSTER.workers[0], 0, printed.decode(), "")
+    worker, _ = status.read_node(CLUSTER, CLUSTER.workers[0], result, result.sections(names))
+    assert worker.reachable and worker.silent == ["units", "errors"]
+    assert [(u.name, u.state) for u in worker.units] == [("halo-ray", reach.UNKNOWN)]
+    assert statusview.silent_lines([worker]) == [
+        f"b: reached, but no answer within {status.PART_SECONDS} s from its read of "
+        "units, errors (a process it asks is stopped or stuck)"
+    ]
+    head = status.NodeStatus("a", "head", "192.168.100.1", ray="alive")
+    head.units = [status.Unit("halo-ray", "active"), status.Unit("halo-vllm", "active")]
+    head.vllm = {"health": 200}
+    worker.ray = "alive"
+    assert status.exit_code(CLUSTER, [head, worker]) == status.DOWN
+
+
+def test_every_read_of_status_is_bounded() -> None:
+    """Every command of every node's read under timeout(1), Ray's nodes and the live queries
+    included; the head's HTTP reads (vLLM's /health and /v1/models) also by curl's own -m."""
+    cluster = with_metrics(CLUSTER)
+    for node in cluster.nodes:
+        read = status.bounded(status.gather_commands(cluster, node))
+        prefix = f"timeout -k 2 {status.PART_SECONDS} sh -c "
+        assert all(command.startswith(prefix) for command in read.values())
+    head = status.gather_commands(cluster, cluster.head)
+    assert {"ray", "health", "models", "live:tokens_per_s"} <= set(head)
+    curls = [c for c in head.values() if "curl " in c]
+    assert len(curls) == 10 and all(" -m " in c for c in curls)
+    assert status.READ_SECONDS < transport.READ_SECONDS

@@ -1,0 +1,220 @@
+"""`status` live (halo_cluster/tools/statuslive.py): Prometheus' answers in the HTTP API's own
+JSON shape, as prometheus/prometheus docs/querying/api.md (@d15adb9, "Format overview",
+"Instant queries", "Expression query result formats") documents them: the envelope
+`{"status", "data": {"resultType", "result"}}`, each sample `[<unix_time>, "<sample_value>"]`
+with its value a string ("NaN" quoted), and `{"status": "error", "errorType", "error"}`; the
+queries sent by the real curl to a local HTTP server, and to a port nothing listens on."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import subprocess
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from typing import ClassVar
+
+import pytest
+import yaml
+
+from halo_cluster.config.loader import parse_cluster
+from halo_cluster.node import batch
+from halo_cluster.tools import status, statuslive, statusview
+from tests.unit.helpers_status import with_metrics
+
+CLUSTER = parse_cluster(
+    yaml.safe_load(
+        "cluster_user: vllm\nserve: {enabled: true, model: org/model}\nnodes:\n"
+        "  - {name: a, ssh: {host: h1}, data: {interface: eth1}}\n"
+        "  - {name: b, ssh: {host: h2}, data: {interface: eth1}}\n"
+    )
+)
+LIVE = with_metrics(CLUSTER)
+T = 1764687600.781  # a unix time, as the API writes it (seconds, a fraction)
+
+
+def vector(*samples: tuple[dict, str]) -> dict:
+    """An instant query's answer: a vector of (labels, value as a string)."""
+    result = [{"metric": labels, "value": [T, value]} for labels, value in samples]
+    return {"status": "success", "data": {"resultType": "vector", "result": result}}
+
+
+def per_node(metric: str, a: str, b: str) -> dict:
+    """A `by (instance)` answer: node_exporter's targets on the nodes' data addresses."""
+    return vector(({"instance": "192.168.100.1:9100"}, a), ({"instance": "192.168.100.2:9100"}, b))
+
+
+ANSWERS = {
+    "requests_running": vector(({}, "3")),
+    "requests_waiting": vector(({}, "1")),
+    "tokens_per_s": vector(({}, "41.25")),
+    "ttft_p50_s": vector(({}, "0.21")),
+    "ttft_p95_s": vector(({}, "0.8")),
+    "gpu_busy_percent": per_node("node_drm_gpu_busy_percent", "87", "85"),
+    "memory_available_bytes": per_node("node_memory_MemAvailable_bytes", str(12 << 30), "0"),
+    "gtt_used_bytes": per_node("node_drm_memory_gtt_used_bytes", str(80 << 30), str(79 << 30)),
+}
+
+
+def parts(answers: dict[str, dict | str], status_: int = 0, err: str = "") -> dict:
+    """The head's read of the live queries, as the batch format gives it back."""
+    found = {}
+    for name in statuslive.QUERIES:
+        body = answers.get(name, "")
+        text = body if isinstance(body, str) else json.dumps(body)
+        found[statuslive.PREFIX + name] = batch.Part(status_, text.encode(), err.encode())
+    return found
+
+
+def test_each_query_is_a_bounded_curl_on_the_head_to_its_data_address() -> None:
+    commands = statuslive.commands(LIVE)
+    assert list(commands) == [statuslive.PREFIX + name for name in statuslive.QUERIES]
+    for command in commands.values():
+        assert command.startswith(f"curl -sS -m {statuslive.CURL_SECONDS} -G --data-urlencode")
+        assert command.endswith("http://192.168.100.1:9090/api/v1/query")
+    head = status.gather_commands(LIVE, LIVE.head)
+    assert set(commands) <= set(head) and not set(commands) & set(
+        status.gather_commands(LIVE, LIVE.workers[0])
+    )
+    assert statuslive.commands(CLUSTER) == {}  # metrics off: no query
+
+
+def test_the_numbers_and_each_nodes_by_its_instance() -> None:
+    live = statuslive.read(LIVE, parts(ANSWERS))
+    assert live["state"] == statuslive.UP and live["errors"] == []
+    assert (live["requests_running"], live["requests_waiting"]) == (3.0, 1.0)
+    assert (live["tokens_per_s"], live["ttft_p50_s"], live["ttft_p95_s"]) == (41.25, 0.21, 0.8)
+    assert live["nodes"]["a"] == {
+        "gpu_busy_percent": 87.0,
+        "memory_available_bytes": float(12 << 30),
+        "gtt_used_bytes": float(80 << 30),
+    }
+    said = statuslive.lines(live)
+    assert said[0] == (
+        "live (Prometheus http://192.168.100.1:9090, last 5m): requests 3 running, 1 waiting; "
+        "41.2 tokens/s; time to first token p50 0.21 s, p95 0.80 s"
+    )
+    assert said[1:] == [
+        "  a: GPU busy 87 %, memory available 12.0 GiB, GTT used 80.0 GiB",
+        "  b: GPU busy 85 %, memory available 0.0 GiB, GTT used 79.0 GiB",
+    ]
+
+
+def test_empty_results_and_nan_are_no_data_never_zero() -> None:
+    """No request in the window: the quantile of no observations is NaN; no drm device (the
+    lab's nodes): the GPU queries return an empty vector."""
+    answers = ANSWERS | {
+        "ttft_p50_s": vector(({}, "NaN")),
+        "ttft_p95_s": vector(({}, "NaN")),
+        "tokens_per_s": vector(),
+        "gpu_busy_percent": vector(),
+        "gtt_used_bytes": vector(({"instance": "192.168.100.2:9100"}, "NaN")),
+    }
+    live = statuslive.read(LIVE, parts(answers))
+    assert (live["tokens_per_s"], live["ttft_p50_s"], live["ttft_p95_s"]) == (None, None, None)
+    assert live["nodes"]["b"]["gpu_busy_percent"] is None
+    assert live["nodes"]["b"]["gtt_used_bytes"] is None
+    said = statuslive.lines(live)
+    assert "no data tokens/s" not in said[0] and "no data; time to first token" in said[0]
+    assert said[2] == "  b: GPU busy no data, memory available 0.0 GiB, GTT used no data"
+    assert json.loads(json.dumps(live))["ttft_p50_s"] is None  # --json: null, not NaN
+
+
+def test_a_series_of_no_node_is_left_out() -> None:
+    answers = ANSWERS | {"gpu_busy_percent": vector(({"instance": "10.9.9.9:9100"}, "50"))}
+    live = statuslive.read(LIVE, parts(answers))
+    assert [n["gpu_busy_percent"] for n in live["nodes"].values()] == [None, None]
+
+
+def test_prometheus_down_is_one_line() -> None:
+    refused = "curl: (7) Failed to connect to 192.168.100.1 port 9090 after 0 ms: Couldn't connect"
+    live = statuslive.read(LIVE, parts({}, status_=7, err=refused + "\n"))
+    assert live == {"state": "down", "prometheus": "http://192.168.100.1:9090", "reason": refused}
+    assert statuslive.lines(live) == [
+        f"live: Prometheus at http://192.168.100.1:9090 did not answer ({refused}): "
+        "the table is this moment only"
+    ]
+
+
+def test_an_error_envelope_is_said_the_other_queries_are_read() -> None:
+    error = {"status": "error", "errorType": "bad_data", "error": "1:5: parse error"}
+    live = statuslive.read(LIVE, parts(ANSWERS | {"ttft_p95_s": error}))
+    assert live["state"] == "up" and live["ttft_p95_s"] is None and live["tokens_per_s"] == 41.25
+    assert live["errors"] == ["ttft_p95_s: bad_data: 1:5: parse error"]
+    assert statuslive.lines(live)[-1] == "  live: query ttft_p95_s: bad_data: 1:5: parse error"
+    garbled = statuslive.read(LIVE, parts(ANSWERS | {"requests_running": "<html>"}))
+    assert garbled["errors"] == ["requests_running: not Prometheus' JSON: '<html>'"]
+
+
+def test_metrics_off_and_a_head_not_read() -> None:
+    assert statuslive.read(CLUSTER, {})["state"] == statuslive.OFF
+    assert statuslive.lines({"state": "off"})[0].startswith("live: metrics.enabled is false")
+    assert statuslive.lines({}) == ["live: not read (the head was not read)"]
+
+
+class Prometheus(http.server.BaseHTTPRequestHandler):
+    """A stand-in for Prometheus' /api/v1/query: answers from ANSWERS by the query sent."""
+
+    asked: ClassVar[list[dict]] = []
+
+    def do_GET(self) -> None:
+        url = urllib.parse.urlparse(self.path)
+        query = urllib.parse.parse_qs(url.query)
+        Prometheus.asked.append({"path": url.path, **{k: v[0] for k, v in query.items()}})
+        name = next(n for n, q in statuslive.QUERIES.items() if q == query["query"][0])
+        body = json.dumps(ANSWERS[name]).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def prometheus() -> Iterator[int]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Prometheus)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+
+
+def run_read(port: int) -> dict[str, batch.Part]:
+    """The live commands in the batch format, run by this machine's shell with the real curl,
+    against 127.0.0.1:PORT in place of the head's data address."""
+    commands = {
+        name: command.replace("192.168.100.1:9090", f"127.0.0.1:{port}")
+        for name, command in statuslive.commands(LIVE).items()
+    }
+    run = subprocess.run(
+        ["sh", "-s"], input=batch.named(commands).encode(), capture_output=True, timeout=30
+    )
+    return batch.sections(run.stdout, commands)
+
+
+def test_the_real_curl_sends_each_query_url_encoded(prometheus: int) -> None:
+    Prometheus.asked.clear()
+    live = statuslive.read(LIVE, run_read(prometheus))
+    assert live["state"] == "up" and live["tokens_per_s"] == 41.25 and live["errors"] == []
+    assert sorted(a["query"] for a in Prometheus.asked) == sorted(statuslive.QUERIES.values())
+    assert {(a["path"], a["timeout"]) for a in Prometheus.asked} == {("/api/v1/query", "4s")}
+
+
+def test_the_real_curl_to_a_port_nothing_listens_on_is_down() -> None:
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Prometheus) as closed:
+        port = closed.server_address[1]  # bound, then closed: nothing listens
+    live = statuslive.read(LIVE, run_read(port))
+    assert live["state"] == "down" and live["reason"].startswith("curl: (7)")
+
+
+def test_status_shows_the_live_lines_after_the_table() -> None:
+    head = status.NodeStatus("a", "head", "192.168.100.1")
+    head.live = statuslive.read(LIVE, parts(ANSWERS))
+    worker = status.NodeStatus("b", "worker", "192.168.100.2")
+    assert statusview.live_table([head, worker]).startswith("live (Prometheus http://")
+    gone = status.NodeStatus("a", "head", "192.168.100.1", reachable=False)
+    assert statusview.live_table([gone, worker]) == ""
+    assert status.as_json(gone)["live"] == "unknown"
+    assert status.as_json(head)["live"]["nodes"]["b"]["gpu_busy_percent"] == 85.0
