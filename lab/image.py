@@ -65,8 +65,8 @@ def ensure_image() -> Path:
             '--customize-hook=ln -s /opt/ray/bin/ray "$1/usr/local/bin/ray"',
             '--customize-hook=ln -s /opt/ray/bin/hf "$1/usr/local/bin/hf"',
             f"--customize-hook=copy-in {STANDIN / 'vllm'} /usr/local/bin",
-            # beside the script, where its `import vllm_native` finds it (sys.path[0])
-            f"--customize-hook=copy-in {STANDIN / 'vllm_native.py'} /usr/local/bin",
+            # its modules beside the script, where its imports find them (sys.path[0])
+            *(f"--customize-hook=copy-in {m} /usr/local/bin" for m in sorted(STANDIN.glob("*.py"))),
             '--customize-hook=chmod 755 "$1/usr/local/bin/vllm"',
             f'--customize-hook=mkdir -p "$1{DIST_INFO}" && printf '
             f"'Metadata-Version: 2.1\\nName: vllm\\nVersion: {STANDIN_VERSION}\\n' "

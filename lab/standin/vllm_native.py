@@ -32,7 +32,6 @@ they all did: a stopped worker anywhere holds every step.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import socket
 import subprocess
@@ -51,7 +50,10 @@ HANDSHAKE_TIMEOUT_MINS = 5  # vllm/v1/engine/core.py
 ENGINE_READY_TIMEOUT = int(os.environ.get("VLLM_ENGINE_READY_TIMEOUT_S", "600"))
 # a local GPU worker: runs each step its launcher passes it, until its launcher goes (the end of
 # its connection is vLLM's death pipe)
-WORKER = "import sys\nfor line in sys.stdin.buffer: sys.stdout.buffer.write(line); sys.stdout.flush()"
+WORKER = """import json, os
+for line in open(0, "rb"):
+    os.write(1, json.dumps({"done": json.loads(line)["step"]}).encode() + b"\\n")
+"""
 
 Engine = Callable[[argparse.Namespace, Callable[[int], None]], Core]
 Listen = Callable[[argparse.Namespace, Core], None]

@@ -22,6 +22,7 @@ import pytest
 from lab import hub
 
 STANDIN = Path(__file__).resolve().parents[2] / "lab" / "standin" / "vllm"
+sys.path.insert(0, str(STANDIN.parent))  # its modules, found beside it as in the image
 KEY = "sk-lab-test-key"
 # the result fields vllm/benchmarks/serve.py writes without --save-detailed (main_async, benchmark)
 FIELDS = {
@@ -42,18 +43,14 @@ def load(name: str) -> ModuleType:
     return module
 
 
-class Alive:
-    """The engine as the handler reads it: alive (the ranks are Ray's, not this test's)."""
-
-    dead = None
-
-    def step(self) -> None:
-        pass
+def one_rank(step: int) -> None:
+    """A TP 1 world's collective: no other rank to meet."""
 
 
 def server(module: ModuleType) -> Iterator[str]:
     args = module.parse(["serve", "/models/opt", "--served-model-name", "opt", "--api-key", KEY])
-    http = module.ThreadingHTTPServer(("127.0.0.1", 0), module.handler(args, Alive()))
+    core = module.engine(args, one_rank)
+    http = module.ThreadingHTTPServer(("127.0.0.1", 0), module.handler(args, core))
     threading.Thread(target=http.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{http.server_address[1]}"
     http.shutdown()

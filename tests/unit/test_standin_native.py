@@ -28,6 +28,7 @@ import pytest
 STANDIN = Path(__file__).resolve().parents[2] / "lab" / "standin" / "vllm"
 RPC_TIMEOUT = 4  # VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS for these tests (vLLM's is 300)
 WATCHDOG = 5  # the stand-in's API server ends this long after the engine died
+sys.path.insert(0, str(STANDIN.parent))  # its modules, found beside it as in the image
 
 
 def load(name: str, path: Path) -> ModuleType:
@@ -153,7 +154,8 @@ def test_the_defaults_are_vllms(monkeypatch) -> None:
     monkeypatch.delenv("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", raising=False)
     monkeypatch.delenv("VLLM_ENGINE_READY_TIMEOUT_S", raising=False)
     native = load("standin_native_defaults", STANDIN.parent / "vllm_native.py")
-    assert (native.EXECUTE_MODEL_TIMEOUT, native.ENGINE_READY_TIMEOUT) == (300, 600)
+    engine = load("standin_engine_defaults", STANDIN.parent / "vllm_engine.py")
+    assert (engine.EXECUTE_MODEL_TIMEOUT, native.ENGINE_READY_TIMEOUT) == (300, 600)
     assert (native.PG_TIMEOUT, native.HANDSHAKE_TIMEOUT_MINS, native.DP_RPC_PORT) == (600, 5, 29550)
 
 
