@@ -1,0 +1,64 @@
+"""The cluster's Prometheus alert rules (templates/metrics/alerts.yml.j2), rendered with the bounds
+a user may change (`metrics.alerts.*`). The rules' names, bounds and
+runbooks: docs/roles/metrics.md, "Alerts"; every rule is tested firing and not firing with
+`promtool test rules` (tests/unit/test_alert_rules.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from halo_cluster.config import rules
+from halo_cluster.config.schema import Field
+from halo_cluster.node.render import templates
+
+TEMPLATE = "alerts.yml.j2"
+TARGET = "alerts.yml"  # beside prometheus.yml, in its `rule_files`
+SECTION = "metrics.alerts"
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A bound of the rules a user may want to move: its key below `metrics.alerts`."""
+
+    key: str
+    default: int
+    doc: str
+
+
+BOUNDS = (
+    Bound(
+        "memory_available_gib",
+        4,
+        "NodeMemoryAvailableLow fires when a node's MemAvailable stays under this many GiB for "
+        "2 minutes (unified memory: the GPU's allocations count here too).",
+    ),
+    Bound(
+        "temperature_celsius",
+        90,
+        "NodeTemperatureHigh fires when a hwmon sensor stays above this for 5 minutes.",
+    ),
+    Bound(
+        "kv_cache_percent",
+        95,
+        "VllmKvCacheNearlyFull fires when vLLM's KV cache use stays above this percentage for "
+        "5 minutes.",
+    ),
+)
+DEFAULTS = {bound.key: bound.default for bound in BOUNDS}
+
+
+def fields() -> tuple[Field, ...]:
+    """The bounds as schema keys, for the metrics role's section (roles/metrics/schema.py)."""
+    return (
+        Field(SECTION, "mapping", {}, "Bounds of the alert rules (docs/roles/metrics.md)."),
+        *(
+            Field(f"{SECTION}.{b.key}", "integer", b.default, b.doc, rule=rules.positive)
+            for b in BOUNDS
+        ),
+    )
+
+
+def render(bounds: dict[str, Any] | None = None) -> str:
+    """alerts.yml: the bounds given (the config's `metrics.alerts`), else the defaults."""
+    return templates(__package__ or "")(TEMPLATE, **{**DEFAULTS, **(bounds or {})})
