@@ -1,5 +1,5 @@
 """Lab command line: `python -m lab up|down|status|reboot|install-kernel|publish-image|
-break-kernel|throttle`
+break-kernel|throttle|freeze`
 (docs/lab.md)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from halo_cluster.config import lock
-from lab import image, network, node, rootfs, rpms, sh, throttle
+from lab import freeze, image, network, node, rootfs, rpms, sh, throttle
 from lab.sh import LabError
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -477,6 +477,9 @@ def main(argv: list[str]) -> int:
     p_break.add_argument("--node", action="append", help="this node only (default: every node)")
     p_throttle = sub.add_parser("throttle", help="the registry and the hub send at most RATE")
     p_throttle.add_argument("--rate", required=True, help="e.g. 2MB/s or 500KB/s; off ends it")
+    p_freeze = sub.add_parser("freeze", help="stop NODE's vLLM rank for N seconds (a GPU hang)")
+    p_freeze.add_argument("node")
+    p_freeze.add_argument("--seconds", type=float, required=True)
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
@@ -505,6 +508,12 @@ def main(argv: list[str]) -> int:
             rate = throttle.parse_rate(args.rate)
             throttle.throttle(LAB_DIR, load_state().get("nodes", []), rate)
             print(f"lab: registry and hub at {args.rate}" if rate else "lab: throttle off")
+        elif args.command == "freeze":
+            state = load_state()
+            where = state.get("nodes", [])
+            freeze.freeze(
+                where, args.node, args.seconds, lambda: ssh_argv(node_address(state, args.node))
+            )
     except LabError as error:
         print(f"lab: {error}", file=sys.stderr)
         return 1

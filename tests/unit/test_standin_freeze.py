@@ -1,0 +1,78 @@
+"""`python -m lab freeze NODE --seconds N` (lab/freeze.py): its arguments refused in one line
+before any node is reached, and the processes it would stop found by the titles the stand-in's
+workers carry (the lab's freeze itself is exercised by the watchdog's e2e test)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab import cli, freeze
+
+STANDIN = Path(__file__).resolve().parents[2] / "lab" / "standin"
+
+
+@pytest.fixture
+def lab_state(tmp_path, monkeypatch) -> Path:
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"nodes": ["node1", "node2"]}))
+    monkeypatch.setattr(cli, "STATE", state)
+    return state
+
+
+MORE = "the seconds must be more than 0"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["node9", "--seconds", "5"], "freeze: no lab node named 'node9' (nodes: node1, node2)"),
+        (["node2", "--seconds", "0"], f"freeze --seconds 0.0: {MORE}"),
+        (["node2", "--seconds", "-3"], f"freeze --seconds -3.0: {MORE}"),
+    ],
+)
+def test_a_bad_node_or_time_is_refused_in_one_line(lab_state, capsys, argv, message) -> None:
+    def unreachable() -> list[str]:
+        raise AssertionError("no node is reached for refused arguments")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cli, "ssh_argv", lambda *_: unreachable())
+        assert cli.main(["freeze", *argv]) == 1
+    assert capsys.readouterr().err.strip() == f"lab: {message}"
+
+
+@pytest.mark.parametrize("argv", [["node2"], ["node2", "--seconds", "ten"], ["--seconds", "5"]])
+def test_the_node_and_a_number_of_seconds_are_required(lab_state, capsys, argv) -> None:
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["freeze", *argv])
+    assert ended.value.code == 2
+    assert "usage: python -m lab freeze" in capsys.readouterr().err
+
+
+def test_a_node_without_a_rank_says_so(lab_state, capsys) -> None:
+    """A node where nothing matches (here: a shell that finds nothing) is refused, not frozen."""
+    with pytest.raises(cli.LabError, match="no vLLM rank process runs on node2"):
+        freeze.freeze(["node1", "node2"], "node2", 1, lambda: ["sh", "-c", "true", "--"])
+
+
+def test_the_pattern_finds_the_stand_ins_workers_by_their_title() -> None:
+    """The native launcher's worker is titled as vLLM's (VLLM::Worker_TP<rank>); pgrep -f with
+    freeze's pattern finds it as the node's root would (looking only, nothing is signalled)."""
+    sys.path.insert(0, str(STANDIN))
+    import vllm_native
+
+    worker = vllm_native.Worker(7)
+    try:
+        found = subprocess.run(
+            ["pgrep", "-f", freeze.RANK_PROCESSES], capture_output=True, text=True
+        ).stdout.split()
+        assert str(worker.process.pid) in found
+        title = Path(f"/proc/{worker.process.pid}/cmdline").read_bytes().split(b"\0")[0]
+        assert title == b"VLLM::Worker_TP7"
+    finally:
+        worker.process.kill()
+        worker.process.wait()
