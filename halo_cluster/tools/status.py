@@ -2,7 +2,8 @@
 through the transport, all nodes at once: each service unit (state, restarts, since when, the
 last error line of a failed one), the image its containers run, the kernel and firmware the node
 runs and has installed (the deploy's InstalledVersions read), its memory budget, and from the
-head Ray's nodes (address, alive, GPUs) and vLLM's health, models and URL; and the verdict (exit
+head Ray's nodes (address, alive, GPUs; with `serve.launcher: native` the head's world instead:
+statusranks.py) and vLLM's health, models and URL; and the verdict (exit
 0 everything up, 2 something down, 1 a node not reached)."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import IMAGES_FORMAT, parse_images
 from halo_cluster.node.memory import memory_command, memory_process
 from halo_cluster.node.versions import versions_command, versions_process
-from halo_cluster.tools import reach, statuslive, transport
+from halo_cluster.tools import reach, statuslive, statusranks, transport
 from halo_cluster.tools.commands.exits import DOWN, ERROR, OK
 
 UP, UNREACHABLE = OK, ERROR  # status's names for them: 2 is DOWN, something is down
@@ -72,6 +73,7 @@ class NodeStatus:
     memory: dict = field(default_factory=dict)  # the memory budget (decide/budget.py)
     versions: dict = field(default_factory=dict)  # kernel and firmware (node/versions.py)
     images: dict = field(default_factory=dict)  # container -> the reference it runs (ImageName)
+    rank: dict = field(default_factory=dict)  # serve.launcher: native: its rank (statusranks.py)
     live: dict = field(default_factory=dict)  # head only: Prometheus' numbers (statuslive.py)
     silent: list[str] = field(default_factory=list)  # the parts of its read stopped unanswered
 
@@ -113,6 +115,9 @@ def gather_commands(cluster: Cluster, node: Node) -> dict[str, str]:
             "health": f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {url}/health",
             "models": models_command(cluster),
         } | statuslive.commands(cluster)
+        if statusranks.native(cluster):  # no Ray to ask: the head's own view of its world
+            commands = {n: c for n, c in commands.items() if n != "ray"}
+            commands |= statusranks.head_commands(cluster)
     return commands
 
 
@@ -174,11 +179,14 @@ def read_node(
     status.memory = asdict(node_budget(cluster, node, found["memory"].filled))
     status.versions = dict(versions_process(found["versions"].filled))
     status.images = {n: i["reference"] for n, i in parse_images(found["images"].filled).items()}
+    status.units = [u for u in status.units if u.name in statusranks.services(cluster, node)]
     if node.role == "worker":
-        status.units = [u for u in status.units if u.name != "halo-vllm"]
         return status, []
     status.vllm = _vllm(cluster, found)
     status.live = statuslive.read(cluster, found)
+    if statusranks.native(cluster):
+        status.vllm["world"] = statusranks.head_world(found)
+        return status, []
     try:
         ray_nodes = json.loads((found["ray"].filled or ["[]"])[-1])
     except ValueError:
@@ -198,6 +206,7 @@ def node_budget(cluster: Cluster, node: Node, lines: list[str]) -> budget.Budget
         gpus=serve.gpus,
         parallelism=serve.parallelism,
         configured_gtt_bytes=cluster.kernel.gtt_bytes,
+        ray=serve.launcher == "ray",
     )
 
 
@@ -216,6 +225,8 @@ def collect(cluster: Cluster) -> list[NodeStatus]:
         read = ssh.read_all(lambda node: bounded(gather_commands(cluster, node)), READ_SECONDS)
     results = [read_node(cluster, n, *read[n.name]) for n in cluster.nodes]
     statuses = [status for status, _ in results]
+    if statusranks.native(cluster):  # no Ray: each rank is placed on the whole config (main)
+        return statuses
     head = next((s for s in statuses if s.role == "head"), None)
     if head is None or not head.reachable:
         # Ray's nodes are read on the head (left out, or unreachable): every node's stays unknown
@@ -242,6 +253,8 @@ def exit_code(cluster: Cluster, statuses: list[NodeStatus]) -> int:
     head = next((s for s in statuses if s.role == "head"), None)
     # the head left out (--limit, --exclude): Ray and vLLM, read there, are not judged
     ray = head is None or all(s.ray == "alive" for s in statuses)
+    if statusranks.native(cluster):
+        ray = statusranks.whole(cluster, statuses)  # no Ray: the head's world is whole
     served = head is None or head.vllm.get("health") == 200
     units = all(u.state == "active" for s in statuses for u in s.units)
     return UP if ray and served and units else DOWN

@@ -22,7 +22,7 @@ from halo_cluster.config.docs import page
 from halo_cluster.config.model import Cluster
 from halo_cluster.decide import budget
 from halo_cluster.node.versions import firmware, summary
-from halo_cluster.tools import options, selection, statuslive
+from halo_cluster.tools import options, selection, statuslive, statusranks
 from halo_cluster.tools.project import config, load_or_say, next_deploy
 from halo_cluster.tools.status import (
     DOWN,
@@ -114,7 +114,9 @@ def image_line(lock: locks.Lock | None) -> str:
 
 
 def table(cluster: Cluster, statuses: list[NodeStatus], lock: locks.Lock | None = None) -> str:
-    rows = [("node", "role", "ray", "node ip", "gpus", "image", "services", "vllm")]
+    native = statusranks.native(cluster)  # no Ray: which rank runs where, in the head's world
+    rows = [("node", "role", "rank" if native else "ray", "node ip", "gpus", "image", "services",
+             "vllm")]  # fmt: skip
     for s in statuses:
         if not s.reachable:
             continue  # said in its one line (`main`)
@@ -130,13 +132,15 @@ def table(cluster: Cluster, statuses: list[NodeStatus], lock: locks.Lock | None 
             vllm += f", {s.vllm['url']}"
         image = image_cell(s.images, lock)
         gpus = f"{s.gpus:g}" if isinstance(s.gpus, float | int) else s.gpus
-        rows.append((s.name, s.role, s.ray, s.address, gpus, image, services, vllm))
+        ray = statusranks.cell(s) if native else s.ray
+        rows.append((s.name, s.role, ray, s.address, gpus, image, services, vllm))
     rows = rows if len(rows) > 1 else []  # no node read: no table
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))] if rows else []
     lines = [image_line(lock), *filter(None, [next_deploy(cluster)])]
     lines += [
         "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
     ]
+    lines += [statusranks.world_line(cluster, statuses)] if native and rows else []
     lines += [f"{s.name}: {u.name} failed: {u.error}" for s in statuses for u in s.units if u.error]
     return "\n".join(lines)
 
@@ -162,6 +166,8 @@ def main(argv: list[str]) -> int:
             print(f"status: {said}")
         return DOWN
     statuses = collect(replace(cluster, nodes=tuple(chosen)))  # only the selected nodes read
+    if statusranks.native(cluster):
+        statusranks.place(cluster, statuses)
     code = exit_code(cluster, statuses)
     if args.json:
         nodes = [as_json(s) for s in statuses]
