@@ -134,6 +134,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         kept = [item for item in kept if item not in serving]
         if serving:
             print(f"serving checks left out: serve.enabled is false in {cluster.source}")
+    kept = launchers_checks(cluster, kept)
     down = set(summary.unreachable)
     if down:
         for item in kept:
@@ -143,6 +144,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if len(kept) != len(items):
         config.hook.pytest_deselected(items=[i for i in items if i not in kept])
         items[:] = kept
+
+
+def launchers_checks(cluster: Cluster, items: list[pytest.Item]) -> list[pytest.Item]:
+    """The serving checks of the configured launcher only: Ray's (`test_ray_*`) with `ray`, the
+    native world's (`test_native_*`) with `native`; the other's left out, said in one line."""
+    if not cluster.serve.enabled:
+        return items
+    native = cluster.serve.launcher == "native"
+    other = "test_ray_" if native else "test_native_"
+    left = [item for item in items if SERVING in item.nodeid and item.name.startswith(other)]
+    if left and native:  # with Ray, the native checks are simply not this cluster's
+        print(f"Ray's checks left out: serve.launcher is native in {cluster.source}")
+    return [item for item in items if item not in left]
 
 
 def needs(cluster: Cluster, item: pytest.Item) -> set[str]:

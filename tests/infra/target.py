@@ -26,7 +26,7 @@ from testinfra.backend.base import CommandResult
 from halo_cluster.config.model import Cluster, Node
 from halo_cluster.config.serving import SERVE_ENV
 from halo_cluster.decide.safety import resolve_interface
-from halo_cluster.node import batch, toolbox
+from halo_cluster.node import batch, toolbox, vllmworld
 from halo_cluster.node.facts import (
     CONTAINER_IMAGE,
     IMAGE_ID,
@@ -127,11 +127,7 @@ class Target:
         if self.node.role == "head":
             reads += [self.ssh_to_worker_command(w.address) for w in self.cluster.workers]
             if self.cluster.serve.enabled:
-                reads += [
-                    self.ray_nodes_command,
-                    self.ray_without_token_command,
-                    home_command(user),
-                ]
+                reads += [*self.launcher_commands(), home_command(user)]
                 reads += [self.curl_command(*request) for request in self.serving_requests()]
         return reads
 
@@ -299,6 +295,24 @@ class Target:
             f"runuser -u {self.cluster.cluster_user} -- ssh -o BatchMode=yes "
             f"-o StrictHostKeyChecking=yes -o UpdateHostKeys=no -o ConnectTimeout=5 {address} true"
         )
+
+    def launcher_commands(self) -> list[str]:
+        """The head's reads of how vLLM spans the nodes: Ray's, or the native world's."""
+        if self.cluster.serve.launcher == "native":
+            return self.world_commands
+        return [self.ray_nodes_command, self.ray_without_token_command]
+
+    @property
+    def world_commands(self) -> list[str]:
+        user, port = self.cluster.cluster_user, self.cluster.serve.master_port
+        return [vllmworld.leader_command(user), vllmworld.peers_command(port)]
+
+    @cached_property
+    def world(self) -> tuple[int | None, list[str]]:
+        """With `serve.launcher: native`: the world size the head's executor reports and the
+        nodes whose ranks hold its master port (node/vllmworld.py, the deploy's check)."""
+        leader, peers = (self.run(command).stdout for command in self.world_commands)
+        return vllmworld.world_size(leader), vllmworld.store_peers(peers.splitlines())
 
     @property
     def ray_nodes_command(self) -> str:

@@ -1,5 +1,6 @@
-"""The serving cluster (when `serve.enabled`): Ray's nodes, vLLM's health, models, API key and a
-completion, and which transport RCCL really used between the nodes."""
+"""The serving cluster (when `serve.enabled`): Ray's nodes (with `serve.launcher: native` the head's
+vLLM world instead: `test_native_*`, conftest.py keeps the launcher's own), vLLM's health, models,
+API key and a completion, and which transport RCCL really used between the nodes."""
 
 from __future__ import annotations
 
@@ -30,10 +31,45 @@ def test_ray_has_every_node_with_one_gpu(head: Target, measured) -> None:
     measured(f"{len(alive)} nodes, {sum(alive.values()):g} GPUs")
 
 
+def test_native_world_has_every_node(head: Target, measured) -> None:
+    """`serve.launcher: native`: the world size the head's executor reports is TP x PP and the
+    ranks on its master port are the configured nodes, as the deploy's /health wait checks."""
+    size, peers = head.world
+    serve = head.cluster.serve
+    assert size == serve.gpus, (
+        f"the head's vLLM reports world size {size or 'none'}, expected {serve.parallelism} = "
+        f"{serve.gpus}: `journalctl --user -u halo-vllm` on the head (still starting, or another "
+        "config's vLLM); re-run the deploy"
+    )
+    wanted = sorted(n.address for n in head.cluster.nodes)
+    assert peers == wanted, (
+        f"the ranks on {head.cluster.head.address}:{serve.master_port} are from "
+        f"{peers or 'no node'}, expected {wanted}: `systemctl --user status halo-vllm` on the "
+        "missing nodes (a rank restarted alone is held out until every rank restarts: deploy "
+        "again); a node not configured still runs a rank: stop its halo-vllm"
+    )
+    measured(f"world size {size} ({serve.parallelism}); ranks on {len(peers)} nodes")
+
+
+def test_native_master_port_closed_on_the_management_side(node: Target, measured) -> None:
+    port = node.cluster.serve.master_port
+    zones = firewalld.management_zones(node.firewall, node.ssh_interfaces, node.interface)
+    exposed = [zone for zone in zones if firewalld.exposed_in(node.firewall, zone, [port])]
+    assert not exposed, (
+        f"{node.name}: zone(s) {', '.join(exposed)} on the management side let vLLM's master "
+        f"port {port} in: the ranks' rendezvous (torch's store) takes any client there; move the "
+        "management interface to a stricter zone or remove that port"
+    )
+    measured(f"zones {', '.join(sorted(zones)) or 'none'}; {port} not let in")
+
+
 def test_containers_run_the_cluster_digest(node: Target, measured) -> None:
-    """Every node's Ray (and the head's vLLM) runs the cluster's one digest (halo-cluster.lock),
-    made from that image as it is stored here."""
+    """Every node's Ray (and the head's vLLM), or with `serve.launcher: native` every node's
+    vLLM rank, runs the cluster's one digest (halo-cluster.lock), made from that image as it is
+    stored here."""
     wanted = ["halo-ray", "halo-vllm"] if node.node.role == "head" else ["halo-ray"]
+    if node.cluster.serve.launcher == "native":
+        wanted = ["halo-vllm"]
     running = node.container_images
     pinned, image_id = node.pinned, node.image_id
     for name in wanted:
