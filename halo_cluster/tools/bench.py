@@ -32,6 +32,7 @@ from halo_cluster.node.image import IMAGES_FORMAT, parse_images
 from halo_cluster.node.memory import hub_folder
 from halo_cluster.node.versions import FIRMWARE_PACKAGES, versions_command, versions_process
 from halo_cluster.tools import (
+    benchchart,
     benchresults,
     benchstore,
     benchview,
@@ -333,9 +334,12 @@ def main(argv: list[str]) -> int:
     previous = next(
         (x for x in benchstore.read_index(folder) if x["run_id"] == line["compared_to"]), None
     )
+    chart = folder / benchchart.FILE
     if args.json:
-        print(json.dumps(benchview.report_json(line, comparison, previous), indent=2))
+        document = benchview.report_json(line, comparison, previous) | {"chart": str(chart)}
+        print(json.dumps(document, indent=2))
         return comparison.exit_code
     print("\n".join(benchview.said(line, comparison, previous)))
     print(f"bench: report {folder / 'report.md'}")
+    print(f"bench: chart {chart}")
     return comparison.exit_code

@@ -1,7 +1,7 @@
 """What a bench run is kept as (docs/bench.md): its key, everything a result depends on (every
 serve key of the schema in use, the digest, the model's revision, each node's kernel and firmware,
 the workload), and the files under the bench folder: the run's record in runs/, its line in
-index.jsonl (what jq queries), report.md, each written whole."""
+index.jsonl (what jq queries), report.md and its chart (benchchart.py), each written whole."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from halo_cluster.config import lock as locks
 from halo_cluster.config.model import Cluster
 from halo_cluster.config.schema import current, host_name
 from halo_cluster.node.versions import FIRMWARE_PACKAGES
-from halo_cluster.tools import benchresults
+from halo_cluster.tools import benchchart, benchresults
 
 SERVE = "serve"  # the section whose keys reach vLLM and Ray (`serve_values`)
 
@@ -124,13 +124,14 @@ def read_index(folder: Path) -> list[dict]:
 
 
 def store(folder: Path, record: dict, line: dict) -> None:
-    """The run's file, its index line and report.md, each written whole."""
+    """The run's file, its index line, report.md and chart.svg, each written whole."""
     runs = folder / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     (folder / line["file"]).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     with (folder / "index.jsonl").open("a") as index:
         index.write(json.dumps(line, sort_keys=True) + "\n")
     (folder / "report.md").write_text(benchresults.report(read_index(folder)))
+    (folder / benchchart.FILE).write_text(benchchart.svg(read_index(folder)))
 
 
 def vllm_version(cluster: Cluster, digest: str) -> str:
