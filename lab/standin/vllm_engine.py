@@ -176,22 +176,22 @@ class Core:
             self.finish_step(batch, new)
 
     def schedule(self) -> tuple[list[Request], list[Request]]:
-        """The running batch for the next step, the newly scheduled among it; the gauges."""
+        """The running batch for the next step, the newly scheduled among it."""
         with self.changed:
             while not (self.waiting or self.running or self.dead):
                 self.changed.wait()
-            for request in [r for r in self.running if r.aborted]:
+            aborted = [r for r in self.running if r.aborted]
+            for request in aborted:
                 self.running.remove(request)
                 self.finished(request, "abort", time.monotonic())
+            if aborted:
+                self.stats()
             new = self.waiting[: max(0, self.max_num_seqs - len(self.running))]
             del self.waiting[: len(new)]
             now = time.monotonic()
             for request in new:
                 request.scheduled = now
             self.running += new
-            held = sum(r.prompt_tokens + r.generated for r in self.running)
-            kv_usage = min(1.0, held / KV_CAPACITY)
-            self.metrics.scheduler(len(self.running), len(self.waiting), kv_usage)
             return list(self.running), new
 
     def finish_step(self, batch: list[Request], new: list[Request]) -> None:
@@ -209,6 +209,14 @@ class Core:
                     self.running.remove(request)
                 self.finished(request, "length", now)
                 request.out.put(None)
+        with self.changed:
+            self.stats()
+
+    def stats(self) -> None:
+        """SchedulerStats, made after each step's output (scheduler.py: make_stats)."""
+        held = sum(r.prompt_tokens + r.generated for r in self.running)
+        kv_usage = min(1.0, held / KV_CAPACITY)
+        self.metrics.scheduler(len(self.running), len(self.waiting), kv_usage)
 
     def finished(self, request: Request, reason: str, now: float) -> None:
         self.metrics.finished(reason, now - request.arrived, request.scheduled - request.arrived)
