@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+PROC_CMDLINE = "/proc/cmdline"  # the arguments the running kernel booted with
+
 # A token is a run of non-space characters, where a double-quoted part may contain spaces.
 _TOKEN = re.compile(r'(?:[^\s"]+|"[^"]*")+')
 _GRUB_LINE = re.compile(r'^(GRUB_CMDLINE_LINUX=)(["\']?)(.*?)\2[ \t]*$', re.MULTILINE)

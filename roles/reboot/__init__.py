@@ -5,13 +5,13 @@ from pyinfra import host, logger
 from pyinfra.api import deploy
 
 from halo_cluster.decide import cmdline
+from halo_cluster.decide.cmdline import PROC_CMDLINE
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.nodefiles import node_files
 from halo_cluster.roles.reboot.operations import assert_kernel_args_active, reboot_and_wait
 
 ORDER = 90
 PACKAGES = ()
-PROC_CMDLINE = "/proc/cmdline"
 
 
 def paths(data) -> tuple[str, ...]:

@@ -6,12 +6,14 @@ must (re)start, every rank stops (one operation on every node), then every rank 
 one): the start order is free within vLLM's rendezvous window (vllm/distributed/parallel_state.py:
 init_distributed_environment), and all at once is well inside it.
 
-Why a rank (re)starts is found on each node: its own changed files, and what every reachable node
-read (a rank not running, one on another image than the cluster's, Ray still running: a switch of
-launcher), the same on every node. pyinfra plans the nodes side by side, so a node's own reason
-is recorded for the run, and the two operations, planned on every node, act when they run (every
-node planned by then) if any node recorded one: the plan and a dry run show them on the nodes
-with a reason of their own."""
+Why a rank (re)starts is found on each node: its own changed files, its reboot in this run (the
+reboot role's, before this one: its rank comes back at boot alone, into the world of ranks that
+did not reboot, and a head that reboots last finds the others' ranks held by the world it left),
+and what every reachable node read (a rank not running, one on another image than the
+cluster's, Ray still running: a switch of launcher), the same on every node. pyinfra plans the
+nodes side by side, so a node's own reason is recorded for the run, and the two operations,
+planned on every node, act when they run (every node planned by then) if any node recorded one:
+the plan and a dry run show them on the nodes with a reason of their own."""
 
 from __future__ import annotations
 
@@ -21,10 +23,12 @@ from collections.abc import Callable
 from pyinfra import host, logger
 from pyinfra.api import operation
 
+from halo_cluster.decide import cmdline
+from halo_cluster.decide.cmdline import PROC_CMDLINE
 from halo_cluster.node import image as cluster_image
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import ContainerImages
-from halo_cluster.node.nodefiles import cached
+from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.pyinfra_internals import run
 from halo_cluster.roles.serve.facts import UserUnits
 from halo_cluster.roles.serve.files import BY_NAME, RAY, UNITS, VLLM
@@ -113,6 +117,16 @@ def every_rank(
     yield command
 
 
+def reboots() -> bool:
+    """This node reboots in this run: the reboot role's own test (`reboot: if-needed`, kernel
+    arguments not active in /proc/cmdline)."""
+    if host.data.halo_reboot != "if-needed":
+        return False
+    running = node_files(host).text(PROC_CMDLINE) or ""
+    data = host.data
+    return bool(cmdline.missing_args(running, data.halo_kernel_args, data.halo_kernel_args_remove))
+
+
 def _why(user: str, changed: dict[str, bool]) -> str:
     """Why the ranks (re)start, as this node sees it ("" when they run on as they are)."""
     files = sorted(n for n, c in changed.items() if c and BY_NAME[n].restarts)
@@ -120,6 +134,8 @@ def _why(user: str, changed: dict[str, bool]) -> str:
         return f"its {', '.join(files)} changed"
     if VLLM in other_images(user):
         return f"its {VLLM} runs another image"
+    if reboots():
+        return "it reboots in this run (reboot: if-needed)"
     pinned = cluster_image.pinned(host)
     for node in nodes():
         name = node.data.halo_node

@@ -284,3 +284,20 @@ def test_the_wait_checks_the_heads_world_against_tp_x_pp_and_the_nodes() -> None
     ray = plan_cluster(serve_cluster())
     (wait,) = [c for c in ray.commands("halo1") if c.startswith("FunctionCommand(_wait")]
     assert "['halo-vllm', 'halo-ray'], ['192.168.100.1', '192.168.100.2'], None)" in wait, wait
+
+
+def test_a_node_that_reboots_in_the_run_restarts_every_rank_after_it(caplog) -> None:
+    """reboot: if-needed with kernel arguments not active: each node reboots (the reboot role,
+    before this one) and its rank comes back alone at boot; every rank then restarts together,
+    after the reboots. With `reboot: never` nothing reboots and nothing restarts (above)."""
+    caplog.set_level(logging.INFO)
+    cluster = serve_cluster(serve=NATIVE, top="reboot: if-needed\n")
+    result = native_plan(cluster)
+    for name in ("halo1", "halo2"):
+        assert STOP in serve_ops(result, name) and START in serve_ops(result, name), name
+        assert result.order.index(f"Reboot | Reboot {'head' if name == 'halo1' else 'worker'} "
+                                  "for kernel arguments") < result.order.index(STOP)  # fmt: skip
+    said = [
+        r.getMessage() for r in caplog.records if "every rank restarts together" in r.getMessage()
+    ]
+    assert any("halo2] every rank restarts together: it reboots in this run" in s for s in said)
