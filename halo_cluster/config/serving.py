@@ -15,6 +15,8 @@ import re
 # the cluster user's folder of the services' files, below its home (the serve role writes them,
 # `halo-cluster status` reads the API key there)
 SERVICE_CONFIG = ".config/halo-cluster"
+# the cluster user's quadlets, below its home (the serve and metrics roles' services)
+QUADLETS = ".config/containers/systemd"
 # the two files of it other layers read (the serve role's table of them: roles/serve/files.py):
 # both containers' environment, which the verification checks, and vLLM's API key
 SERVE_ENV = f"{SERVICE_CONFIG}/serve.env"

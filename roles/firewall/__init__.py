@@ -1,4 +1,5 @@
 """Firewall: firewalld lets vLLM's port in on the management side only with `serve.listen: all`,
+Prometheus' only with `metrics.listen: all` (node_exporter's never: it binds the data address),
 and never Ray's nor the native launcher's master port (`serve.master_port`, where the ranks meet
 on the head): those belong on the data link, whose `trusted` zone comes from its NetworkManager
 profile; a management zone that lets them in is warned about."""
@@ -22,12 +23,16 @@ render = templates(__name__)  # templates/firewall/
 
 ORDER = 35
 PACKAGES = ("firewalld",)
-SERVICE = "halo-vllm"
-SERVICE_FILE = f"/etc/firewalld/services/{SERVICE}.xml"
+# our firewalld services: each lets one port in on the head's management side, when its role says
+SERVICES = {"halo-vllm": "vLLM", "halo-prometheus": "Prometheus"}  # service: what it lets in
+
+
+def service_file(service: str) -> str:
+    return f"/etc/firewalld/services/{service}.xml"
 
 
 def paths(data) -> tuple[str, ...]:
-    return (SERVICE_FILE,)
+    return tuple(service_file(s) for s in SERVICES)
 
 
 def reads(data) -> tuple[tuple[type, dict], ...]:
@@ -43,37 +48,48 @@ def apply(node: NodeContext) -> None:
     management = firewalld.management_zones(state, node.ssh_interfaces, node.interface)
     _warn_about_open_ray_ports(state, management)
     _warn_about_open_master_port(state, management)
-    wanted = management if vllm_open_to_management() else set()
-    if wanted:
-        _write_service_file()
-    _converge_service_zones(state, wanted)
-    if not wanted and node_files(host).exists(SERVICE_FILE):
-        server.shell(name=f"Remove {SERVICE_FILE}", commands=[f"rm -f {SERVICE_FILE}"])
+    for service, port in open_to_management().items():
+        wanted = management if port is not None else set()
+        if wanted:
+            _write_service_file(service, port)
+        _converge_service_zones(state, service, wanted)
+        if not wanted and node_files(host).exists(service_file(service)):
+            path = service_file(service)
+            server.shell(name=f"Remove {path}", commands=[f"rm -f {path}"])
 
 
-def vllm_open_to_management() -> bool:
+def open_to_management() -> dict[str, int | None]:
+    """Each service's port the head lets in on its management side (None: closed): vLLM's with
+    `serve.listen: all`, Prometheus' with `metrics.listen: all`; a worker's, none."""
     data = host.data
-    return data.halo_serve_exposed_port is not None and data.halo_role == "head"
+    head = data.halo_role == "head"
+    ports = (data.halo_serve_exposed_port, data.halo_metrics_exposed_port)
+    return {s: port if head else None for s, port in zip(SERVICES, ports, strict=True)}
 
 
-def _write_service_file() -> None:
+def _write_service_file(service: str, port: int) -> None:
     """Our service's definition; firewalld knows a new or changed one only after a reload."""
-    text = render(f"{SERVICE}.xml.j2", port=host.data.halo_serve_exposed_port)
-    if node_files(host).differs(SERVICE_FILE, text, "644"):
-        text_file(name=f"firewalld service {SERVICE_FILE}", path=SERVICE_FILE, text=text)
+    text = render(f"{service}.xml.j2", port=port)
+    path = service_file(service)
+    if node_files(host).differs(path, text, "644"):
+        text_file(name=f"firewalld service {path}", path=path, text=text)
         reload_firewall(name="Reload firewalld (its services changed)")
 
 
-def _converge_service_zones(state: dict, wanted: set[str]) -> None:
+def _converge_service_zones(state: dict, service: str, wanted: set[str]) -> None:
     """Our service in exactly the wanted zones, now and after a reload."""
-    service = SERVICE
     runtime = firewalld.zones_with_service(state, service, "runtime")
     permanent = firewalld.zones_with_service(state, service, "permanent")
     for zone in sorted(wanted - (runtime & permanent)):
-        zone_service(name=f"Open vLLM's port in zone {zone}", zone=zone, service=service)
+        zone_service(
+            name=f"Open {SERVICES[service]}'s port in zone {zone}", zone=zone, service=service
+        )
     for zone in sorted((runtime | permanent) - wanted):
         zone_service(
-            name=f"Close vLLM's port in zone {zone}", zone=zone, service=service, present=False
+            name=f"Close {SERVICES[service]}'s port in zone {zone}",
+            zone=zone,
+            service=service,
+            present=False,
         )
 
 

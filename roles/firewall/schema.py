@@ -1,4 +1,5 @@
-"""The firewall role has no key of its own: it opens the port of the serve role's section."""
+"""The firewall role has no key of its own: it opens the ports the serve and metrics roles'
+sections derive."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ READS = (
     "halo_serve_exposed_port",
     "halo_serve_ray_listens",
     "halo_serve_master_port_listens",
+    "halo_metrics_exposed_port",  # the metrics role's derivation (roles/metrics/model.py)
     "halo_role",
 )
 VARIABLES = variables(SECTION, READS)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from halo_cluster.config.serving import SECRETS_ENV, SERVE_ENV, SERVICE_CONFIG
+from halo_cluster.config.serving import QUADLETS, SECRETS_ENV, SERVE_ENV, SERVICE_CONFIG
 
-UNITS = ".config/containers/systemd"
+UNITS = QUADLETS
 RAY, VLLM = "halo-ray", "halo-vllm"
 
 

@@ -29,7 +29,9 @@ from halo_cluster.node.image import ContainerImages, HeadHistory, ResolvedImage
 from halo_cluster.node.memory import ModelWeights, NodeMemory
 from halo_cluster.node.versions import InstalledVersions
 from halo_cluster.roles import all_packages
+from halo_cluster.roles.metrics.facts import Units
 from halo_cluster.roles.network.facts import NmActiveConnections
+from halo_cluster.roles.serve import watchdog
 from halo_cluster.roles.serve.controller import make_token
 from halo_cluster.roles.serve.facts import (
     DepartedServices,
@@ -203,6 +205,8 @@ def fresh_node(**over) -> Node:
         Firewalld: over.pop("firewall", None) or firewalld_output(),
         # RdmaLinks (serve.transport: rdma): recorded, irdma1 ACTIVE (the Hardware fact's device)
         RdmaLinks: over.pop("rdma_links", RDMA_LINKS),
+        # the metrics role's: node_exporter's and Prometheus' units (none on a fresh node)
+        Units: over.pop("metrics_units", []),
     }
     assert not over, over
     return responses
@@ -372,6 +376,15 @@ SNAPSHOT = f"{HOME}/.cache/huggingface/hub/models--Qwen--Qwen3-14B/snapshots/{'a
 MODEL_FILES = [f"dir {SNAPSHOT}", "728 config.json", "3700000000 model-00001-of-00004.safetensors"]
 
 
+def watchdog_running(files: dict, units: list[str]) -> None:
+    """The head's stall watchdog as a first deploy leaves it: enabled (`systemctl --user
+    enable`'s link) and running."""
+    unit = files.get(f"{HOME}/{watchdog.UNIT}")
+    if unit:
+        files[f"{HOME}/{watchdog.WANTS}"] = unit
+    units += ["", "Id=halo-watchdog.service", "ActiveState=active"]
+
+
 def converged(
     cluster, name: str, active: bool = True, health: str = "200", rdma: str = "irdma1"
 ) -> Node:
@@ -392,4 +405,5 @@ def converged(
     }
     units = ["Id=halo-ray.service", "ActiveState=active", "", "Id=halo-vllm.service"]
     units.append("ActiveState=active" if active else "ActiveState=failed")
+    watchdog_running(files, units)
     return user_node(files=files, units=units, health=[health], model=MODEL_FILES, rdma=rdma)

@@ -1,0 +1,56 @@
+"""The metrics role's typed values: the `metrics:` section as `Metrics`, with where Prometheus
+listens and what it scrapes, derived once from the keys and the cluster; the password file
+checked on the controller when cluster.yml is loaded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from halo_cluster.config.derive import resolve
+from halo_cluster.config.filecheck import check_secret
+from halo_cluster.config.model import Cluster, Problems
+from halo_cluster.config.schema import section_type
+from halo_cluster.roles.metrics.schema import SECTION
+
+PROMETHEUS_PORT = 9090
+NODE_EXPORTER_PORT = 9100
+
+MetricsKeys = section_type("MetricsKeys", SECTION)
+
+
+@dataclass(frozen=True)
+class Metrics(MetricsKeys):  # type: ignore[misc,valid-type]
+    """`cluster.metrics`: the keys, then what is derived from them (host data
+    `halo_metrics_FIELD`)."""
+
+    listen_address: str  # Prometheus' --web.listen-address
+    url: str  # Prometheus as the head reaches it (its data address: either listen has it)
+    exposed_port: int | None  # the port the head opens on its management side, if any
+    vllm_target: str  # vLLM's API on the head's data address ("" when not serving)
+
+
+def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Metrics:
+    names = MetricsKeys.__dataclass_fields__
+    values = {name: cluster.settings[f"metrics.{name}"] for name in names}
+    keys = replace(MetricsKeys(**values), password_file=resolve(values["password_file"], base_dir))
+    head = next((n for n in cluster.nodes if n.role == "head"), None)
+    address = head.address if head else ""
+    everywhere = keys.listen == "all"
+    # vLLM answers on the head's data address with either serve.listen: its port, while serving
+    serving, port = cluster.settings["serve.enabled"], cluster.settings["serve.port"]
+    if keys.enabled and everywhere and not keys.password_file:
+        problems.error("metrics.password_file", "required with metrics.listen: all")
+    return Metrics(
+        **{name: getattr(keys, name) for name in names},
+        listen_address=f"{'0.0.0.0' if everywhere else address}:{PROMETHEUS_PORT}",
+        url=f"http://{address}:{PROMETHEUS_PORT}",
+        exposed_port=PROMETHEUS_PORT if keys.enabled and everywhere else None,
+        vllm_target=f"{address}:{port}" if serving else "",
+    )
+
+
+def prepare(cluster: Cluster, problems: Problems, base_dir: Path) -> None:
+    metrics = cluster.metrics
+    if metrics.enabled and metrics.password_file:
+        check_secret("metrics.password_file", metrics.password_file, problems)

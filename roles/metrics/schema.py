@@ -1,0 +1,89 @@
+"""The metrics role's keys: whether the cluster is watched, how often, how long its series are
+kept, where Prometheus listens and the password it then requires, and Prometheus' image."""
+
+from __future__ import annotations
+
+from halo_cluster.config import rules
+from halo_cluster.config.schema import Field, variables
+from halo_cluster.roles.metrics import alerts
+
+DEFAULT_IMAGE = "quay.io/prometheus/prometheus:v3.5.0"
+
+SECTION: tuple[Field, ...] = (
+    Field(
+        "metrics",
+        "mapping",
+        {},
+        "Node and vLLM metrics in Prometheus on the head (see `metrics.*` and "
+        "docs/roles/metrics.md).",
+    ),
+    Field(
+        "metrics.enabled",
+        "boolean",
+        False,
+        "node_exporter on every node and Prometheus on the head; off by default (a second "
+        "image from another registry, and a service on every node: docs/roles/metrics.md).",
+    ),
+    Field(
+        "metrics.scrape_interval",
+        "integer",
+        15,
+        "Seconds between two reads of every target (Prometheus' `scrape_interval`, also its "
+        "rules' `evaluation_interval`): 1-300.",
+        rule=rules.between(1, 300, " seconds"),
+    ),
+    Field(
+        "metrics.retention_days",
+        "integer",
+        15,
+        "Days of series kept (`--storage.tsdb.retention.time`): 1-3650; whichever of this and "
+        "`metrics.retention_gib` is reached first drops the oldest.",
+        rule=rules.between(1, 3650, " days"),
+    ),
+    Field(
+        "metrics.retention_gib",
+        "integer",
+        10,
+        "GiB of series kept on the head (`--storage.tsdb.retention.size`): 1-4096.",
+        rule=rules.between(1, 4096, " GiB"),
+    ),
+    Field(
+        "metrics.listen",
+        "string",
+        "data",
+        "Where Prometheus listens: `data` (the head's data address only) or `all` (every "
+        "address, the management side too: then `metrics.password_file` is required and the "
+        "firewall role opens its port there).",
+        ("data", "all"),
+    ),
+    Field(
+        "metrics.password_file",
+        "string",
+        None,
+        "A file on the controller holding Prometheus' password, one line (user `halo`); the "
+        "head keeps only its bcrypt hash, in a 0600 file. Required with `metrics.listen: all`.",
+        rule=rules.file_path,
+    ),
+    Field(
+        "metrics.image",
+        "string",
+        DEFAULT_IMAGE,
+        "Prometheus' image; the head resolves it to a digest and runs that digest.",
+        rule=rules.image_reference,
+    ),
+    *alerts.fields(),  # the alert rules' bounds (roles/metrics/alerts.py)
+)
+# host data it reads beyond its section: the cluster section's, what the serve role derives
+READS = (
+    "halo_cluster_user",
+    "halo_role",
+    "halo_node",
+    "halo_data_address",
+    "halo_head_address",
+    "halo_peers",
+    "halo_serve_ray_listens",  # Ray runs: its metrics port is scraped
+    # what model.py derives from the section (`Metrics`)
+    "halo_metrics_listen_address",
+    "halo_metrics_vllm_target",
+)
+VARIABLES = variables(SECTION, READS)
