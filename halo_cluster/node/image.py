@@ -131,10 +131,12 @@ class ResolvedImage(FactBase[Resolved]):
 
 
 # Ray's and vLLM's versions inside an image, read from their dist-info by the Python that runs
-# `vllm` (importing vllm would load torch): printed as "RAY VLLM"
+# `vllm` (importing vllm would load torch): printed as "RAY VLLM", `none` for one not installed
+# (vLLM's wheel requires no Ray since 0.18: an image for `serve.launcher: native` may have none)
 VERSIONS = (
     '. /etc/profile >/dev/null 2>&1; py=$(sed -n "1s/^#!//p" "$(command -v vllm)"); '
-    "\"$py\" -c \"import importlib.metadata as m; print(m.version('ray'), m.version('vllm'))\""
+    '"$py" -c "import importlib.metadata as m; print(*[([d.version for d in '
+    "m.distributions(name=n)] + ['none'])[0] for n in ('ray', 'vllm')])\""
 )
 
 

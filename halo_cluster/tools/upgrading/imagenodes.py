@@ -93,12 +93,14 @@ class ImageNodes(Nodes):
     # P2
     def switch(self, pinned: str, stop_first: bool = False) -> str | None:
         """The deploy (its lock already says `pinned`), vLLM serving until it stops it just
-        before Ray's restart on every node (`stop_first`: vLLM stopped before the deploy), then
-        vLLM started and its /health wait; a crash-looping vLLM ends it at once."""
+        before Ray's restart on every node (with `serve.launcher: native`, every rank stopped and
+        started together), then vLLM started and its /health wait (`stop_first`: vLLM, or every
+        rank, stopped before the deploy); a crash-looping vLLM ends it at once."""
         self._start_poller()
         if stop_first:
             stop = as_user(self.user, "systemctl --user stop halo-vllm")
-            self.run(self.head, "stop", stop, READ_SECONDS)
+            for node in self.cluster.nodes if self._native else (self.head,):
+                self.run(node, "stop", stop, READ_SECONDS)
         deploy = self.start_deploy(watched=True)
         restarts: list[int] = []
         while deploy.poll() is None:
@@ -112,6 +114,10 @@ class ImageNodes(Nodes):
         if deploy.returncode != 0:
             return f"the deploy on {pinned} failed (pyinfra exit {deploy.returncode}; above)"
         return None
+
+    @property
+    def _native(self) -> bool:
+        return self.cluster.serve.launcher == "native"
 
     def _vllm_restarts(self) -> int | None:
         show = as_user(self.user, "systemctl --user show -p NRestarts --value halo-vllm")
@@ -154,14 +160,14 @@ class ImageNodes(Nodes):
     # P3
     def running_other(self, pinned: str) -> dict[str, str]:
         def inspect(node: Node) -> str:
-            names = " ".join(_units(node))
+            names = " ".join(_units(node, self._native))
             command = f"podman container inspect --format {shlex.quote(IMAGES_FORMAT)} {names}"
             return f"{as_user(self.user, command)} 2>/dev/null"
 
         other = {}
         for name, result in self.on_all(inspect).items():
             running = parse_images(result.out.splitlines())
-            for container in _units(self.by_name[name]):
+            for container in _units(self.by_name[name], self._native):
                 found = running.get(container, {}).get("reference", "no container")
                 if found != pinned:
                     other.setdefault(name, f"{container} on {found}")
@@ -205,7 +211,7 @@ class ImageNodes(Nodes):
             return "\n".join(
                 f"echo {u} $({as_user(self.user, f'systemctl --user is-active {u}')}) "
                 f'"$({as_user(self.user, f"journalctl --user -u {u} -n 1 -q -o cat")})"'
-                for u in _units(node)
+                for u in _units(node, self._native)
             )
 
         return {
@@ -214,8 +220,11 @@ class ImageNodes(Nodes):
         }
 
 
-def _units(node: Node) -> tuple[str, ...]:
-    """The services a node runs: Ray everywhere, vLLM on the head."""
+def _units(node: Node, native: bool) -> tuple[str, ...]:
+    """The services a node runs: Ray everywhere and vLLM on the head, or (`native`) a vLLM rank
+    on every node."""
+    if native:
+        return SERVICES[1:]
     return SERVICES if node.role == "head" else SERVICES[:1]
 
 
