@@ -34,11 +34,11 @@ CLUSTER = {
     "ttft_p95_s": "histogram_quantile(0.95, sum by (le) "
     f"(rate(vllm:time_to_first_token_seconds_bucket[{WINDOW}])))",
 }
-# each node's, by the node_exporter target it was scraped from (`instance`)
+# each node's, by the `node` label the metrics role gives its targets (and their `instance`)
 NODES = {
-    "gpu_busy_percent": "max by (instance) (node_drm_gpu_busy_percent)",
-    "memory_available_bytes": "max by (instance) (node_memory_MemAvailable_bytes)",
-    "gtt_used_bytes": "sum by (instance) (node_drm_memory_gtt_used_bytes)",
+    "gpu_busy_percent": "max by (node, instance) (node_drm_gpu_busy_percent)",
+    "memory_available_bytes": "max by (node, instance) (node_memory_MemAvailable_bytes)",
+    "gtt_used_bytes": "sum by (node, instance) (node_drm_memory_gtt_used_bytes)",
 }
 QUERIES = CLUSTER | NODES
 UP, DOWN, OFF, UNKNOWN = "up", "down", "off", "unknown"
@@ -103,13 +103,14 @@ def first(series: list[dict]) -> float | None:
 
 
 def node_of(labels: Mapping[str, str], nodes: tuple[Node, ...]) -> str | None:
-    """The node a series was scraped from: its `instance` host (the target's address, without
-    the port) as a node's data address, SSH host or name."""
+    """The node a series was scraped from: its `node` label (the metrics role's targets), else
+    its `instance` host (the target's address without the port) as a node's data address, SSH
+    host or name."""
+    names = {node.name for node in nodes}
+    if labels.get("node") in names:
+        return labels["node"]
     host = labels.get("instance", "").rsplit(":", 1)[0].strip("[]")
-    for node in nodes:
-        if host in (node.address, node.ssh_host, node.name):
-            return node.name
-    return None
+    return next((n.name for n in nodes if host in (n.address, n.ssh_host, n.name)), None)
 
 
 def read(cluster: Cluster, found: Mapping[str, batch.Part]) -> dict:

@@ -1,12 +1,26 @@
-"""A cluster whose metrics are on, for status's tests: the metrics role's derived value as
-status reads it (`cluster.metrics`: `enabled`, and `url`, Prometheus on the head's data address),
-without its keys in the schema the tests load."""
+"""status's live tests' shared pieces: a two-node serving config, the same with metrics on (the
+metrics role's derived value as status reads it, `cluster.metrics`: `enabled`, and `url`,
+Prometheus on the head's data address), and the live read run by this machine's shell."""
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import dataclass, replace
 
+import yaml
+
+from halo_cluster.config.loader import parse_cluster
 from halo_cluster.config.model import Cluster
+from halo_cluster.node import batch
+from halo_cluster.tools import statuslive
+
+CLUSTER = parse_cluster(
+    yaml.safe_load(
+        "cluster_user: vllm\nserve: {enabled: true, model: org/model}\nnodes:\n"
+        "  - {name: a, ssh: {host: h1}, data: {interface: eth1}}\n"
+        "  - {name: b, ssh: {host: h2}, data: {interface: eth1}}\n"
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -18,3 +32,20 @@ class Metrics:
 def with_metrics(cluster: Cluster) -> Cluster:
     url = f"http://{cluster.head.address}:9090"
     return replace(cluster, derived=cluster.derived | {"metrics": Metrics(True, url)})
+
+
+LIVE = with_metrics(CLUSTER)
+
+
+def run_live(cluster: Cluster, port: int) -> dict[str, batch.Part]:
+    """The live commands in the batch format, run by this machine's shell with the real curl,
+    against 127.0.0.1:PORT in place of Prometheus on the head's data address."""
+    url = cluster.metrics.url.removeprefix("http://")
+    commands = {
+        name: command.replace(url, f"127.0.0.1:{port}")
+        for name, command in statuslive.commands(cluster).items()
+    }
+    run = subprocess.run(
+        ["sh", "-s"], input=batch.named(commands).encode(), capture_output=True, timeout=30
+    )
+    return batch.sections(run.stdout, commands)

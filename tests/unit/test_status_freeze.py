@@ -10,21 +10,12 @@ import time
 from collections.abc import Iterator
 
 import pytest
-import yaml
 
-from halo_cluster.config.loader import parse_cluster
 from halo_cluster.node import batch
 from halo_cluster.tools import reach, status, statusview, transport
 from tests.unit.helpers_bench import fake_ssh
-from tests.unit.helpers_status import with_metrics
+from tests.unit.helpers_status import CLUSTER, LIVE
 
-CLUSTER = parse_cluster(
-    yaml.safe_load(
-        "cluster_user: vllm\nserve: {enabled: true, model: org/model}\nnodes:\n"
-        "  - {name: a, ssh: {host: h1}, data: {interface: eth1}}\n"
-        "  - {name: b, ssh: {host: h2}, data: {interface: eth1}}\n"
-    )
-)
 # argv: -F CONFIG ALIAS sh -s (or -O exit ALIAS): the head answers its read from $ANSWER, the
 # worker took the connection and says nothing (its session's shell stopped, as SIGSTOP leaves it)
 FROZEN_WORKER = """
@@ -99,7 +90,7 @@ def test_a_node_whose_services_do_not_answer_says_so_and_is_down() -> None:
 def test_every_read_of_status_is_bounded() -> None:
     """Every command of every node's read under timeout(1), Ray's nodes and the live queries
     included; the head's HTTP reads (vLLM's /health and /v1/models) also by curl's own -m."""
-    cluster = with_metrics(CLUSTER)
+    cluster = LIVE
     for node in cluster.nodes:
         read = status.bounded(status.gather_commands(cluster, node))
         prefix = f"timeout -k 2 {status.PART_SECONDS} sh -c "

@@ -9,28 +9,17 @@ from __future__ import annotations
 
 import http.server
 import json
-import subprocess
 import threading
 import urllib.parse
 from collections.abc import Iterator
 from typing import ClassVar
 
 import pytest
-import yaml
 
-from halo_cluster.config.loader import parse_cluster
 from halo_cluster.node import batch
 from halo_cluster.tools import status, statuslive, statusview
-from tests.unit.helpers_status import with_metrics
+from tests.unit.helpers_status import CLUSTER, LIVE, run_live
 
-CLUSTER = parse_cluster(
-    yaml.safe_load(
-        "cluster_user: vllm\nserve: {enabled: true, model: org/model}\nnodes:\n"
-        "  - {name: a, ssh: {host: h1}, data: {interface: eth1}}\n"
-        "  - {name: b, ssh: {host: h2}, data: {interface: eth1}}\n"
-    )
-)
-LIVE = with_metrics(CLUSTER)
 T = 1764687600.781  # a unix time, as the API writes it (seconds, a fraction)
 
 
@@ -40,9 +29,13 @@ def vector(*samples: tuple[dict, str]) -> dict:
     return {"status": "success", "data": {"resultType": "vector", "result": result}}
 
 
-def per_node(metric: str, a: str, b: str) -> dict:
-    """A `by (instance)` answer: node_exporter's targets on the nodes' data addresses."""
-    return vector(({"instance": "192.168.100.1:9100"}, a), ({"instance": "192.168.100.2:9100"}, b))
+def per_node(a: str, b: str) -> dict:
+    """A `by (node, instance)` answer: node_exporter's targets on the nodes' data addresses, each
+    with the `node` label the metrics role's scrape config gives it."""
+    return vector(
+        ({"instance": "192.168.100.1:9100", "node": "a"}, a),
+        ({"instance": "192.168.100.2:9100", "node": "b"}, b),
+    )
 
 
 ANSWERS = {
@@ -51,9 +44,9 @@ ANSWERS = {
     "tokens_per_s": vector(({}, "41.25")),
     "ttft_p50_s": vector(({}, "0.21")),
     "ttft_p95_s": vector(({}, "0.8")),
-    "gpu_busy_percent": per_node("node_drm_gpu_busy_percent", "87", "85"),
-    "memory_available_bytes": per_node("node_memory_MemAvailable_bytes", str(12 << 30), "0"),
-    "gtt_used_bytes": per_node("node_drm_memory_gtt_used_bytes", str(80 << 30), str(79 << 30)),
+    "gpu_busy_percent": per_node("87", "85"),
+    "memory_available_bytes": per_node(str(12 << 30), "0"),
+    "gtt_used_bytes": per_node(str(80 << 30), str(79 << 30)),
 }
 
 
@@ -121,10 +114,18 @@ def test_empty_results_and_nan_are_no_data_never_zero() -> None:
     assert json.loads(json.dumps(live))["ttft_p50_s"] is None  # --json: null, not NaN
 
 
-def test_a_series_of_no_node_is_left_out() -> None:
-    answers = ANSWERS | {"gpu_busy_percent": vector(({"instance": "10.9.9.9:9100"}, "50"))}
+def test_without_a_node_label_the_instance_names_the_node() -> None:
+    """A target labelled otherwise: its address (without the port) is a node's data address or
+    SSH host; a series of no node is left out."""
+    answers = ANSWERS | {
+        "gpu_busy_percent": vector(
+            ({"instance": "192.168.100.2:9100"}, "40"), ({"instance": "10.9.9.9:9100"}, "50")
+        ),
+        "gtt_used_bytes": vector(({"instance": "h1:9100", "node": "elsewhere"}, "1")),
+    }
     live = statuslive.read(LIVE, parts(answers))
-    assert [n["gpu_busy_percent"] for n in live["nodes"].values()] == [None, None]
+    assert [n["gpu_busy_percent"] for n in live["nodes"].values()] == [None, 40.0]
+    assert live["nodes"]["a"]["gtt_used_bytes"] == 1.0
 
 
 def test_prometheus_down_is_one_line() -> None:
@@ -181,22 +182,9 @@ def prometheus() -> Iterator[int]:
     server.shutdown()
 
 
-def run_read(port: int) -> dict[str, batch.Part]:
-    """The live commands in the batch format, run by this machine's shell with the real curl,
-    against 127.0.0.1:PORT in place of the head's data address."""
-    commands = {
-        name: command.replace("192.168.100.1:9090", f"127.0.0.1:{port}")
-        for name, command in statuslive.commands(LIVE).items()
-    }
-    run = subprocess.run(
-        ["sh", "-s"], input=batch.named(commands).encode(), capture_output=True, timeout=30
-    )
-    return batch.sections(run.stdout, commands)
-
-
 def test_the_real_curl_sends_each_query_url_encoded(prometheus: int) -> None:
     Prometheus.asked.clear()
-    live = statuslive.read(LIVE, run_read(prometheus))
+    live = statuslive.read(LIVE, run_live(LIVE, prometheus))
     assert live["state"] == "up" and live["tokens_per_s"] == 41.25 and live["errors"] == []
     assert sorted(a["query"] for a in Prometheus.asked) == sorted(statuslive.QUERIES.values())
     assert {(a["path"], a["timeout"]) for a in Prometheus.asked} == {("/api/v1/query", "4s")}
@@ -205,7 +193,7 @@ def test_the_real_curl_sends_each_query_url_encoded(prometheus: int) -> None:
 def test_the_real_curl_to_a_port_nothing_listens_on_is_down() -> None:
     with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Prometheus) as closed:
         port = closed.server_address[1]  # bound, then closed: nothing listens
-    live = statuslive.read(LIVE, run_read(port))
+    live = statuslive.read(LIVE, run_live(LIVE, port))
     assert live["state"] == "down" and live["reason"].startswith("curl: (7)")
 
 

@@ -1,0 +1,145 @@
+"""`status` live against a real Prometheus (Debian's `prometheus` package of the lab's suite,
+lab/debs.py): every query of statuslive.py parses and answers on series named as vLLM 0.33.0
+exposes them (prometheus_client's text: a counter with `_total`, a histogram's `_bucket{le}`) and
+as node_exporter's drm and meminfo collectors do, scraped every second from a local server with
+the metrics role's `node` labels; sent by the real curl, read back by `statuslive.read`."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import subprocess
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from halo_cluster.tools import statuslive
+from lab import debs
+from lab.sh import LabError
+from tests.unit.helpers_status import LIVE, run_live
+
+GIB = 1 << 30
+VLLM = """# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{engine="0",model_name="org/model"}} 2.0
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{{engine="0",model_name="org/model"}} 1.0
+# TYPE vllm:generation_tokens counter
+vllm:generation_tokens_total{{engine="0",model_name="org/model"}} {tokens}
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{{engine="0",le="0.1",model_name="org/model"}} {fast}
+vllm:time_to_first_token_seconds_bucket{{engine="0",le="0.25",model_name="org/model"}} {all}
+vllm:time_to_first_token_seconds_bucket{{engine="0",le="+Inf",model_name="org/model"}} {all}
+vllm:time_to_first_token_seconds_count{{engine="0",model_name="org/model"}} {all}
+vllm:time_to_first_token_seconds_sum{{engine="0",model_name="org/model"}} {sum}
+"""
+NODE = """# TYPE node_drm_gpu_busy_percent gauge
+node_drm_gpu_busy_percent{{card="card1"}} {busy}
+# TYPE node_memory_MemAvailable_bytes gauge
+node_memory_MemAvailable_bytes {available}
+# TYPE node_drm_memory_gtt_used_bytes gauge
+node_drm_memory_gtt_used_bytes{{card="card1"}} {gtt}
+"""
+SCRAPE = """global: {{scrape_interval: 1s, scrape_timeout: 1s}}
+scrape_configs:
+  - job_name: vllm
+    static_configs: [{{targets: ["127.0.0.1:{port}"], labels: {{node: a}}}}]
+  - job_name: node-a
+    metrics_path: /node/a
+    static_configs: [{{targets: ["127.0.0.1:{port}"], labels: {{node: a}}}}]
+  - job_name: node-b
+    metrics_path: /node/b
+    static_configs: [{{targets: ["127.0.0.1:{port}"], labels: {{node: b}}}}]
+"""
+
+
+class Exporters(http.server.BaseHTTPRequestHandler):
+    """vLLM's /metrics, its counters growing by each scrape, and two nodes' node_exporter."""
+
+    scrapes = 0
+
+    def do_GET(self) -> None:
+        if self.path == "/metrics":
+            Exporters.scrapes += 1
+            n = Exporters.scrapes
+            body = VLLM.format(tokens=100 * n, fast=n, all=4 * n, sum=0.6 * n)
+        else:
+            node = self.path.rsplit("/", 1)[-1]
+            busy, available = (87, 12 * GIB) if node == "a" else (85, 3 * GIB)
+            body = NODE.format(busy=busy, available=available, gtt=80 * GIB)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def prometheus_binary() -> Path:
+    try:
+        return debs.extracted("prometheus") / "usr" / "bin" / "prometheus"
+    except (LabError, OSError) as error:
+        reason = f"prometheus from Debian's package could not be had: {error}"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def free_port() -> int:
+    with http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler) as server:
+        return server.server_address[1]
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path) -> Iterator[int]:
+    exporters = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Exporters)
+    threading.Thread(target=exporters.serve_forever, daemon=True).start()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(SCRAPE.format(port=exporters.server_address[1]))
+    port = free_port()
+    process = subprocess.Popen(
+        [str(prometheus_binary()), f"--config.file={config}", f"--storage.tsdb.path={tmp_path}/db",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        exporters.shutdown()
+
+
+def ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=1) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
+
+
+def test_every_query_answers_on_vllms_and_node_exporters_names(prometheus: int) -> None:
+    deadline = time.monotonic() + 60
+    live: dict = {}
+    while time.monotonic() < deadline:
+        if ready(prometheus):
+            live = statuslive.read(LIVE, run_live(LIVE, prometheus))
+            # rates need two scrapes: the queries run at once, one may see the second before
+            # another does
+            if live["state"] == "up" and None not in (live["tokens_per_s"], live["ttft_p95_s"]):
+                break
+        time.sleep(0.5)
+    assert live["state"] == "up" and live["errors"] == [], live
+    assert (live["requests_running"], live["requests_waiting"]) == (2.0, 1.0)
+    assert live["tokens_per_s"] > 0
+    assert 0 < live["ttft_p50_s"] <= live["ttft_p95_s"] <= 0.25  # within the buckets scraped
+    assert live["nodes"] == {
+        "a": {"gpu_busy_percent": 87.0, "memory_available_bytes": 12.0 * GIB,
+              "gtt_used_bytes": 80.0 * GIB},
+        "b": {"gpu_busy_percent": 85.0, "memory_available_bytes": 3.0 * GIB,
+              "gtt_used_bytes": 80.0 * GIB},
+    }  # fmt: skip
