@@ -20,14 +20,14 @@ from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import IMAGES_FORMAT, parse_images
 from halo_cluster.node.memory import memory_command, memory_process
 from halo_cluster.node.versions import versions_command, versions_process
-from halo_cluster.tools import reach, statuslive, statusranks, transport
+from halo_cluster.tools import reach, statuslive, statusranks, statuswatchdog, transport
 from halo_cluster.tools.commands.exits import DOWN, ERROR, OK
 
 UP, UNREACHABLE = OK, ERROR  # status's names for them: 2 is DOWN, something is down
 VERDICTS = {UP: "up", DOWN: "something is down", UNREACHABLE: "a node cannot be reached"}
 SERVICES = ("halo-ray", "halo-vllm")
 # what --json says of a node it could not reach: none of it was read
-NOT_READ = ("ray", "gpus", "units", "vllm", "memory", "versions", "images", "live")
+NOT_READ = ("ray", "gpus", "units", "vllm", "memory", "versions", "images", "live", "watchdog")
 # each command of the read is stopped after PART_SECONDS (a frozen user manager, Ray or
 # Prometheus: that part is said, the others are read), the node's whole read after
 # READ_SECONDS (a node whose SSH session itself says nothing)
@@ -75,6 +75,7 @@ class NodeStatus:
     images: dict = field(default_factory=dict)  # container -> the reference it runs (ImageName)
     rank: dict = field(default_factory=dict)  # serve.launcher: native: its rank (statusranks.py)
     live: dict = field(default_factory=dict)  # head only: Prometheus' numbers (statuslive.py)
+    watchdog: dict = field(default_factory=dict)  # head only: the stall watchdog's last restart
     silent: list[str] = field(default_factory=list)  # the parts of its read stopped unanswered
 
 
@@ -115,6 +116,7 @@ def gather_commands(cluster: Cluster, node: Node) -> dict[str, str]:
             "health": f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {url}/health",
             "models": models_command(cluster),
         } | statuslive.commands(cluster)
+        commands |= statuswatchdog.commands(cluster)
         if statusranks.native(cluster):  # no Ray to ask: the head's own view of its world
             commands = {n: c for n, c in commands.items() if n != "ray"}
             commands |= statusranks.head_commands(cluster)
@@ -184,6 +186,7 @@ def read_node(
         return status, []
     status.vllm = _vllm(cluster, found)
     status.live = statuslive.read(cluster, found)
+    status.watchdog = statuswatchdog.read(found)
     if statusranks.native(cluster):
         status.vllm["world"] = statusranks.head_world(found)
         return status, []

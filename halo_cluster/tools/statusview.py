@@ -22,7 +22,7 @@ from halo_cluster.config.docs import page
 from halo_cluster.config.model import Cluster
 from halo_cluster.decide import budget
 from halo_cluster.node.versions import firmware, summary
-from halo_cluster.tools import options, selection, statuslive, statusranks
+from halo_cluster.tools import options, selection, statuslive, statusranks, statuswatchdog
 from halo_cluster.tools.project import config, load_or_say, next_deploy
 from halo_cluster.tools.status import (
     DOWN,
@@ -67,6 +67,12 @@ def live_table(statuses: list[NodeStatus]) -> str:
     """Prometheus' numbers (statuslive.py), read on the head; nothing when it was left out."""
     head = next((s for s in statuses if s.role == "head" and s.reachable), None)
     return "\n".join(statuslive.lines(head.live)) if head else ""
+
+
+def watchdog_line(statuses: list[NodeStatus]) -> str:
+    """The head's stall watchdog: running, its last restart and why (statuswatchdog.py)."""
+    head = next((s for s in statuses if s.role == "head" and s.reachable), None)
+    return statuswatchdog.line(head.watchdog) if head else ""
 
 
 def silent_lines(statuses: list[NodeStatus]) -> list[str]:
@@ -181,8 +187,8 @@ def main(argv: list[str]) -> int:
         for said in silent_lines(statuses):
             print(said)
         lock, _ = locks.read(Path(cluster.container.lock))
-        parts = [table(cluster, statuses, lock), live_table(statuses), memory_table(statuses),
-                 versions_table(statuses)]  # fmt: skip
+        parts = [table(cluster, statuses, lock), watchdog_line(statuses), live_table(statuses),
+                 memory_table(statuses), versions_table(statuses)]  # fmt: skip
         print("\n".join(part for part in parts if part))
         print(f"status: {VERDICTS[code]}")
     return code

@@ -26,6 +26,7 @@ from halo_cluster.roles.serve import (
     ranks,
     ray,
     vllm,
+    watchdog,
     weights,
 )
 from halo_cluster.roles.serve.facts import (
@@ -37,6 +38,7 @@ from halo_cluster.roles.serve.facts import (
 from halo_cluster.roles.serve.files import RAY, UNITS, VLLM, VLLM_FILES
 from halo_cluster.roles.serve.files import paths as service_files
 from halo_cluster.roles.serve.transport import rdma_port_problem
+from halo_cluster.roles.serve.watchdog import WATCHDOG
 
 render = ray.render  # templates/serve/
 
@@ -49,7 +51,9 @@ UNIT_FILES = ((VLLM, "vllm_unit"), (RAY, "ray_unit"))
 
 
 def paths(data) -> tuple[str, ...]:
-    own = tuple(f"~{data.halo_cluster_user}/{p}" for p in service_files().values())
+    own = tuple(
+        f"~{data.halo_cluster_user}/{p}" for p in (*service_files().values(), *watchdog.PATHS)
+    )
     return (*own, *ANY_USERS_UNITS)
 
 
@@ -58,7 +62,7 @@ def reads(data) -> tuple[tuple[type, dict], ...]:
     node reads (the /health answer only when nothing was started, a no-op's case); on the head,
     serving or not, whether the nodes that left still run our services."""
     departed = membership.read(data)
-    return ((departed,) if departed else ()) + _serving_reads(data)
+    return ((departed,) if departed else ()) + _serving_reads(data) + watchdog.reads(data)
 
 
 def _serving_reads(data) -> tuple[tuple[type, dict], ...]:
@@ -86,8 +90,10 @@ def apply(node: NodeContext) -> None:
     controller.record()  # the token first: every node's Ray restarts with the one it writes
     membership.leave(user)  # before Ray restarts: a departed node never rejoins the new cluster
     if not host.data.halo_serve_enabled:
-        lifecycle.remove(user, snapshot, list(where.values()), [VLLM, RAY], "the cluster services")
+        every = [*where.values(), *watchdog.where(home).values()]
+        lifecycle.remove(user, snapshot, every, [VLLM, RAY, WATCHDOG], "the cluster services")
         return
+    watchdog.apply(user, snapshot, home)  # idle until /health answers 200: before the restarts
     if cluster_image.pinned(host) is None:  # refused by the container role: no other build runs
         return
     head = host.data.halo_role == "head"

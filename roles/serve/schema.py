@@ -12,6 +12,7 @@ from halo_cluster.roles.serve.files import BY_NAME
 WHERE = "where vLLM listens: the bench's client reaches it on the head either way"
 SECRET = "a secret's file on the controller: where the secret is, never how vLLM serves"
 DEPLOY = "how the deploy waits for vLLM, not how vLLM serves"
+WATCHDOG = "how the head's watchdog checks vLLM, not how vLLM serves"
 
 SECTION: tuple[Field, ...] = (
     Field(
@@ -165,6 +166,51 @@ SECTION: tuple[Field, ...] = (
         True,
         "Wait for /health at the end of the deploy (`--data halo_serve_wait=false` skips it).",
         unmeasured=DEPLOY,
+    ),
+    Field(
+        "serve.watchdog_enabled",
+        "boolean",
+        True,
+        "With `serve.enabled`: the head's stall watchdog (`halo-watchdog`, a user service of the "
+        "cluster user): while /health answers 200, one short completion every "
+        "`watchdog_interval_seconds`; `watchdog_misses` in a row unanswered within "
+        "`watchdog_timeout_seconds` restart the serving services on every node (docs/roles/"
+        "serve.md, The stall watchdog). On by default: vLLM's /health stays 200 over a stalled "
+        "or killed rank.",
+        unmeasured=WATCHDOG,
+    ),
+    Field(
+        "serve.watchdog_timeout_seconds",
+        "integer",
+        20,
+        "Seconds the watchdog's one-token completion may take: 5-600.",
+        rule=rules.between(5, 600, " s"),
+        unmeasured=WATCHDOG,
+    ),
+    Field(
+        "serve.watchdog_interval_seconds",
+        "integer",
+        10,
+        "Seconds between two of the watchdog's checks: 1-3600.",
+        rule=rules.between(1, 3600, " s"),
+        unmeasured=WATCHDOG,
+    ),
+    Field(
+        "serve.watchdog_misses",
+        "integer",
+        3,
+        "Unanswered completions in a row that restart the services: 1-100.",
+        rule=rules.between(1, 100),
+        unmeasured=WATCHDOG,
+    ),
+    Field(
+        "serve.watchdog_max_restarts_per_hour",
+        "integer",
+        3,
+        "Restarts the watchdog makes in any hour; then it holds and says so (the head's history, "
+        "its journal, `halo-cluster status`): 1-60.",
+        rule=rules.between(1, 60),
+        unmeasured=WATCHDOG,
     ),
     Field(
         "serve.nccl_debug",

@@ -20,6 +20,7 @@ from tests.plan.nodes import (
     plan_cluster,
     serve_cluster,
     user_node,
+    watchdog_running,
 )
 from tests.recorded import firewalld_output, memory_output
 
@@ -42,6 +43,7 @@ def native_node(cluster, name: str, vllm: str = "active", health: str = "200", *
     files = {p: (t, "755" if p.endswith(".sh") else m) for p, (t, m) in files.items()}
     units = ["Id=halo-ray.service", "ActiveState=inactive", "", "Id=halo-vllm.service"]
     units.append(f"ActiveState={vllm}")
+    watchdog_running(files, units)
     return user_node(files=files, units=units, health=[health], model=MODEL_FILES, **over)
 
 
