@@ -23,10 +23,11 @@ Runs vLLM's own benchmark inside the head's vLLM container against the serving c
 concurrency level of `bench.concurrency`, with the seeded random workload of `bench.*`. Every
 result is kept under reports/bench/ in the state folder and compared with the previous run of
 the same configuration (the same image, model, serve settings, kernel and firmware); a report.md
-says the result. The API key never appears on a command line. The benchmark runs on the head
-against vLLM, which serves across every node, and the run's key holds each node's kernel and
-firmware: --limit and --exclude are checked, and a selection that leaves a node out (the head, or
-a worker) is refused with its reason.""",
+says the result, and chart.svg beside it draws output tokens per second and time to first token
+against concurrency, one line per build. The API key never appears on a command line. The
+benchmark runs on the head against vLLM, which serves across every node, and the run's key holds
+each node's kernel and firmware: --limit and --exclude are checked, and a selection that leaves
+a node out (the head, or a worker) is refused with its reason.""",
     OPTIONS,
     NAME,
     "halo-cluster bench",

@@ -15,7 +15,11 @@ Reads every node at once over SSH and shows, per node, its services (state, rest
 when, the last error of a failed one), the image build its containers run, its kernel and
 firmware, and from the head Ray's nodes and vLLM's health, model and URL. With --limit or
 --exclude only the nodes left in are read and judged, and one line names those left out; with
-the head left out, Ray and vLLM are not read (one node in maintenance: --exclude NODE).""",
+the head left out, Ray and vLLM are not read (one node in maintenance: --exclude NODE). With
+metrics on, it also shows the last 5 minutes from the head's Prometheus: requests running and
+waiting, tokens per second, time to first token (median and 95th percentile), and per node GPU
+busy, memory available and GTT used. A node whose commands do not answer within 15 s is one line
+naming it and what did not answer.""",
     OPTIONS,
     NAME,
     "halo-cluster status --json",
