@@ -29,13 +29,14 @@ _NEW: dict[str, str] = {}  # the token this run writes, by its file's path
 def token_due(data: Any) -> str:
     """Why this run writes Ray's token ("" when it does not): the tool's own token, made when
     there is none yet and the cluster serves on Ray, rotated when a node leaves the cluster in this
-    run (a token file the user gave is never written)."""
+    run unless it serves natively, without one (a token file the user gave is never written)."""
     if not data.halo_serve_ray_token_owned:
         return ""
     if not Path(data.halo_serve_ray_token_file).exists():
         return "made" if data.halo_serve_ray_listens else ""  # serving on Ray
     leaving = data.halo_container_leaving
-    return f"rotated: {', '.join(leaving)} left" if leaving else ""
+    ray = data.halo_serve_launcher == "ray"
+    return f"rotated: {', '.join(leaving)} left" if leaving and ray else ""
 
 
 def ray_token(data: Any) -> str:

@@ -1,7 +1,9 @@
 """A node removed from cluster.yml leaves the cluster: the container derivation moves it to the
 lock's `left`; here the head asks each departed node over the data link whether our services
 are still there (`DepartedServices`, in the head's one read) and takes them out
-(`leave_cluster`), with one line per departed node saying what was done on it."""
+(`leave_cluster`), with one line per departed node saying what was done on it. With
+`serve.launcher: native` no Ray token keeps a departed node out (none is used): its rank, if it
+still runs, reaches the head's master port, where the /health wait's identity check names it."""
 
 from __future__ import annotations
 
@@ -42,8 +44,8 @@ def leave(user: str) -> None:
                 address=address,
                 services=[VLLM, RAY],
                 paths=list(paths().values()),
-                token_rotated=host.data.halo_serve_ray_token_owned,
-                line=f"{said}: its Ray and vLLM services stopped and removed; {_token()}",
+                token_rotated=host.data.halo_serve_ray_token_owned and not _native(),
+                line=f"{said}: {_stopped()}",
             )
         elif state == "unreachable":
             logger.warning(
@@ -54,6 +56,16 @@ def leave(user: str) -> None:
             logger.info(f"{host.print_prefix}{said}: none of its services remain")
 
 
+def _native() -> bool:
+    return host.data.halo_serve_launcher == "native"
+
+
+def _stopped() -> str:
+    if _native():  # no Ray token in use: none rotated
+        return "its vLLM rank stopped and removed"
+    return f"its Ray and vLLM services stopped and removed; {_token()}"
+
+
 def _token() -> str:
     if host.data.halo_serve_ray_token_owned:
         return "Ray token rotated"
@@ -61,6 +73,11 @@ def _token() -> str:
 
 
 def _keeps_out() -> str:
+    if _native():
+        return (
+            "if its vLLM rank still runs, the head's master port shows it (the /health wait "
+            "names it): stop its halo-vllm"
+        )
     if host.data.halo_serve_ray_token_owned:
         return "the rotated Ray token keeps it out"
     return f"{_given()} is yours: write a new token into it to keep it out"
