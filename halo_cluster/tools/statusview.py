@@ -4,7 +4,8 @@ One batched read per node, all nodes at once (status.py reads, this module shows
 unit (state, restarts, since when, the last error line of a failed one), the image its containers
 run (its digest, short, and the Ray and vLLM versions the lock records for it), the kernel and
 firmware the node runs and has installed (the deploy's InstalledVersions read), and from the head
-the Ray nodes (address, alive, GPUs) and vLLM's health, model and URL. Exit 0 when everything is
+the Ray nodes (address, alive, GPUs), vLLM's health, model and URL, and with metrics on the last
+5 minutes from Prometheus (statuslive.py). Exit 0 when everything is
 up, 2 when something is down (or serve.enabled is false), 1 when a node cannot be reached (one
 line naming it and SSH's reason; in --json what it could not say is "unknown") or the config is
 bad.
