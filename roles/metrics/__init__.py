@@ -10,21 +10,22 @@ from __future__ import annotations
 from pyinfra.api import deploy
 
 from halo_cluster.node.context import NodeContext
-from halo_cluster.roles.metrics import exporter, prometheus
+from halo_cluster.roles.metrics import exporter, grafana, prometheus
 
 ORDER = 96
 PACKAGES = ("node-exporter",)  # Fedora's node_exporter (formerly golang-github-...-node-exporter)
 
 
 def paths(data) -> tuple[str, ...]:
-    return (*exporter.paths(data), *prometheus.paths(data))
+    return (*exporter.paths(data), *prometheus.paths(data), *grafana.paths(data))
 
 
 def reads(data) -> tuple[tuple[type, dict], ...]:
-    return (*exporter.reads(data), *prometheus.reads(data))
+    return (*exporter.reads(data), *prometheus.reads(data), *grafana.reads(data))
 
 
 @deploy("Metrics")
 def apply(node: NodeContext) -> None:
     exporter.apply()
     prometheus.apply()
+    grafana.apply()  # with metrics.grafana (grafana.py)

@@ -33,7 +33,11 @@ class Metrics(MetricsKeys):  # type: ignore[misc,valid-type]
 def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Metrics:
     names = MetricsKeys.__dataclass_fields__
     values = {name: cluster.settings[f"metrics.{name}"] for name in names}
-    keys = replace(MetricsKeys(**values), password_file=resolve(values["password_file"], base_dir))
+    keys = replace(
+        MetricsKeys(**values),
+        password_file=resolve(values["password_file"], base_dir),
+        grafana_password_file=resolve(values["grafana_password_file"], base_dir),
+    )
     head = next((n for n in cluster.nodes if n.role == "head"), None)
     address = head.address if head else ""
     everywhere = keys.listen == "all"
@@ -41,6 +45,8 @@ def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Metrics:
     serving, port = cluster.settings["serve.enabled"], cluster.settings["serve.port"]
     if keys.enabled and everywhere and not keys.password_file:
         problems.error("metrics.password_file", "required with metrics.listen: all")
+    if keys.enabled and keys.grafana and not keys.grafana_password_file:
+        problems.error("metrics.grafana_password_file", "required with metrics.grafana: true")
     return Metrics(
         **{name: getattr(keys, name) for name in names},
         listen_address=f"{'0.0.0.0' if everywhere else address}:{PROMETHEUS_PORT}",
@@ -54,3 +60,5 @@ def prepare(cluster: Cluster, problems: Problems, base_dir: Path) -> None:
     metrics = cluster.metrics
     if metrics.enabled and metrics.password_file:
         check_secret("metrics.password_file", metrics.password_file, problems)
+    if metrics.enabled and metrics.grafana and metrics.grafana_password_file:
+        check_secret("metrics.grafana_password_file", metrics.grafana_password_file, problems)

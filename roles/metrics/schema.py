@@ -8,6 +8,7 @@ from halo_cluster.config.schema import Field, variables
 from halo_cluster.roles.metrics import alerts
 
 DEFAULT_IMAGE = "quay.io/prometheus/prometheus:v3.5.0"
+DEFAULT_GRAFANA_IMAGE = "docker.io/grafana/grafana:12.3.1"
 
 SECTION: tuple[Field, ...] = (
     Field(
@@ -71,6 +72,29 @@ SECTION: tuple[Field, ...] = (
         "Prometheus' image; the head resolves it to a digest and runs that digest.",
         rule=rules.image_reference,
     ),
+    Field(
+        "metrics.grafana",
+        "boolean",
+        False,
+        "Grafana on the head too, with the cluster's dashboard and vLLM's, on the head's data "
+        "address (port 3000); requires `metrics.grafana_password_file`.",
+    ),
+    Field(
+        "metrics.grafana_password_file",
+        "string",
+        None,
+        "A file on the controller holding Grafana's admin password, one line (user `admin`); "
+        "the head keeps a 0600 copy Grafana reads at its first start. Required with "
+        "`metrics.grafana`.",
+        rule=rules.file_path,
+    ),
+    Field(
+        "metrics.grafana_image",
+        "string",
+        DEFAULT_GRAFANA_IMAGE,
+        "Grafana's image; the head resolves it to a digest and runs that digest.",
+        rule=rules.image_reference,
+    ),
     *alerts.fields(),  # the alert rules' bounds (roles/metrics/alerts.py)
 )
 # host data it reads beyond its section: the cluster section's, what the serve role derives
@@ -85,5 +109,6 @@ READS = (
     # what model.py derives from the section (`Metrics`)
     "halo_metrics_listen_address",
     "halo_metrics_vllm_target",
+    "halo_metrics_url",  # Grafana's data source
 )
 VARIABLES = variables(SECTION, READS)

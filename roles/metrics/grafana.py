@@ -1,0 +1,185 @@
+"""Grafana on the head, with `metrics.grafana`: a rootless quadlet of the cluster user, its image
+pinned by digest, provisioned with the head's Prometheus as its data source and three dashboards
+(templates/metrics/grafana/: the cluster's own, and vLLM's two from its examples); its admin
+password a 0600 copy of the controller's `metrics.grafana_password_file`, read by the image's
+run.sh through GF_SECURITY_ADMIN_PASSWORD__FILE (never on a command line). Listens on the head's
+data address only (the firewall opens nothing for it: a workstation reaches it through the head,
+docs/roles/metrics.md). Off, its files go (its data folder stays)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from pyinfra import host
+from pyinfra.operations import server
+
+from halo_cluster.config.rules import image_digest, image_name
+from halo_cluster.config.serving import QUADLETS, SERVICE_CONFIG
+from halo_cluster.node.facts import as_user
+from halo_cluster.node.image import ContainerImages, ResolvedImage
+from halo_cluster.node.nodefiles import cached, node_files
+from halo_cluster.node.operations import text_file
+from halo_cluster.node.report import fail
+from halo_cluster.roles.metrics.exporter import render
+from halo_cluster.roles.metrics.facts import Units
+from halo_cluster.roles.metrics.prometheus import USER as PROMETHEUS_USER
+from halo_cluster.roles.metrics.queries import dashboards
+
+SERVICE = "halo-grafana"
+PORT = 3000
+DATASOURCE_UID = "prometheus"  # the uid the dashboards name (vLLM's pick it as their default)
+FOLDER = f"{SERVICE_CONFIG}/grafana"
+DATA = ".local/share/halo-cluster/grafana"  # Grafana's database, mounted as /var/lib/grafana
+DASHBOARDS = "/etc/halo-cluster/dashboards"  # in the container
+SECRETS = "/run/secrets/halo"  # in the container
+RESOLVED_FROM = re.compile(r"^# image: (\S+) resolved to (sha256:[0-9a-f]{64})$", re.MULTILINE)
+
+
+def files() -> dict[str, tuple[str, str, bool]]:
+    """name -> (path below the user's home, mode, secret) of every file Grafana may have."""
+    found = {
+        "unit": (f"{QUADLETS}/{SERVICE}.container", "644", False),
+        "datasource": (f"{FOLDER}/datasources/prometheus.yml", "644", False),
+        "provider": (f"{FOLDER}/providers/halo-cluster.yml", "644", False),
+        "admin_password": (f"{FOLDER}/secrets/admin-password", "600", True),
+        "prometheus_password": (f"{FOLDER}/secrets/prometheus-password", "600", True),
+    }
+    for name in dashboards():
+        found[f"dashboard {name}"] = (f"{FOLDER}/dashboards/{name}", "644", False)
+    return found
+
+
+def paths(data) -> tuple[str, ...]:
+    return tuple(f"~{data.halo_cluster_user}/{path}" for path, _, _ in files().values())
+
+
+def wanted_here(data) -> bool:
+    return bool(data.halo_metrics_enabled and data.halo_metrics_grafana) and (
+        data.halo_role == "head"
+    )
+
+
+def reads(data) -> tuple[tuple[type, dict], ...]:
+    user = data.halo_cluster_user
+    found: tuple[tuple[type, dict], ...] = (
+        (Units, {"units": (SERVICE,), "user": user}),
+        (ContainerImages, {"user": user, "containers": (SERVICE,)}),
+    )
+    if wanted_here(data) and not image_digest(data.halo_metrics_grafana_image):
+        found += ((ResolvedImage, {"user": user, "reference": data.halo_metrics_grafana_image}),)
+    return found
+
+
+def apply() -> None:
+    user = host.data.halo_cluster_user
+    nodefiles = node_files(host)
+    home = nodefiles.home(user) or f"/home/{user}"
+    where = {name: f"{home}/{path}" for name, (path, _, _) in files().items()}
+    # every node: a former head's Grafana goes when the head moves or metrics.grafana goes off
+    wanted = _wanted(where["unit"]) if wanted_here(host.data) else {}
+    if wanted is None:
+        return
+    _remove(user, [where[n] for n in where if n not in wanted and nodefiles.exists(where[n])])
+    changed = False
+    for name, text in wanted.items():
+        _, mode, secret = files()[name]
+        changed = nodefiles.differs(where[name], text, mode) or changed
+        text_file(
+            name=f"Grafana's {where[name]}",
+            path=where[name],
+            text=text,
+            mode=mode,
+            owner=user,
+            secret=secret,
+        )
+    if wanted:
+        _start(user, changed, nodefiles.differs(where["unit"], wanted["unit"], "644"))
+
+
+def pinned(unit: str) -> str | None:
+    """`NAME@sha256:...` Grafana runs: as written when the key has a digest; else the digest the
+    quadlet records for the same reference; else the head's resolve now."""
+    reference = host.data.halo_metrics_grafana_image
+    if image_digest(reference):
+        return reference
+    found = RESOLVED_FROM.search(node_files(host).text(unit) or "")
+    if found and found.group(1) == reference:
+        return f"{image_name(reference)}@{found.group(2)}"
+    resolved = cached(host, ResolvedImage, user=host.data.halo_cluster_user, reference=reference)
+    if resolved.digest:
+        return f"{image_name(reference)}@{resolved.digest}"
+    fail(
+        host,
+        f"metrics.grafana_image: {reference} could not be resolved to a digest: {resolved.error}",
+    )
+    return None
+
+
+def _wanted(unit: str) -> dict[str, str] | None:
+    image = pinned(unit)
+    if image is None:
+        return None
+    data = host.data
+    everywhere = data.halo_metrics_listen == "all"
+    wanted = {
+        "unit": render(
+            "halo-grafana.container.j2",
+            node=data.halo_node,
+            user=data.halo_cluster_user,
+            image=image,
+            reference=data.halo_metrics_grafana_image,
+            digest=image.rpartition("@")[2],
+            folder=FOLDER,
+            data=DATA,
+            dashboards=DASHBOARDS,
+            secrets=SECRETS,
+            address=data.halo_data_address,
+            port=PORT,
+        ),
+        "datasource": render(
+            "grafana/datasource.yml.j2",
+            uid=DATASOURCE_UID,
+            url=data.halo_metrics_url,
+            user=PROMETHEUS_USER if everywhere else None,
+            password_file=f"{SECRETS}/prometheus-password",
+        ),
+        "provider": render("grafana/dashboards.yml.j2", path=DASHBOARDS),
+        "admin_password": _secret(data.halo_metrics_grafana_password_file),
+        **{f"dashboard {name}": text for name, text in dashboards().items()},
+    }
+    if everywhere:
+        wanted["prometheus_password"] = _secret(data.halo_metrics_password_file)
+    return wanted
+
+
+def _secret(path: str) -> str:
+    """A password file of the controller's as the head keeps it: its first line."""
+    with open(path, encoding="utf-8") as stream:
+        return stream.read().strip() + "\n"
+
+
+def _remove(user: str, present: list[str]) -> None:
+    if not present:
+        return
+    stop = as_user(user, f"systemctl --user stop {SERVICE}.service") + " 2>/dev/null || true"
+    reload = as_user(user, "systemctl --user daemon-reload")
+    server.shell(
+        name="Stop and remove Grafana's files (metrics.grafana off, or not wanted any more)",
+        commands=[stop, f"rm -f {' '.join(shlex.quote(p) for p in present)}", reload],
+    )
+
+
+def _start(user: str, changed: bool, unit_changed: bool) -> None:
+    """Start Grafana, or restart it when its files changed or it runs another image."""
+    state = cached(host, Units, units=(SERVICE,), user=user).get(SERVICE, {})
+    running = cached(host, ContainerImages, user=user, containers=(SERVICE,)).get(SERVICE)
+    unit = f"{node_files(host).home(user) or f'/home/{user}'}/{files()['unit'][0]}"
+    other = bool(running and running["reference"] != pinned(unit))
+    up = state.get("active") in ("active", "activating")
+    verb = "restart" if up and (changed or other) else None if up else "start"
+    commands = [as_user(user, "systemctl --user daemon-reload")] if unit_changed else []
+    if verb:
+        commands.append(as_user(user, f"systemctl --user {verb} {SERVICE}.service"))
+    if commands:
+        server.shell(name=f"{(verb or 'reload').capitalize()} {SERVICE}", commands=commands)

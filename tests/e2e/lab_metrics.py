@@ -1,0 +1,38 @@
+"""What the lab's Prometheus can and cannot have, and its answers: the e2e test of every query
+(test_metrics_queries.py) and the unit test comparing the dashboards with the stand-in
+(tests/unit/test_grafana.py) read these.
+
+The lab's nodes are containers on one machine: no amdgpu card (drm), no hwmon chip and no RDMA
+device (infiniband), so node_exporter has none of those series (NOT VERIFIED in the lab: their
+names are node_exporter's, tests/unit/test_grafana.py); the stand-in vLLM serves vLLM 0.33.0's
+core families but not the per-request token histograms (lab/standin/vllm_metrics.py), which
+vLLM's query_statistics.json reads."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tests.e2e.conftest import Lab
+
+NO_DEVICE = ("node_drm_", "node_hwmon_", "node_infiniband_")
+STANDIN_UNSERVED = frozenset({"vllm:request_prompt_tokens_bucket"})
+HEAD = "192.168.100.1"
+
+
+def lab_absent(name: str) -> bool:
+    """Whether the lab cannot have a series of this name."""
+    return name.startswith(NO_DEVICE) or name in STANDIN_UNSERVED
+
+
+def query(lab: Lab, expr: str, port: int) -> list[dict]:
+    """The lab's Prometheus' answer to an instant query, asked on the head."""
+    url = f"http://{HEAD}:{port}/api/v1/query"
+    answer = lab.ssh(
+        "node1", f"curl -sf -m 10 -G {url} --data-urlencode {shlex.quote('query=' + expr)}"
+    )
+    found = json.loads(answer)
+    assert found["status"] == "success", f"{expr}: {answer}"
+    return found["data"]["result"]
