@@ -62,7 +62,17 @@ def test_a_part_that_hangs_is_stopped_at_its_bound_the_others_read(local, monkey
     )
     assert time.monotonic() - start < 8
     assert result.ok and found["versions"].out == "6.18\n"
-    assert found["units"].status in status.STOPPED
+    assert found["units"].status == transport.TIMED_OUT
+
+
+def test_a_part_that_ignores_term_is_killed(local, monkeypatch) -> None:
+    """A process that ignores TERM (its children inherit the ignored signal) is killed 2 s
+    later: the part's exit is KILL's, still a stopped part."""
+    monkeypatch.setattr(status, "PART_SECONDS", 1)
+    start = time.monotonic()
+    _, found = local.read(CLUSTER.workers[0], status.bounded({"units": "trap '' TERM; sleep 30"}))
+    assert time.monotonic() - start < 10
+    assert found["units"].status == 128 + 9 and found["units"].status in status.STOPPED
 
 
 def test_a_node_whose_services_do_not_answer_says_so_and_is_down() -> None:
