@@ -1,11 +1,10 @@
 """status's live tests' shared pieces: a two-node serving config, the same with metrics on (the
-metrics role's derived value as status reads it, `cluster.metrics`: `enabled`, and `url`,
-Prometheus on the head's data address), and the live read run by this machine's shell."""
+metrics role's own keys: `cluster.metrics.url`, Prometheus on the head's data address), and the
+live read run by this machine's shell."""
 
 from __future__ import annotations
 
 import subprocess
-from dataclasses import dataclass, replace
 
 import yaml
 
@@ -14,27 +13,13 @@ from halo_cluster.config.model import Cluster
 from halo_cluster.node import batch
 from halo_cluster.tools import statuslive
 
-CLUSTER = parse_cluster(
-    yaml.safe_load(
-        "cluster_user: vllm\nserve: {enabled: true, model: org/model}\nnodes:\n"
-        "  - {name: a, ssh: {host: h1}, data: {interface: eth1}}\n"
-        "  - {name: b, ssh: {host: h2}, data: {interface: eth1}}\n"
-    )
+SERVING = (
+    "cluster_user: vllm\nserve: {enabled: true, model: org/model}\nnodes:\n"
+    "  - {name: a, ssh: {host: h1}, data: {interface: eth1}}\n"
+    "  - {name: b, ssh: {host: h2}, data: {interface: eth1}}\n"
 )
-
-
-@dataclass(frozen=True)
-class Metrics:
-    enabled: bool
-    url: str
-
-
-def with_metrics(cluster: Cluster) -> Cluster:
-    url = f"http://{cluster.head.address}:9090"
-    return replace(cluster, derived=cluster.derived | {"metrics": Metrics(True, url)})
-
-
-LIVE = with_metrics(CLUSTER)
+CLUSTER = parse_cluster(yaml.safe_load(SERVING))
+LIVE = parse_cluster(yaml.safe_load(SERVING + "metrics: {enabled: true}\n"))
 
 
 def run_live(cluster: Cluster, port: int) -> dict[str, batch.Part]:
