@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from halo_cluster.config import lock
-from lab import freeze, image, network, node, rootfs, rpms, sh, throttle
+from lab import freeze, image, network, node, promimage, rootfs, rpms, sh, throttle
 from lab.sh import LabError
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -155,6 +155,7 @@ def up(count: int, link: str) -> None:
         image.ensure_image(),
         rootfs.registry_storage(lower, image.image_hash()),
     )
+    prometheus = promimage.ensure(shared.image)  # beside the seed image, which every node mounts
     KEY.parent.mkdir(parents=True, exist_ok=True)
     if not KEY.exists():
         sh.run(
@@ -178,6 +179,7 @@ def up(count: int, link: str) -> None:
     for name in wanted:
         wait_booted(state, name)
     seed_registry(state, shared)
+    seed_prometheus(state, shared, prometheus)
     print(f"lab: {count} nodes up ({link}) in {time.monotonic() - started:.1f} s")
     write_cluster_config(state)
     print(f"lab: wrote {CONFIG.relative_to(PROJECT) if CONFIG.is_relative_to(PROJECT) else CONFIG}")
@@ -209,6 +211,20 @@ def seed_registry(state: dict, shared: node.Shared) -> None:
     if result.returncode != 0:
         raise LabError(f"seeding the lab registry failed: {result.stderr.strip()}")
     marker.write_text((shared.registry / LATEST_LINK).read_text())
+
+
+def seed_prometheus(state: dict, shared: node.Shared, tar: Path) -> None:
+    """Publish the lab's Prometheus image (lab/promimage.py) once per build of it, under the real
+    image's name and tag."""
+    marker = shared.registry / f".seeded-{tar.stem}"
+    if marker.exists():
+        return
+    script = promimage.seed_script(f"/srv/halo-lab-image/{tar.name}")
+    argv = [*ssh_argv(node_address(state, state["nodes"][0])), "sh", "-s"]
+    result = subprocess.run(argv, input=script, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise LabError(f"seeding the lab registry with Prometheus failed: {result.stderr.strip()}")
+    marker.touch()
 
 
 def reset_latest(shared: node.Shared) -> None:

@@ -83,9 +83,80 @@ Lab stand-in: no firmware, only the version Fedora's package carries.
 """
 
 
+# Fedora's node-exporter with real software: Debian's node_exporter binary in Fedora's layout
+# (node-exporter.spec: the binary, its node_exporter link, the unit and its node_exporter alias,
+# the options file, the `prometheus` system user by sysusers.d), so the metrics role's drop-in and
+# unit name meet what a Fedora node has. The unit's ExecStart variable is Debian's (Fedora's own
+# was not seen): the role's drop-in replaces ExecStart whatever it is.
+EXPORTER = "node-exporter"
+EXPORTER_SPEC = """\
+Name: node-exporter
+Version: {version}
+Release: 1.lab
+Summary: halo-cluster lab stand-in for node-exporter: Debian's {debian}
+License: Apache-2.0
+BuildArch: x86_64
+AutoReqProv: no
+%global debug_package %{{nil}}
+%global __os_install_post %{{nil}}
+
+%description
+Lab stand-in: Debian's {debian} binary under Fedora's package name and
+file layout.
+
+%install
+mkdir -p %{{buildroot}}/usr/bin %{{buildroot}}/usr/lib/systemd/system %{{buildroot}}/etc/default
+mkdir -p %{{buildroot}}/usr/lib/sysusers.d %{{buildroot}}/var/lib/prometheus/node-exporter
+install -m 0755 {root}/usr/bin/prometheus-node-exporter %{{buildroot}}/usr/bin/
+ln -s prometheus-node-exporter %{{buildroot}}/usr/bin/node_exporter
+cat > %{{buildroot}}/usr/lib/systemd/system/prometheus-node-exporter.service <<'UNIT'
+[Unit]
+Description=Prometheus exporter for machine metrics
+After=network.target
+
+[Service]
+User=prometheus
+EnvironmentFile=-/etc/default/prometheus-node-exporter
+ExecStart=/usr/bin/prometheus-node-exporter $ARGS
+Restart=on-failure
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+ln -s prometheus-node-exporter.service %{{buildroot}}/usr/lib/systemd/system/node_exporter.service
+echo 'ARGS=""' > %{{buildroot}}/etc/default/prometheus-node-exporter
+echo 'u prometheus - "Prometheus" /var/lib/prometheus' \\
+    > %{{buildroot}}/usr/lib/sysusers.d/node-exporter.conf
+
+%post -p <lua>
+rpm.execute("/usr/bin/systemd-sysusers", "/usr/lib/sysusers.d/node-exporter.conf")
+
+%files
+/usr/bin/prometheus-node-exporter
+/usr/bin/node_exporter
+/usr/lib/systemd/system/prometheus-node-exporter.service
+/usr/lib/systemd/system/node_exporter.service
+%config(noreplace) /etc/default/prometheus-node-exporter
+/usr/lib/sysusers.d/node-exporter.conf
+%dir /var/lib/prometheus/node-exporter
+"""
+
+
+def exporter_spec() -> str:
+    from lab import debs
+
+    package = "prometheus-node-exporter"
+    debian = debs.version(package)
+    version = debian.split("-")[0].split("+")[0].split(":")[-1]
+    return EXPORTER_SPEC.format(
+        version=version, debian=f"{package} {debian}", root=debs.extracted(package)
+    )
+
+
 def specs() -> dict[str, str]:
     """Every stand-in's spec by a file name of its own."""
     found = {name: SPEC.format(name=name) for name in STAND_INS}
+    found[EXPORTER] = exporter_spec()
     for evr in KERNELS:
         version, release = evr.split("-")
         found[f"kernel-core-{evr}"] = KERNEL_SPEC.format(

@@ -23,6 +23,8 @@ DROP_IN = f"/etc/systemd/system/{UNIT}.service.d/halo-cluster.conf"
 # a later default does not take them away: hwmon (temperatures, power), infiniband (the RDMA
 # port's counters), netdev (the data link), meminfo and pressure (unified memory)
 COLLECTORS = ("drm", "hwmon", "infiniband", "netdev", "meminfo", "pressure")
+# the package's own folder (node-exporter.spec): a node's own series, `*.prom` files
+TEXTFILES = "/var/lib/prometheus/node-exporter"
 
 
 def paths(data) -> tuple[str, ...]:
@@ -55,6 +57,7 @@ def apply() -> None:
         binary=BINARY,
         address=listen_address(),
         collectors=COLLECTORS,
+        textfiles=TEXTFILES,
     )
     changed = files.differs(DROP_IN, text, "644")
     text_file(name=f"node_exporter's drop-in {DROP_IN}", path=DROP_IN, text=text)

@@ -1,6 +1,6 @@
 """Prometheus on the head: a rootless quadlet of the cluster user, its image pinned by digest,
 its config rendered from the cluster (every node's node_exporter, vLLM's /metrics on the head's
-data address, Ray's metrics port where Ray runs), the alert rules when the checkout has them,
+data address; not Ray's: docs/roles/metrics.md), the alert rules (alerts.py),
 and with `metrics.listen: all` a bcrypt hash of the password in a 0600 web config."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pyinfra import host
 from pyinfra.operations import server
 
 from halo_cluster.config.rules import image_digest, image_name
-from halo_cluster.config.serving import PORTS, QUADLETS, SERVICE_CONFIG
+from halo_cluster.config.serving import QUADLETS, SERVICE_CONFIG
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import ContainerImages, ResolvedImage
 from halo_cluster.node.nodefiles import cached, node_files
@@ -136,7 +136,6 @@ def _wanted(where: dict[str, str]) -> dict[str, str] | None:
             nodes=scrape_nodes(),
             vllm=data.halo_metrics_vllm_target,
             node_exporter_port=NODE_EXPORTER_PORT,
-            ray_port=PORTS["metrics-export-port"] if data.halo_serve_ray_listens else None,
         ),
         "alerts": alerts.render(alerts.configured(data)),
     }

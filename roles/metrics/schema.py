@@ -105,7 +105,6 @@ READS = (
     "halo_data_address",
     "halo_head_address",
     "halo_peers",
-    "halo_serve_ray_listens",  # Ray runs: its metrics port is scraped
     # what model.py derives from the section (`Metrics`)
     "halo_metrics_listen_address",
     "halo_metrics_vllm_target",
