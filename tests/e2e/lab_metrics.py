@@ -27,12 +27,28 @@ def lab_absent(name: str) -> bool:
     return name.startswith(NO_DEVICE) or name in STANDIN_UNSERVED
 
 
-def query(lab: Lab, expr: str, port: int) -> list[dict]:
-    """The lab's Prometheus' answer to an instant query, asked on the head."""
+def answers(lab: Lab, exprs: list[str], port: int) -> list[list[dict]]:
+    """The lab's Prometheus' answer to each instant query, asked on the head in one ssh."""
     url = f"http://{HEAD}:{port}/api/v1/query"
-    answer = lab.ssh(
-        "node1", f"curl -sf -m 10 -G {url} --data-urlencode {shlex.quote('query=' + expr)}"
+    curls = [
+        f"curl -sf -m 10 -G {url} --data-urlencode {shlex.quote('query=' + expr)}; echo"
+        for expr in exprs
+    ]
+    lines = lab.ssh("node1", "; ".join(curls)).splitlines()
+    assert len(lines) == len(exprs), f"{len(exprs)} queries, {len(lines)} answers"
+    found = []
+    for expr, line in zip(exprs, lines, strict=True):
+        answer = json.loads(line) if line else {"status": "no answer"}
+        assert answer["status"] == "success", f"{expr}: {line}"
+        found.append(answer["data"]["result"])
+    return found
+
+
+def complete(lab: Lab, count: int) -> None:
+    """`count` short completions at once on the head's vLLM, answered before this returns."""
+    body = json.dumps({"model": "facebook/opt-125m", "prompt": "hello", "max_tokens": 8})
+    one = (
+        f"curl -sf -m 60 -o /dev/null http://{HEAD}:8000/v1/completions "
+        f"-H 'Content-Type: application/json' -d '{body}'"
     )
-    found = json.loads(answer)
-    assert found["status"] == "success", f"{expr}: {answer}"
-    return found["data"]["result"]
+    lab.ssh("node1", " & ".join([one] * count) + " & wait")
