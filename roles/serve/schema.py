@@ -280,6 +280,7 @@ READS = (
     "halo_serve_executor_backend",
     "halo_serve_nnodes",
     "halo_serve_master_addr",
+    "halo_metrics_url",  # the metrics role's Prometheus: the watchdog reads its alert there
 )
 VARIABLES = variables(SECTION, READS)
 # the further tables its page holds, written by `python -m halo_cluster.roles` (roles/docs.py)

@@ -67,8 +67,9 @@ def settings(data, home: str) -> dict:
         "restarts_per_hour": data.halo_serve_watchdog_max_restarts_per_hour,
         "secrets": f"{home}/{SECRETS_ENV}",
         "history": f"{home}/{HISTORY}",
-        # Prometheus' alert (the metrics role's VllmGenerationStalled): not wired yet
-        "alerts": "",
+        # the metrics role's Prometheus, for its VllmGenerationStalled alert: with metrics off
+        # nothing listens there, the query is refused at once and the completions alone decide
+        "alerts": data.halo_metrics_url,
     }
 
 
