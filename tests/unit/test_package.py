@@ -67,32 +67,45 @@ for name in folders:
     for template in loader.list_templates():
         render.environment(loader).get_template(template)
         every.add(f"{name}/{template}")
-# and every one rendered by the plans below: the RoCE and the Thunderbolt cluster's, and the
-# RoCE cluster's with vLLM's own launcher (serve.launcher: native)
+# and every one rendered by the plans below: the RoCE and the Thunderbolt cluster's, the RoCE
+# cluster's with vLLM's own launcher (serve.launcher: native), and with metrics and Grafana on
 rendered = set()
 loading = jinja2.Environment.get_template
 def recorded(self, name, *args, **kwargs):
     rendered.add(f"{self.loader.package_path}/{name}")
     return loading(self, name, *args, **kwargs)
 jinja2.Environment.get_template = recorded
+# a file copied as it is (a Grafana dashboard) is read by its loader's get_source alone
+sourcing = jinja2.PackageLoader.get_source
+def sourced(self, environment, name):
+    rendered.add(f"{self.package_path}/{name}")
+    return sourcing(self, environment, name)
+jinja2.PackageLoader.get_source = sourced
 harness.ROOT = project.files().entry
 assert str(harness.ROOT).startswith(site), harness.ROOT
 from tests.plan.nodes import plan_cluster, serve_cluster
 uploads = {}
-for name, (link, more) in json.loads(sys.argv[2]).items():
+for name, (link, more, top) in json.loads(sys.argv[2]).items():
     serve = ", listen: all, api_key_file: key" + more
-    cluster = serve_cluster(interconnect=link, serve=serve, tmp_path=Path.cwd())
+    cluster = serve_cluster(interconnect=link, serve=serve, tmp_path=Path.cwd(), top=top)
     result = plan_cluster(cluster, interconnect=link)
     uploads[name] = {node: result.uploads(node) for node in ("halo1", "halo2")}
 assert rendered == every, f"not rendered by the plans: {sorted(every - rendered)}"
 print(json.dumps(uploads))
 """
-# the plans PLAN makes: (interconnect, more serve keys) by name
+# the plans PLAN makes: (interconnect, more serve keys, keys before serve's) by name
+METRICS = (
+    "metrics: {enabled: true, listen: all, password_file: pw, grafana: true, "
+    "grafana_password_file: pw}\n"
+)
 PLANS = {
-    "roce": ("roce", ""),
-    "thunderbolt": ("thunderbolt", ""),
-    "native": ("roce", ", launcher: native"),
+    "roce": ("roce", "", ""),
+    "thunderbolt": ("thunderbolt", "", ""),
+    "native": ("roce", ", launcher: native", ""),
+    "metrics": ("roce", "", METRICS),
 }
+# a bcrypt hash is salted anew by each plan (roles/metrics/prometheus.py): compared without it
+SALTED = "/.config/halo-cluster/metrics/web.yml"
 # two nodes on loopback addresses where nothing listens on the SSH port: the commands load the
 # config, run pyinfra and the verification, and every node is unreachable
 UNREACHABLE = """interconnect: roce
@@ -172,6 +185,7 @@ def test_an_installed_package_renders_every_template_and_plans_the_same(
     installed: Installed, tmp_path: Path
 ) -> None:
     (tmp_path / "key").write_text("sk-package-test\n")
+    (tmp_path / "pw").write_text("package-test-password\n")
     pythonpath = f"{installed.site}{os.pathsep}{ROOT}"
     plans = json.dumps(PLANS)
     plan = installed.run(
@@ -185,13 +199,17 @@ def test_an_installed_package_renders_every_template_and_plans_the_same(
     )
     assert plan.returncode == 0, plan.stderr[-3000:]
     expected = {}
-    for name, (link, more) in PLANS.items():
+    for name, (link, more, top) in PLANS.items():
         serve = ", listen: all, api_key_file: key" + more
-        here = plan_cluster(
-            serve_cluster(interconnect=link, serve=serve, tmp_path=tmp_path), interconnect=link
-        )
-        expected[name] = {node: here.uploads(node) for node in ("halo1", "halo2")}
-    assert json.loads(plan.stdout.splitlines()[-1]) == expected
+        cluster = serve_cluster(interconnect=link, serve=serve, tmp_path=tmp_path, top=top)
+        here = plan_cluster(cluster, interconnect=link)
+        expected[name] = {node: unsalted(here.uploads(node)) for node in ("halo1", "halo2")}
+    found = json.loads(plan.stdout.splitlines()[-1])
+    assert {n: {node: unsalted(u) for node, u in f.items()} for n, f in found.items()} == expected
+
+
+def unsalted(uploads: dict[str, str]) -> dict[str, str]:
+    return {path: text for path, text in uploads.items() if not path.endswith(SALTED)}
 
 
 @pytest.fixture
