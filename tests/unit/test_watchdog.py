@@ -4,10 +4,11 @@ its real back end against a real HTTP server on this machine answering as vLLM a
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -267,3 +268,25 @@ def test_status_says_the_last_restart_and_why() -> None:
     none = {"watchdog": Part(0, b"active\n"), "watchdog_last": Part(1)}
     assert statuswatchdog.line(statuswatchdog.read(none)) == "watchdog: active; no restart yet"
     assert statuswatchdog.line(statuswatchdog.read({})) == ""
+
+
+def test_the_program_runs_alone_from_its_text(served, tmp_path: Path) -> None:
+    """As the node runs it: its text copied, python3 in isolated mode (no package importable),
+    /health answering 503 (nothing to do): it says what it watches and keeps running."""
+    fake, node = served
+    fake.health = 503
+    program = tmp_path / "watchdog.py"
+    program.write_text(Path(stallwatch.__file__).read_text())
+    settings = tmp_path / "watchdog.json"
+    settings.write_text(json.dumps(asdict(node.settings)))
+    argv = ["python3", "-I", str(program), str(settings)]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = process.stdout.readline() if process.stdout else ""
+        time.sleep(2)
+        assert process.poll() is None, process.stderr.read() if process.stderr else ""
+    finally:
+        process.kill()
+        process.wait()
+    assert first.startswith(f"watching {node.settings.url}: a completion every 1 s, 3 unanswered")
+    assert not Path(node.settings.history).exists()  # nothing recorded: nothing healed
