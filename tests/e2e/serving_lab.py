@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from halo_cluster.node.facts import as_user
 from tests.e2e.conftest import ROOT, Lab
 
 SERVE = (ROOT / "lab" / "serve.yml").read_text()
 HEAD = "192.168.100.1"
+THREE = ["node1", "node2", "node3"]  # the 4-node lab's first three nodes, a cluster of their own
 USER = as_user("vllm", "")
 
 
@@ -34,3 +36,20 @@ def user(lab: Lab, node: str, command: str, check: bool = True) -> str:
 
 def journal(lab: Lab, service: str) -> str:
     return user(lab, "node1", f"journalctl --user -u {service} -o cat --no-pager", check=False)
+
+
+def pipeline(lab: Lab, members: list[str], serve: str = SERVE) -> Path:
+    """The lab's cluster.yml serving TP 1 x PP len(`members`) (`serve`: the serve section,
+    the lab's by default), with those nodes' entries only."""
+    serve = serve.replace(
+        "  enabled: true",
+        f"  enabled: true\n  tensor_parallel_size: 1\n  pipeline_parallel_size: {len(members)}",
+    )
+    path = lab.config(serve)
+    lines = path.read_text().splitlines()
+    for name in lab.nodes:
+        if name not in members:
+            start = lines.index(f"  - name: {name}")
+            lines = lines[:start] + lines[start + 3 :]
+    path.write_text("\n".join(lines) + "\n")
+    return path

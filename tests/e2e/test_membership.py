@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from pathlib import Path
 
 import pytest
 
@@ -19,34 +18,17 @@ from halo_cluster.roles.serve.services import RAY_NODES
 from lab import cli
 from tests.e2e.conftest import Lab, failure
 from tests.e2e.helpers_cluster import HALO_CLUSTER, run
-from tests.e2e.serving_lab import SERVE, user, wait_serving
+from tests.e2e.serving_lab import THREE, pipeline, user, wait_serving
 
 # the 4-node lab, after the 2-node tests: a cluster of its first three nodes, node4 outside it
 # until test_serve's 4-node test (after this one) adds it on the same lab
 pytestmark = pytest.mark.last
 UNITS = ".config/containers/systemd"
 NODE3 = "192.168.100.3"
-THREE = ["node1", "node2", "node3"]
 LEFT = (
     f"node3 ({NODE3}) left the cluster: its Ray and vLLM services stopped and removed; "
     "Ray token rotated"
 )
-
-
-def pipeline(lab: Lab, members: list[str]) -> Path:
-    """The lab's cluster.yml serving TP 1 x PP len(`members`), with those nodes' entries only."""
-    serve = SERVE.replace(
-        "  enabled: true",
-        f"  enabled: true\n  tensor_parallel_size: 1\n  pipeline_parallel_size: {len(members)}",
-    )
-    path = lab.config(serve)
-    lines = path.read_text().splitlines()
-    for name in lab.nodes:
-        if name not in members:
-            start = lines.index(f"  - name: {name}")
-            lines = lines[:start] + lines[start + 3 :]
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def ray_alive(lab: Lab) -> list[str]:

@@ -4,36 +4,13 @@ world size against TP x PP, and no object store in the memory budget."""
 
 from __future__ import annotations
 
-import yaml
-
-from halo_cluster.config.loader import parse_cluster
 from halo_cluster.decide import budget as budget_module
 from halo_cluster.node import batch
 from halo_cluster.tools import status, statusranks, statusview, transport
+from tests.unit.helpers_native import LEADER, NATIVE, PEERS
 
-NATIVE = parse_cluster(
-    yaml.safe_load(
-        "cluster_user: vllm\nsubnet: 192.168.100.0/29\nserve: {enabled: true, model: org/model, "
-        "launcher: native, "
-        "tensor_parallel_size: 1, pipeline_parallel_size: 3}\nnodes:\n"
-        "  - {name: a, ssh: {host: h1}, data: {interface: eth1}}\n"
-        "  - {name: b, ssh: {host: h2}, data: {interface: eth1}}\n"
-        "  - {name: c, ssh: {host: h3}, data: {interface: eth1}}\n"
-    )
-)
 UNITS = "NRestarts=0\nId=halo-ray.service\nActiveState=inactive\n\nNRestarts=1\n"
 UNITS += "Id=halo-vllm.service\nActiveState=active\nStateChangeTimestamp=Mon 2026-11-30 08:50 UTC\n"
-LEADER = (
-    "(EngineCore_DP0 pid=212) INFO 12-02 14:01:07 [multiproc_executor.py:134] DP group leader: "
-    "node_rank=0, node_rank_within_dp=0, master_addr=192.168.100.1, mq_connect_ip=192.168.100.1 "
-    "(local), world_size=3, local_world_size=1\n"
-)
-# `ss -Htn state established 'sport = :29501'` on the head: its own worker and the two others
-PEERS = (
-    "0 0 192.168.100.1:29501 192.168.100.1:51234\n"
-    "0 0 192.168.100.1:29501 192.168.100.2:40112\n"
-    "0 0 192.168.100.1:29501 192.168.100.3:40998\n"
-)
 
 
 def read(node_name: str, texts: dict[str, str]) -> status.NodeStatus:

@@ -11,8 +11,7 @@ from halo_cluster.node.image import VERSIONS
 from halo_cluster.tools import transport
 from halo_cluster.tools.upgrading import imagenodes
 from halo_cluster.tools.upgrading.imagenodes import ImageNodes
-from tests.unit.test_status import CLUSTER as RAY
-from tests.unit.test_status_native import NATIVE
+from tests.unit.helpers_native import NATIVE, RAY
 
 PINNED = "docker.io/kyuz0/vllm-therock-gfx1151@sha256:" + "d" * 64
 OTHER = "docker.io/kyuz0/vllm-therock-gfx1151@sha256:" + "e" * 64

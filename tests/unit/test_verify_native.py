@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from tests.infra.conftest import launchers_checks
 from tests.infra.target import Target
-from tests.unit.test_status_native import LEADER, NATIVE, PEERS
+from tests.unit.helpers_native import LEADER, NATIVE, PEERS, RAY
 
 SERVING = "tests/infra/test_serving.py::"
 NAMES = (
@@ -49,14 +49,12 @@ def test_the_head_reads_its_world_not_ray() -> None:
 
 
 def test_ray_leaves_the_native_checks_out() -> None:
-    from tests.unit.test_status import CLUSTER
-
-    kept = [item.name for item in launchers_checks(CLUSTER, items())]
+    kept = [item.name for item in launchers_checks(RAY, items())]
     assert kept == [
         "test_ray_has_every_node_with_one_gpu",
         "test_ray_refuses_a_client_without_the_token",
         "test_vllm_health",
         "test_ray_x",
     ]
-    head = Target(CLUSTER, CLUSTER.head, None)
+    head = Target(RAY, RAY.head, None)
     assert head.launcher_commands() == [head.ray_nodes_command, head.ray_without_token_command]
