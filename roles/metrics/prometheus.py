@@ -9,7 +9,7 @@ import re
 import shlex
 
 import bcrypt  # paramiko's dependency, so pyinfra's: no package of its own
-from pyinfra import host
+from pyinfra import host, logger
 from pyinfra.operations import server
 
 from halo_cluster.config.rules import image_digest, image_name
@@ -100,6 +100,13 @@ def pinned() -> str | None:
     resolved = cached(host, ResolvedImage, user=host.data.halo_cluster_user, reference=reference)
     if resolved.digest:
         return f"{image_name(reference)}@{resolved.digest}"
+    if resolved.skopeo_missing:
+        # a fresh head: the packages role installs skopeo in this run, after the reads
+        logger.warning(
+            f"{host.print_prefix}Prometheus starts on the next run: skopeo was not installed "
+            f"when {reference} was to be resolved"
+        )
+        return None
     fail(host, f"metrics.image: {reference} could not be resolved to a digest: {resolved.error}")
     return None
 
