@@ -303,3 +303,17 @@ def test_a_node_that_reboots_in_the_run_restarts_every_rank_after_it(caplog) -> 
         r.getMessage() for r in caplog.records if "every rank restarts together" in r.getMessage()
     ]
     assert any("halo2] every rank restarts together: it reboots in this run" in s for s in said)
+
+
+def test_three_nodes_serve_tp1_pp3_one_stage_a_node() -> None:
+    """vLLM's multi-node executor takes pipeline stages across nodes (the world size, 3,
+    divisible by --nnodes, 3): each node one rank, one stage, in the order of nodes."""
+    cluster = serve_cluster(
+        3, serve=NATIVE + ", tensor_parallel_size: 1, pipeline_parallel_size: 3"
+    )
+    result = plan_cluster(cluster)
+    for rank, name in enumerate(("halo1", "halo2", "halo3")):
+        words = vllm_words(result.uploads(name))
+        for word in ("--tensor-parallel-size=1", "--pipeline-parallel-size=3", "--nnodes=3"):
+            assert word in words, (name, word)
+        assert f"--node-rank={rank}" in words and ("--headless" in words) == (rank > 0)

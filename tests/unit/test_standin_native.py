@@ -319,3 +319,20 @@ def test_the_head_shows_its_world_as_the_deploy_reads_it(cluster: Cluster) -> No
     assert len(ss) == 2, ss  # the head's own connection and rank 1's
     assert world.store_peers(ss) == ["127.0.0.1"]
     assert world.not_the_world(2, ["127.0.0.1"], 2, ["127.0.0.1"], cluster.master) is None
+
+
+def test_pipeline_stages_across_three_nodes_pass_vllms_checks() -> None:
+    """TP 1 x PP 3 over three nodes: the world size, 3, is divisible by nnodes, 3
+    (vllm/config/parallel.py); the stand-in's checks take it as vLLM's do, one worker a node."""
+    native = load("standin_native_pp", STANDIN.parent / "vllm_native.py")
+    standin = load("standin_pp", STANDIN)
+    for rank in range(3):
+        args = standin.parse(["serve", "/models/opt", "--tensor-parallel-size", "1",
+                              "--pipeline-parallel-size", "3", "--nnodes", "3",
+                              "--node-rank", str(rank), "--distributed-executor-backend",
+                              "mp"])  # fmt: skip
+        native.check(args)
+    args = standin.parse(["serve", "/models/opt", "--pipeline-parallel-size", "3",
+                          "--nnodes", "2", "--distributed-executor-backend", "mp"])  # fmt: skip
+    with pytest.raises(AssertionError, match="world_size=3 must be divisible by nnodes=2"):
+        native.check(args)
