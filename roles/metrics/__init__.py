@@ -10,14 +10,15 @@ from __future__ import annotations
 from pyinfra.api import deploy
 
 from halo_cluster.node.context import NodeContext
-from halo_cluster.roles.metrics import exporter, grafana, prometheus
+from halo_cluster.roles.metrics import exporter, grafana, prometheus, textfile
 
 ORDER = 96
 PACKAGES = ("node-exporter",)  # Fedora's node_exporter (formerly golang-github-...-node-exporter)
 
 
 def paths(data) -> tuple[str, ...]:
-    return (*exporter.paths(data), *prometheus.paths(data), *grafana.paths(data))
+    found = (*exporter.paths(data), *textfile.paths(data), *prometheus.paths(data))
+    return (*found, *grafana.paths(data))
 
 
 def reads(data) -> tuple[tuple[type, dict], ...]:
@@ -27,5 +28,6 @@ def reads(data) -> tuple[tuple[type, dict], ...]:
 @deploy("Metrics")
 def apply(node: NodeContext) -> None:
     exporter.apply()
+    textfile.apply(node.data_interface)  # the alerts' own series (textfile.py)
     prometheus.apply()
     grafana.apply()  # with metrics.grafana (grafana.py)

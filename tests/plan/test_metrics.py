@@ -15,33 +15,20 @@ import pytest
 
 from halo_cluster.config.loader import parse_cluster
 from halo_cluster.node.image import ContainerImages
+from halo_cluster.roles.metrics import textfile
 from tests.plan.harness import Plan, given, plan
+from tests.plan.helpers_metrics import (
+    ALERTS,
+    ALL,
+    CONFIG,
+    DROP_IN,
+    ON,
+    RUNNING,
+    UNIT,
+    WEB,
+    metrics_plan,
+)
 from tests.plan.nodes import HOME, RESOLVED, serve_cluster, user_node
-
-DROP_IN = "/etc/systemd/system/prometheus-node-exporter.service.d/halo-cluster.conf"
-UNIT = f"{HOME}/.config/containers/systemd/halo-prometheus.container"
-CONFIG = f"{HOME}/.config/halo-cluster/metrics/prometheus.yml"
-WEB = f"{HOME}/.config/halo-cluster/metrics/web.yml"
-ALERTS = f"{HOME}/.config/halo-cluster/metrics/alerts.yml"
-ON = "metrics: {enabled: true, scrape_interval: 5}\n"
-ALL = "metrics: {enabled: true, listen: all, password_file: pw}\n"
-RUNNING = [
-    "Id=prometheus-node-exporter.service",
-    "ActiveState=active",
-    "UnitFileState=enabled",
-    "",
-    "Id=halo-prometheus.service",
-    "ActiveState=active",
-    "UnitFileState=generated",
-]
-
-
-def metrics_plan(top: str, tmp_path, files=None, **node) -> Plan:
-    (tmp_path / "key").write_text("sk-test\n")
-    (tmp_path / "pw").write_text("prometheus-secret\n")
-    cluster = serve_cluster(serve=", api_key_file: key", tmp_path=tmp_path, top=top)
-    nodes = {n.name: user_node(files=dict(files or {}), **node) for n in cluster.nodes}
-    return plan(cluster, nodes)
 
 
 def metrics_ops(result: Plan, node: str) -> list[str]:
@@ -49,12 +36,15 @@ def metrics_ops(result: Plan, node: str) -> list[str]:
 
 
 def converged_files(result: Plan, node: str) -> dict[str, tuple[str, str]]:
-    ours = {DROP_IN, UNIT, CONFIG, WEB, ALERTS}
-    return {
-        path: (text, "600" if path == WEB else "644")
+    ours = {DROP_IN, UNIT, CONFIG, WEB, ALERTS, *textfile.paths(None)}
+    modes = {WEB: "600", textfile.SCRIPT: "755"}
+    found = {
+        path: (text, modes.get(path, "644"))
         for path, text in result.uploads(node).items()
         if path in ours
     }
+    found[textfile.SERIES] = ("", "644")  # the timer's output
+    return found
 
 
 def test_node_exporter_listens_on_each_nodes_data_address_with_the_collectors(tmp_path) -> None:
@@ -147,6 +137,7 @@ def test_metrics_off_stops_and_removes_what_it_ran(tmp_path) -> None:
     result = metrics_plan("", tmp_path, files=converged_files(first, "halo1"))
     assert metrics_ops(result, "halo1") == [
         "Metrics | Stop node_exporter (metrics.enabled: false)",
+        "Metrics | Stop and remove the node's own series (metrics off)",
         "Metrics | Stop and remove Prometheus' files (metrics off, or not wanted any more)",
     ]
     removed = next(c for c in result.commands("halo1") if c.startswith("rm -f /home"))
