@@ -24,6 +24,7 @@ def promtool() -> Path:
         reason = f"promtool from Debian's {PACKAGE} package could not be had: {error}"
         if os.environ.get("CI"):
             pytest.fail(reason)
+        print(reason)  # in the test's output too, not only in the skip summary
         pytest.skip(reason)
 
 
