@@ -151,6 +151,7 @@ class FakeCluster:
     gated: GateResult = field(default_factory=lambda: GateResult("skipped"))
     benched: list[tuple[Side | None, str]] = field(default_factory=list)  # bench's arguments
     order: list[str] = field(default_factory=list)  # the benches and switches, in turn
+    rejoins: list[int] = field(default_factory=list)  # each rejoin: how many calls before it
 
     def converged(self) -> str | None:
         return self.not_converged
@@ -228,6 +229,10 @@ class FakeCluster:
 
     def serving(self) -> bool:
         return True
+
+    def rejoin(self) -> str | None:
+        self.rejoins.append(len(self.calls))
+        return None
 
 
 def serving_lock(tmp_path: Path, head: str = "node1", **changes) -> Path:

@@ -1,6 +1,7 @@
-"""The image upgrade with `serve.launcher: native` (upgrading/imagenodes.py): a vLLM rank on every
-node is what each node must run on the new digest (no Ray), the rollback's stop before its
-deploy stops every rank, and an image without Ray has its versions read (`none` for Ray)."""
+"""The upgrades with `serve.launcher: native` (upgrading/): a vLLM rank on every node is what each
+node must run on the new digest (no Ray), the rollback's stop before its deploy stops every
+rank, an image without Ray has its versions read (`none` for Ray); the OS upgrade restarts every
+rank together after each node's reboot (`rejoin`), before its serving check."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ from halo_cluster.node.image import VERSIONS
 from halo_cluster.tools import transport
 from halo_cluster.tools.upgrading import imagenodes
 from halo_cluster.tools.upgrading.imagenodes import ImageNodes
+from halo_cluster.tools.upgrading.kernels import Targets
+from halo_cluster.tools.upgrading.machine import OK
+from halo_cluster.tools.upgrading.nodes import Nodes
+from halo_cluster.tools.upgrading.osupgrade import Upgrade
 from tests.unit.helpers_native import NATIVE, RAY
+from tests.unit.helpers_upgrade import NEW, FakeCluster, cluster_of
 
 PINNED = "docker.io/kyuz0/vllm-therock-gfx1151@sha256:" + "d" * 64
 OTHER = "docker.io/kyuz0/vllm-therock-gfx1151@sha256:" + "e" * 64
@@ -78,3 +84,41 @@ def test_an_image_without_ray_has_its_versions_read(tmp_path: Path) -> None:
     assert profile.startswith(". /etc/profile")
     found = subprocess.run(["sh", "-c", rest], capture_output=True, text=True, env=env)
     assert found.stdout.split() == ["none", "0.33.0"], found.stderr
+
+
+class RanksSsh:
+    """Every node's answer to the rank's stop and start: `failing` nodes' fail."""
+
+    def __init__(self, failing: tuple[str, ...] = ()) -> None:
+        self.failing, self.ran = failing, []
+
+    def on_all(self, script_of, timeout: float) -> dict[str, transport.Result]:
+        found = {}
+        for node in NATIVE.nodes:
+            self.ran.append((node.name, script_of(node)))
+            found[node.name] = transport.Result(node, int(node.name in self.failing), "", "")
+        return found
+
+
+def test_after_a_reboot_every_rank_restarts_together() -> None:
+    """The OS upgrade's rejoin (nodes.py): every rank stopped, then every rank started."""
+    ssh = RanksSsh()
+    assert Nodes(NATIVE, "cluster.yml", None, ssh).rejoin() is None
+    verbs = [(name, script.split("systemctl --user ")[1]) for name, script in ssh.ran]
+    assert verbs == [(n, "stop halo-vllm") for n in "abc"] + [(n, "start halo-vllm") for n in "abc"]
+    failing = RanksSsh(failing=("c",))
+    said = Nodes(NATIVE, "cluster.yml", None, failing).rejoin()
+    assert said == "the stop of every rank failed on c"
+    ray = RanksSsh()
+    assert Nodes(RAY, "cluster.yml", None, ray).rejoin() is None and ray.ran == []
+
+
+def test_the_os_upgrade_rejoins_the_ranks_after_each_reboot(tmp_path: Path) -> None:
+    cluster = cluster_of(tmp_path)
+    sim = FakeCluster.of(cluster)
+    done = Upgrade(cluster, Targets(NEW, None), sim, None, sleep=lambda _: None).upgrade()
+    assert done == OK
+    reboots = [i for i, (_, what) in enumerate(sim.calls) if what == "reboot"]
+    assert len(reboots) == 2 and len(sim.rejoins) == 2
+    # each node's ranks rejoin after its reboot, before the next node's
+    assert reboots[0] < sim.rejoins[0] <= reboots[1] < sim.rejoins[1]

@@ -43,6 +43,7 @@ class Reach(Protocol):
     ) -> int: ...  # the deploy with these `--data` values on the `limit` nodes (all): its exit
     def completion(self) -> str | None: ...  # why one completion failed, or None
     def serving(self) -> bool: ...  # /health answered 200 within serve.ready_timeout
+    def rejoin(self) -> str | None: ...  # native: every rank restarted after a reboot; why not
 
 
 def record(reach: Reach, event: str, **fields: object) -> None:

@@ -87,6 +87,21 @@ class Nodes:
         )
         return self.run(self.head, "serving", script, bound + READ_SECONDS).ok
 
+    def rejoin(self) -> str | None:
+        """With `serve.launcher: native`, after one node's reboot: every rank stopped, then
+        every rank started (its rank came back at boot alone, held out of the running world
+        until every rank restarts: roles/serve/ranks.py); nothing with Ray, which rejoins.
+        Which node's stop or start failed, or None."""
+        if not self.cluster.settings["serve.enabled"] or self.cluster.serve.launcher != "native":
+            return None
+        for verb in ("stop", "start"):
+            command = as_user(self.user, f"systemctl --user {verb} halo-vllm")
+            results = self.on_all(lambda _, command=command: command, STEP_SECONDS)
+            failed = [name for name, result in results.items() if not result.ok]
+            if failed:
+                return f"the {verb} of every rank failed on {', '.join(failed)}"
+        return None
+
     def completion(self) -> str | None:
         """One completion with the configured model, the API key on curl's stdin."""
         serve = self.cluster.serve

@@ -245,6 +245,7 @@ class Upgrade:
         )
         self.reboot(node, f"from its trial boot of {release}: power-cycle it; {back}")
         after, failed = self.gate(node, interface, before)
+        failed = failed or self.reach.rejoin()
         if failed is None and not self.reach.serving():
             failed = f"not serving again within {self.cluster.settings['serve.ready_timeout']} s"
         if failed is None and self.cluster.settings["serve.enabled"]:
@@ -296,6 +297,7 @@ class Upgrade:
         if self.targets.firmware:
             self.run(node, "firmware-back", FIRMWARE_BACK)
         self.reboot(node, f"from its revert to {without_arch(old)}: power-cycle it")
+        self.reach.rejoin()  # the line that stops says the gate's failure, this serves again
         back = self.run(node, "running", "uname -r").out.strip()
         self.history("os-reverted", node=node.name, running=back)
         where = f"back on {without_arch(back)}" if back == old else f"running {back}, not {old}"
