@@ -169,3 +169,22 @@ def _promtool() -> str:
     except (LabError, OSError) as error:
         print(f"promtool not available (Debian's package not fetched): {error}")
         pytest.skip(f"promtool not available: {error}")
+
+
+def test_with_serve_listen_all_vllm_is_still_read_on_the_data_address(tmp_path) -> None:
+    """The fence of vLLM's /metrics (docs/roles/metrics.md): Prometheus reads it on the head's
+    data address whatever serve.listen says, and the management side gets no metrics port of
+    ours but Prometheus' own with its password; vLLM's port there is serve.listen's choice."""
+    (tmp_path / "key").write_text("sk-test\n")
+    (tmp_path / "pw").write_text("prometheus-secret\n")
+    cluster = serve_cluster(serve=", listen: all, api_key_file: key", tmp_path=tmp_path, top=ALL)
+    result = plan(cluster, {n.name: user_node() for n in cluster.nodes})
+    config = result.uploads("halo1")[CONFIG]
+    assert '"192.168.100.1:8000"' in config and "127.0.0.1" not in config
+    opened = [c for c in result.commands("halo1") if "--add-service=" in c]
+    assert sorted(re.search(r"--add-service=(\S+)", c).group(1) for c in opened) == [
+        "halo-prometheus",
+        "halo-vllm",
+    ]
+    assert not any("9100" in text for path, text in result.uploads("halo1").items()
+                   if path.startswith("/etc/firewalld"))  # fmt: skip
