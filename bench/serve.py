@@ -33,10 +33,10 @@ COMPLETION = (
     "curl -s -o /dev/null -m 900 -w '%{http_code}' http://192.168.100.1:8000/v1/completions "
     """-H 'Content-Type: application/json' -d '{"prompt": "ping", "max_tokens": 1}'"""
 )
-# the worker's rank, killed -9: Ray's actor for its GPU (the stand-in's `Rank`, vLLM's
-# RayWorkerWrapper), or the native launcher's headless `vllm serve`
+# the worker's rank, killed -9: Ray's actor for its GPU (the stand-in's `RayWorkerProc`, `Rank`
+# before c8b8737), or the native launcher's headless `vllm serve`
 KILL_RANK = {
-    "ray": "pkill -KILL -f '^[r]ay::Rank'",
+    "ray": "pkill -KILL -f '^[r]ay::(RayWorkerProc|Rank)'",
     "native": "pkill -KILL -f '[v]llm serve .*--headless'",
 }
 SERVICES = ("halo-ray", "halo-vllm")
@@ -80,13 +80,19 @@ def healthy() -> bool:
     return answers(HEALTH)
 
 
+def head_started() -> str:
+    """The head vLLM unit's start: changed by systemd's restart and the watchdog's stop and
+    start alike (NRestarts counts only systemd's)."""
+    return faults.user("node1", "systemctl --user show -p InvocationID --value halo-vllm")
+
+
 def rank_killed(launcher: str, timeout: float = 900) -> float:
-    """Seconds from the worker's rank killed until the head's vLLM, restarted since, answers a
+    """Seconds from the worker's rank killed until the head's vLLM, started since, answers a
     completion; one request after another all along, as users' would."""
-    before = faults.vllm_restarts()
+    before = head_started()
     start = time.monotonic()
     faults.ssh("node2", KILL_RANK[launcher])
-    while not (answers(COMPLETION) and faults.vllm_restarts() > before):
+    while not (answers(COMPLETION) and head_started() != before):
         if time.monotonic() - start > timeout:
             raise SystemExit(f"the worker's rank killed: not serving after {timeout:.0f} s")
         time.sleep(0.5)
