@@ -8,22 +8,17 @@ docs/roles/metrics.md). Off, its files go (its data folder stays)."""
 
 from __future__ import annotations
 
-import re
-import shlex
-
 from pyinfra import host
-from pyinfra.operations import server
 
-from halo_cluster.config.rules import image_digest, image_name
+from halo_cluster.config.rules import image_digest
 from halo_cluster.config.serving import QUADLETS, SERVICE_CONFIG
-from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import ContainerImages, ResolvedImage
-from halo_cluster.node.nodefiles import cached, node_files
+from halo_cluster.node.nodefiles import node_files
 from halo_cluster.node.operations import text_file
-from halo_cluster.node.report import fail
 from halo_cluster.roles.metrics.exporter import render
 from halo_cluster.roles.metrics.facts import Units
 from halo_cluster.roles.metrics.prometheus import USER as PROMETHEUS_USER
+from halo_cluster.roles.metrics.quadlet import Quadlet
 from halo_cluster.roles.metrics.queries import dashboards
 
 SERVICE = "halo-grafana"
@@ -33,7 +28,6 @@ FOLDER = f"{SERVICE_CONFIG}/grafana"
 DATA = ".local/share/halo-cluster/grafana"  # Grafana's database, mounted as /var/lib/grafana
 DASHBOARDS = "/etc/halo-cluster/dashboards"  # in the container
 SECRETS = "/run/secrets/halo"  # in the container
-RESOLVED_FROM = re.compile(r"^# image: (\S+) resolved to (sha256:[0-9a-f]{64})$", re.MULTILINE)
 
 
 def files() -> dict[str, tuple[str, str, bool]]:
@@ -48,6 +42,9 @@ def files() -> dict[str, tuple[str, str, bool]]:
     for name in dashboards():
         found[f"dashboard {name}"] = (f"{FOLDER}/dashboards/{name}", "644", False)
     return found
+
+
+QUADLET = Quadlet(SERVICE, "Grafana's", "metrics.grafana_image", files()["unit"][0])
 
 
 def paths(data) -> tuple[str, ...]:
@@ -77,10 +74,11 @@ def apply() -> None:
     home = nodefiles.home(user) or f"/home/{user}"
     where = {name: f"{home}/{path}" for name, (path, _, _) in files().items()}
     # every node: a former head's Grafana goes when the head moves or metrics.grafana goes off
-    wanted = _wanted(where["unit"]) if wanted_here(host.data) else {}
+    wanted = _wanted() if wanted_here(host.data) else {}
     if wanted is None:
         return
-    _remove(user, [where[n] for n in where if n not in wanted and nodefiles.exists(where[n])])
+    present = [where[n] for n in where if n not in wanted and nodefiles.exists(where[n])]
+    QUADLET.remove(present, "metrics.grafana off, or not wanted any more")
     changed = False
     for name, text in wanted.items():
         _, mode, secret = files()[name]
@@ -94,30 +92,11 @@ def apply() -> None:
             secret=secret,
         )
     if wanted:
-        _start(user, changed, nodefiles.differs(where["unit"], wanted["unit"], "644"))
+        QUADLET.start(changed, nodefiles.differs(where["unit"], wanted["unit"], "644"))
 
 
-def pinned(unit: str) -> str | None:
-    """`NAME@sha256:...` Grafana runs: as written when the key has a digest; else the digest the
-    quadlet records for the same reference; else the head's resolve now."""
-    reference = host.data.halo_metrics_grafana_image
-    if image_digest(reference):
-        return reference
-    found = RESOLVED_FROM.search(node_files(host).text(unit) or "")
-    if found and found.group(1) == reference:
-        return f"{image_name(reference)}@{found.group(2)}"
-    resolved = cached(host, ResolvedImage, user=host.data.halo_cluster_user, reference=reference)
-    if resolved.digest:
-        return f"{image_name(reference)}@{resolved.digest}"
-    fail(
-        host,
-        f"metrics.grafana_image: {reference} could not be resolved to a digest: {resolved.error}",
-    )
-    return None
-
-
-def _wanted(unit: str) -> dict[str, str] | None:
-    image = pinned(unit)
+def _wanted() -> dict[str, str] | None:
+    image = QUADLET.pinned()
     if image is None:
         return None
     data = host.data
@@ -157,29 +136,3 @@ def _secret(path: str) -> str:
     """A password file of the controller's as the head keeps it: its first line."""
     with open(path, encoding="utf-8") as stream:
         return stream.read().strip() + "\n"
-
-
-def _remove(user: str, present: list[str]) -> None:
-    if not present:
-        return
-    stop = as_user(user, f"systemctl --user stop {SERVICE}.service") + " 2>/dev/null || true"
-    reload = as_user(user, "systemctl --user daemon-reload")
-    server.shell(
-        name="Stop and remove Grafana's files (metrics.grafana off, or not wanted any more)",
-        commands=[stop, f"rm -f {' '.join(shlex.quote(p) for p in present)}", reload],
-    )
-
-
-def _start(user: str, changed: bool, unit_changed: bool) -> None:
-    """Start Grafana, or restart it when its files changed or it runs another image."""
-    state = cached(host, Units, units=(SERVICE,), user=user).get(SERVICE, {})
-    running = cached(host, ContainerImages, user=user, containers=(SERVICE,)).get(SERVICE)
-    unit = f"{node_files(host).home(user) or f'/home/{user}'}/{files()['unit'][0]}"
-    other = bool(running and running["reference"] != pinned(unit))
-    up = state.get("active") in ("active", "activating")
-    verb = "restart" if up and (changed or other) else None if up else "start"
-    commands = [as_user(user, "systemctl --user daemon-reload")] if unit_changed else []
-    if verb:
-        commands.append(as_user(user, f"systemctl --user {verb} {SERVICE}.service"))
-    if commands:
-        server.shell(name=f"{(verb or 'reload').capitalize()} {SERVICE}", commands=commands)

@@ -6,23 +6,20 @@ and with `metrics.listen: all` a bcrypt hash of the password in a 0600 web confi
 from __future__ import annotations
 
 import re
-import shlex
 
 import bcrypt  # paramiko's dependency, so pyinfra's: no package of its own
-from pyinfra import host, logger
-from pyinfra.operations import server
+from pyinfra import host
 
-from halo_cluster.config.rules import image_digest, image_name
+from halo_cluster.config.rules import image_digest
 from halo_cluster.config.serving import QUADLETS, SERVICE_CONFIG
-from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import ContainerImages, ResolvedImage
-from halo_cluster.node.nodefiles import cached, node_files
+from halo_cluster.node.nodefiles import node_files
 from halo_cluster.node.operations import text_file
-from halo_cluster.node.report import fail
 from halo_cluster.roles.metrics import alerts
 from halo_cluster.roles.metrics.exporter import render
 from halo_cluster.roles.metrics.facts import Units
 from halo_cluster.roles.metrics.model import NODE_EXPORTER_PORT
+from halo_cluster.roles.metrics.quadlet import Quadlet
 
 SERVICE = "halo-prometheus"
 FOLDER = f"{SERVICE_CONFIG}/metrics"  # mounted read-only as /etc/prometheus
@@ -35,7 +32,7 @@ FILES = {
     "alerts": (f"{FOLDER}/{alerts.TARGET}", "644", False),
     "web": (f"{FOLDER}/web.yml", "600", True),
 }
-RESOLVED_FROM = re.compile(r"^# image: (\S+) resolved to (sha256:[0-9a-f]{64})$", re.MULTILINE)
+QUADLET = Quadlet(SERVICE, "Prometheus'", "metrics.image", FILES["unit"][0])
 HASH_LINE = re.compile(rf"^  {USER}: (\S+)$", re.MULTILINE)
 
 
@@ -69,7 +66,8 @@ def apply() -> None:
     wanted = _wanted(where) if wanted_here(host.data) else {}
     if wanted is None:
         return
-    _remove(user, [where[n] for n in where if n not in wanted and files.exists(where[n])])
+    present = [where[n] for n in where if n not in wanted and files.exists(where[n])]
+    QUADLET.remove(present, "metrics off, or not wanted any more")
     changed = False
     for name, text in wanted.items():
         _, mode, secret = FILES[name]
@@ -83,41 +81,11 @@ def apply() -> None:
             secret=secret,
         )
     if wanted:
-        _start(user, changed, files.differs(where["unit"], wanted["unit"], "644"))
-
-
-def pinned() -> str | None:
-    """`NAME@sha256:...` Prometheus runs: as written when the key has a digest; else the digest
-    the quadlet records for the same reference (a converged head asks no registry to stay
-    where it is); else the head's resolve now."""
-    reference = host.data.halo_metrics_image
-    if image_digest(reference):
-        return reference
-    current = node_files(host).text(_unit_path()) or ""
-    found = RESOLVED_FROM.search(current)
-    if found and found.group(1) == reference:
-        return f"{image_name(reference)}@{found.group(2)}"
-    resolved = cached(host, ResolvedImage, user=host.data.halo_cluster_user, reference=reference)
-    if resolved.digest:
-        return f"{image_name(reference)}@{resolved.digest}"
-    if resolved.skopeo_missing:
-        # a fresh head: the packages role installs skopeo in this run, after the reads
-        logger.warning(
-            f"{host.print_prefix}Prometheus starts on the next run: skopeo was not installed "
-            f"when {reference} was to be resolved"
-        )
-        return None
-    fail(host, f"metrics.image: {reference} could not be resolved to a digest: {resolved.error}")
-    return None
-
-
-def _unit_path() -> str:
-    user = host.data.halo_cluster_user
-    return f"{node_files(host).home(user) or f'/home/{user}'}/{FILES['unit'][0]}"
+        QUADLET.start(changed, files.differs(where["unit"], wanted["unit"], "644"))
 
 
 def _wanted(where: dict[str, str]) -> dict[str, str] | None:
-    image = pinned()
+    image = QUADLET.pinned()
     if image is None:
         return None
     data = host.data
@@ -184,28 +152,3 @@ def _web_config(current: str | None) -> str:
     else:
         hashed = bcrypt.hashpw(password, bcrypt.gensalt()).decode()
     return render("web.yml.j2", user=USER, hashed=hashed)
-
-
-def _remove(user: str, present: list[str]) -> None:
-    if not present:
-        return
-    stop = as_user(user, f"systemctl --user stop {SERVICE}.service") + " 2>/dev/null || true"
-    reload = as_user(user, "systemctl --user daemon-reload")
-    server.shell(
-        name="Stop and remove Prometheus' files (metrics off, or not wanted any more)",
-        commands=[stop, f"rm -f {' '.join(shlex.quote(p) for p in present)}", reload],
-    )
-
-
-def _start(user: str, changed: bool, unit_changed: bool) -> None:
-    """Start Prometheus, or restart it when its files changed or it runs another image."""
-    state = cached(host, Units, units=(SERVICE,), user=user).get(SERVICE, {})
-    running = cached(host, ContainerImages, user=user, containers=(SERVICE,)).get(SERVICE)
-    other = bool(running and running["reference"] != pinned())
-    up = state.get("active") in ("active", "activating")
-    verb = "restart" if up and (changed or other) else None if up else "start"
-    commands = [as_user(user, "systemctl --user daemon-reload")] if unit_changed else []
-    if verb:
-        commands.append(as_user(user, f"systemctl --user {verb} {SERVICE}.service"))
-    if commands:
-        server.shell(name=f"{(verb or 'reload').capitalize()} {SERVICE}", commands=commands)

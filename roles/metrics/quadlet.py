@@ -1,0 +1,90 @@
+"""What the metrics role's two quadlets on the head share (Prometheus', prometheus.py, and
+Grafana's, grafana.py): the image pinned by digest and recorded in the quadlet, the removal of
+their files, their start or restart."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from pyinfra import host, logger
+from pyinfra.operations import server
+
+from halo_cluster.config.rules import image_digest, image_name
+from halo_cluster.config.schema import host_name
+from halo_cluster.node.facts import as_user
+from halo_cluster.node.image import ContainerImages, ResolvedImage
+from halo_cluster.node.nodefiles import cached, node_files
+from halo_cluster.node.report import fail
+from halo_cluster.roles.metrics.facts import Units
+
+# the quadlet's record of the digest a tag resolved to (its second line)
+RESOLVED_FROM = re.compile(r"^# image: (\S+) resolved to (sha256:[0-9a-f]{64})$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Quadlet:
+    service: str  # the container's and the unit's name: halo-prometheus
+    whose: str  # what the operations' names say: "Prometheus'"
+    key: str  # the image's key: metrics.image
+    unit: str  # the quadlet's path below the user's home
+
+    def reference(self) -> str:
+        return getattr(host.data, host_name(self.key))
+
+    def unit_path(self) -> str:
+        user = host.data.halo_cluster_user
+        return f"{node_files(host).home(user) or f'/home/{user}'}/{self.unit}"
+
+    def pinned(self) -> str | None:
+        """`NAME@sha256:...` it runs: as written when the key has a digest; else the digest the
+        quadlet records for the same reference (a converged head asks no registry to stay
+        where it is); else the head's resolve now."""
+        reference = self.reference()
+        if image_digest(reference):
+            return reference
+        found = RESOLVED_FROM.search(node_files(host).text(self.unit_path()) or "")
+        if found and found.group(1) == reference:
+            return f"{image_name(reference)}@{found.group(2)}"
+        user = host.data.halo_cluster_user
+        resolved = cached(host, ResolvedImage, user=user, reference=reference)
+        if resolved.digest:
+            return f"{image_name(reference)}@{resolved.digest}"
+        if resolved.skopeo_missing:
+            # a fresh head: the packages role installs skopeo in this run, after the reads
+            logger.warning(
+                f"{host.print_prefix}{self.service} starts on the next run: skopeo was not "
+                f"installed when {reference} was to be resolved"
+            )
+            return None
+        fail(host, f"{self.key}: {reference} could not be resolved to a digest: {resolved.error}")
+        return None
+
+    def remove(self, present: list[str], why: str) -> None:
+        if not present:
+            return
+        user = host.data.halo_cluster_user
+        stop = as_user(user, f"systemctl --user stop {self.service}.service")
+        server.shell(
+            name=f"Stop and remove {self.whose} files ({why})",
+            commands=[
+                f"{stop} 2>/dev/null || true",
+                f"rm -f {' '.join(shlex.quote(p) for p in present)}",
+                as_user(user, "systemctl --user daemon-reload"),
+            ],
+        )
+
+    def start(self, changed: bool, unit_changed: bool) -> None:
+        """Start it, or restart it when its files changed or it runs another image."""
+        user, service = host.data.halo_cluster_user, self.service
+        state = cached(host, Units, units=(service,), user=user).get(service, {})
+        running = cached(host, ContainerImages, user=user, containers=(service,)).get(service)
+        other = bool(running and running["reference"] != self.pinned())
+        up = state.get("active") in ("active", "activating")
+        verb = "restart" if up and (changed or other) else None if up else "start"
+        commands = [as_user(user, "systemctl --user daemon-reload")] if unit_changed else []
+        if verb:
+            commands.append(as_user(user, f"systemctl --user {verb} {service}.service"))
+        if commands:
+            server.shell(name=f"{(verb or 'reload').capitalize()} {service}", commands=commands)
