@@ -74,6 +74,7 @@ SECTION: tuple[Field, ...] = (
         "management zone lets it in). 1024-65535, not `serve.port`, not 22 and not one of "
         "Ray's ports.",
         rule=rules.serve_port,
+        unmeasured="where the ranks meet (torch's store on the head), not how vLLM serves",
     ),
     Field(
         "serve.port",
