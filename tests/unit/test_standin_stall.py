@@ -5,6 +5,7 @@ does on a lab node); thawed before VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS, the reque
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -50,3 +51,16 @@ def test_a_stopped_rank_holds_every_request_while_health_stays_200(cluster, stop
     assert answers == [200, 200]
     assert value(scrape(head.url), "vllm:generation_tokens_total") == before + 2 * 2
     assert status(head.url + "/health") == 200
+
+
+def test_a_stream_whose_engine_dies_ends_with_vllms_error_event(cluster) -> None:  # noqa: F811
+    head, worker = cluster.serving(VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS="3")
+    worker.process.kill()
+    worker.process.wait()
+    body = json.dumps({"prompt": "hi", "max_tokens": 4, "stream": True}).encode()
+    with urllib.request.urlopen(head.url + "/v1/completions", body, timeout=30) as answer:
+        assert answer.status == 200  # the headers go before the first step
+        events = [line for line in answer.read().decode().splitlines() if line]
+    assert events[-1] == "data: [DONE]"
+    error = json.loads(events[-2][len("data: ") :])["error"]
+    assert error["message"] == "EngineDeadError: TimeoutError: RPC call to execute_model timed out."
