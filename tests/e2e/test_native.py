@@ -16,7 +16,7 @@ import json
 import pytest
 
 from halo_cluster.config import lock as locks
-from tests.e2e.conftest import Lab, failure
+from tests.e2e.conftest import Lab, failure, summary
 from tests.e2e.helpers_cluster import HALO_CLUSTER, NAME, cluster_digest, run
 from tests.e2e.serving_lab import HEAD, SERVE, THREE, health, pipeline, user, wait_serving
 
@@ -42,6 +42,19 @@ def status(config) -> str:
     assert found.returncode == 0, found.stdout + found.stderr[-2000:]
     assert "halo-ray" not in found.stdout and "  rank  " in found.stdout, found.stdout
     return found.stdout
+
+
+def verified(config) -> None:
+    """`halo-cluster verify`'s native rows: the head's world whole, the master port closed on
+    the management side, every rank on the cluster's digest; no Ray check run."""
+    found = run([HALO_CLUSTER, "verify", "--config", str(config)], config)
+    rows = summary(found)
+    assert rows[("node1", "native_world_has_every_node")] == "passed", found.stdout[-3000:]
+    for node in ("node1", "node2"):
+        for check in ("native_master_port_closed_on_the_management_side",
+                      "containers_run_the_cluster_digest"):  # fmt: skip
+            assert rows[(node, check)] == "passed", (node, check, found.stdout[-3000:])
+    assert not any(check.startswith("ray_") for _, check in rows), sorted(rows)
 
 
 def every_rank_runs(lab: Lab, nodes: list[str], digest: str) -> None:
@@ -102,6 +115,7 @@ def test_a_switch_to_native_serves_without_ray_and_back(serving: Lab) -> None:
     drift(native)
     shown = status(native)
     assert "0 API, in the world" in shown and "1 headless, in the world" in shown, shown
+    verified(native)
     upgrade_and_roll_back(lab)
 
     back = lab.config("reboot: if-needed\n" + SERVE)
