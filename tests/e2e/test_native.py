@@ -49,7 +49,7 @@ def verified(config) -> None:
     the management side, every rank on the cluster's digest; no Ray check run."""
     found = run([HALO_CLUSTER, "verify", "--config", str(config)], config)
     rows = summary(found)
-    assert rows[("node1", "native_world_has_every_node")] == "passed", found.stdout[-3000:]
+    assert rows[("cluster", "native_world_has_every_node")] == "passed", found.stdout[-3000:]
     for node in ("node1", "node2"):
         for check in ("native_master_port_closed_on_the_management_side",
                       "containers_run_the_cluster_digest"):  # fmt: skip
