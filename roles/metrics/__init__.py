@@ -2,7 +2,7 @@
 (prometheus.py), with `metrics.enabled`; off, both are stopped and their files removed (the
 head's series stay in the cluster user's ~/.local/share/halo-cluster/prometheus).
 
-After the serve role: Prometheus scrapes the vLLM and Ray the deploy has just (re)started, and a
+After the serve role: Prometheus scrapes the vLLM the deploy has just (re)started, and a
 metrics failure never holds serving back."""
 
 from __future__ import annotations
