@@ -20,6 +20,7 @@ from halo_cluster.roles.metrics import grafana, queries
 from halo_cluster.roles.metrics.schema import DEFAULT_GRAFANA_IMAGE
 from lab.standin import vllm_metrics as standin
 from tests.e2e.lab_metrics import STANDIN_UNSERVED
+from tests.unit.helpers_promtool import run
 
 # upsertDataSourceFromConfigV1's yaml tags, and configsV1's
 DATASOURCE_FIELDS = {
@@ -195,3 +196,17 @@ def test_the_standin_serves_vllms_names_and_what_the_dashboards_read_but_one() -
         if name in queries.vllm_names()
     }
     assert read - standin_names() == STANDIN_UNSERVED
+
+
+def test_every_panel_query_is_promql_promtool_parses(tmp_path) -> None:
+    """Each panel's query, Grafana's variables given values, as a recording rule: `promtool
+    check rules` parses it with Prometheus' own parser (a query Prometheus refuses would be a
+    panel that never draws)."""
+    found = queries.dashboard_queries()
+    rules = [{"record": f"halo:panel_{i}", "expr": q.concrete()} for i, q in enumerate(found)]
+    (tmp_path / "panels.yml").write_text(
+        yaml.safe_dump({"groups": [{"name": "p", "rules": rules}]})
+    )
+    done = run("check", "rules", "panels.yml", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"SUCCESS: {len(found)} rules found" in done.stdout
