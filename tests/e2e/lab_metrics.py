@@ -2,9 +2,10 @@
 (test_metrics_queries.py) and the unit test comparing the dashboards with the stand-in
 (tests/unit/test_grafana.py) read these.
 
-The lab's nodes are containers on one machine: no amdgpu card (drm), no hwmon chip and no RDMA
-device (infiniband), so node_exporter has none of those series (NOT VERIFIED in the lab: their
-names are node_exporter's, tests/unit/test_grafana.py); the stand-in vLLM serves vLLM 0.33.0's
+The lab's nodes are containers on one machine: no amdgpu card (drm), no hwmon chip, no RDMA
+device (infiniband) and, on this machine, no DMI table (/sys/class/dmi: the BIOS version), so
+node_exporter has none of those series (NOT VERIFIED in the lab: their names are node_exporter's,
+tests/unit/test_grafana.py); the stand-in vLLM serves vLLM 0.33.0's
 core families but not the per-request token histograms (lab/standin/vllm_metrics.py), which
 vLLM's query_statistics.json reads."""
 
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tests.e2e.conftest import Lab
 
-NO_DEVICE = ("node_drm_", "node_hwmon_", "node_infiniband_")
+NO_DEVICE = ("node_drm_", "node_hwmon_", "node_infiniband_", "node_dmi_")
 STANDIN_UNSERVED = frozenset({"vllm:request_prompt_tokens_bucket"})
 HEAD = "192.168.100.1"
 
