@@ -18,8 +18,15 @@ import pytest
 
 from halo_cluster.node import batch
 from halo_cluster.tools import status, statuslive, statusview
+from tests.unit.helpers_bench import fake_ssh
 from tests.unit.helpers_status import CLUSTER, LIVE, run_live
 
+# argv: -F CONFIG ALIAS sh -s (or -O exit ALIAS): each node answers its read from a file by its
+# name (the alias is halo-NAME)
+ANSWER_BY_ALIAS = """
+if [ "$3" = -O ]; then exit 0; fi
+cat >/dev/null; cat "$ANSWERS/${3#halo-}"
+"""
 T = 1764687600.781  # a unix time, as the API writes it (seconds, a fraction)
 
 
@@ -206,3 +213,20 @@ def test_status_shows_the_live_lines_after_the_table() -> None:
     assert statusview.live_table([gone, worker]) == ""
     assert status.as_json(gone)["live"] == "unknown"
     assert status.as_json(head)["live"]["nodes"]["b"]["gpu_busy_percent"] == 85.0
+
+
+def test_collect_reads_the_live_numbers_in_the_heads_one_read(tmp_path, monkeypatch) -> None:
+    """Through the transport: the head's one batched read answers status's commands and the
+    live queries (Prometheus' JSON), the worker its own; the head's status holds the numbers."""
+    answers = {statuslive.PREFIX + name: json.dumps(body) for name, body in ANSWERS.items()}
+    for node in LIVE.nodes:
+        names = status.gather_commands(LIVE, node)
+        printed = batch.joined(batch.Part(0, answers.get(n, "").encode()) for n in names)
+        (tmp_path / node.name).write_bytes(printed)
+    fake_ssh(tmp_path, monkeypatch, ANSWER_BY_ALIAS)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'fakebin'}:/usr/bin:/bin")
+    monkeypatch.setenv("ANSWERS", str(tmp_path))
+    head, worker = status.collect(LIVE)
+    assert head.live["state"] == "up" and head.live["tokens_per_s"] == 41.25
+    assert head.live["nodes"]["b"]["gpu_busy_percent"] == 85.0 and worker.live == {}
+    assert statusview.live_table([head, worker]).splitlines()[2].startswith("  b: GPU busy 85 %")
