@@ -24,11 +24,15 @@ NATIVE = SERVE.replace("serve:\n", "serve:\n  launcher: native\n", 1)
 RANK_IMAGE = "podman container inspect --format '{{.ImageName}}' halo-vllm"
 
 
+LAUNCHERS = {"halo-vllm", "halo-ray"}  # the serving containers a launcher runs
+
+
 def containers(lab: Lab, node: str) -> set[str]:
-    """The cluster's service containers running on `node` (`halo-*`; not the toolbox, which an
-    earlier test's `toolbox run` may have left running, as a user's would)."""
+    """The launchers' containers running on `node`: not the toolbox (an earlier test's
+    `toolbox run` may have left it running, as a user's would) nor the metrics role's
+    Prometheus, which runs on the head with either launcher."""
     names = user(lab, node, "podman ps --format '{{.Names}}'").split()
-    return {name for name in names if name.startswith("halo-")}
+    return LAUNCHERS & set(names)
 
 
 def drift(config) -> None:
