@@ -10,7 +10,7 @@ import time
 
 from halo_cluster.roles.metrics.model import NODE_EXPORTER_PORT, PROMETHEUS_PORT
 from tests.e2e.conftest import Lab
-from tests.e2e.lab_metrics import query
+from tests.e2e.lab_metrics import answers
 from tests.e2e.serving_lab import user
 
 WORKER, WORKER_ADDRESS = "node2", "192.168.100.2"
@@ -19,10 +19,15 @@ EXPORTER = "prometheus-node-exporter.service"
 ALERT_SECONDS = 120
 
 
+def query(lab: Lab, expr: str) -> list[dict]:
+    (found,) = answers(lab, [expr], PROMETHEUS_PORT)
+    return found
+
+
 def wait_for(lab: Lab, expr: str, timeout: float, what: str) -> list[dict]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = query(lab, expr, PROMETHEUS_PORT)
+        found = query(lab, expr)
         if found:
             return found
         time.sleep(1)
@@ -33,8 +38,7 @@ def test_every_target_is_up_and_read_on_the_data_link(served: Lab) -> None:
     # a target is up once scraped: the first scrape comes within one interval of the deploy
     wait_for(served, "count(up) >= 3", 30, "every target scraped")
     targets = {
-        (t["metric"]["job"], t["metric"]["instance"]): t["value"][1]
-        for t in query(served, "up", PROMETHEUS_PORT)
+        (t["metric"]["job"], t["metric"]["instance"]): t["value"][1] for t in query(served, "up")
     }
     assert targets == {
         ("node", f"192.168.100.1:{NODE_EXPORTER_PORT}"): "1",
