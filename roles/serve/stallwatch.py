@@ -52,6 +52,7 @@ class Settings:
     secrets: str  # the head's secrets.env (VLLM_API_KEY=...)
     history: str  # the head's history (JSON Lines)
     alerts: str = ""  # Prometheus' base URL, "" without metrics
+    down_seconds: float = 0  # /health not 200 this long while the head's vLLM runs heals (0: no)
 
     @classmethod
     def read(cls, path: str) -> Settings:
@@ -70,6 +71,7 @@ class Probe:
     progressed: bool = False
     alert: bool = False
     detail: str = ""
+    running: bool = False  # the head's vLLM unit active (asked only when /health is not 200)
 
 
 @dataclass
@@ -78,6 +80,7 @@ class State:
     armed: bool = True  # the alert counts once a completion answered since the last restart
     restarts: list[float] = field(default_factory=list)  # monotonic-free: epoch seconds
     held: bool = False  # the bound was reached and said
+    down_since: float | None = None  # /health not 200 while the head's vLLM ran, since then
 
 
 class Backend(Protocol):
@@ -102,6 +105,25 @@ def judge(misses: int, probe: Probe, settings: Settings, armed: bool) -> tuple[i
     )
 
 
+def down_reason(probe: Probe, settings: Settings, state: State, now: float) -> str:
+    """The reason to heal a head whose vLLM runs but never becomes ready ("" none). With the
+    native launcher a head rank that restarted alone waits for headless ranks that never rejoin
+    it (vllm#32136): systemd keeps it running, /health never answers 200. A start allowed
+    serve.ready_timeout (the deploy's own bound) that has not ended by then has failed."""
+    if probe.health == 200 or not probe.running or not settings.down_seconds:
+        state.down_since = None
+        return ""
+    state.down_since = now if state.down_since is None else state.down_since
+    down = now - state.down_since
+    if down < settings.down_seconds:
+        return ""
+    return (
+        f"/health has not answered 200 for {down:.0f} s while the head's {settings.vllm} runs "
+        f"(serve.ready_timeout: {settings.down_seconds:g} s): a rank waiting for one that "
+        "never rejoins"
+    )
+
+
 def recent(times: list[float], now: float) -> list[float]:
     return [t for t in times if now - t < HOUR]
 
@@ -112,6 +134,7 @@ def step(backend: Backend, settings: Settings, state: State, now: float) -> str:
     if probe.answered:
         state.armed = True
     state.misses, reason = judge(state.misses, probe, settings, state.armed)
+    reason = reason or down_reason(probe, settings, state, now)
     if not reason:
         return ""
     state.restarts = recent(state.restarts, now)
@@ -126,7 +149,7 @@ def step(backend: Backend, settings: Settings, state: State, now: float) -> str:
                 f"when the oldest is an hour old. Why now: {reason}"
             )
         return "held"
-    state.held, state.armed = False, False
+    state.held, state.armed, state.down_since = False, False, None
     state.restarts.append(now)
     backend.record(RESTART, reason=reason, launcher=settings.launcher)
     backend.say(f"restarting the serving services on every node: {reason}")
@@ -227,12 +250,21 @@ class Node:
         health, _ = self.get(f"{self.settings.url}/health", 5)
         alert = alerts and self.alert()
         if health != 200:
-            return Probe(health, alert=alert)
+            return Probe(health, alert=alert, running=self.running())
         before = self.tokens()
         answered, detail = self.complete()
         after = self.tokens() if answered is False else None
         progressed = before is not None and after is not None and after > before
         return Probe(health, answered, progressed, alert, detail)
+
+    def running(self) -> bool:
+        """The head's vLLM unit active: started and not stopped by a deploy or an upgrade."""
+        command = ["systemctl", "--user", "is-active", self.settings.vllm]
+        try:
+            found = subprocess.run(command, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        return found.stdout.strip() == "active"
 
     def run(self, node: str, args: str) -> subprocess.Popen:
         command = ["systemctl", "--user", *args.split()]

@@ -106,6 +106,23 @@ def test_a_stall_restarts_once_with_its_reason_in_the_history() -> None:
     assert str(fields["reason"]).startswith("3 completions in a row unanswered")
 
 
+def test_a_head_that_runs_but_never_becomes_ready_is_restarted_after_the_ready_bound() -> None:
+    """A native head rank restarted alone waits for headless ranks that never rejoin it
+    (vllm#32136): its unit active, /health never 200. Stopped (a deploy's, an upgrade's) or
+    answering 200 again, it is left alone; the bound counts from the first such check."""
+    bounded = replace(SETTINGS, down_seconds=5)
+    waiting = Probe(None, running=True)
+    backend = Memory([waiting] * 5 + [Probe(None), waiting] + [waiting] * 6)
+    done = run(backend, settings=bounded)
+    assert done.index("restarted") == 11 and done.count("restarted") == 1
+    [(event, fields)] = backend.records
+    assert event == "watchdog-restart"
+    assert str(fields["reason"]).startswith("/health has not answered 200 for 5 s while the head")
+    assert run(Memory([waiting] * 10), settings=SETTINGS) == [""] * 10  # 0: never
+    back = Memory([waiting] * 4 + [ANSWERED] + [waiting] * 4)
+    assert "restarted" not in run(back, settings=bounded)
+
+
 def test_the_bound_per_hour_holds_and_says_so_once_then_resumes() -> None:
     state = State()
     backend = Memory([MISSED] * 12)
