@@ -15,8 +15,16 @@ COMPLETIONS = 8
 SETTLE_SECONDS = 8  # a rate()'s two samples at the lab's scrape every 2 s (lab/serve.yml)
 
 
+def wait_scraped(lab: Lab, timeout: float = 60) -> None:
+    """Until Prometheus has read its targets once (a deploy may have just restarted it)."""
+    deadline = time.monotonic() + timeout
+    while not answers(lab, ["up"], PROMETHEUS_PORT)[0]:
+        assert time.monotonic() < deadline, f"the lab's Prometheus read no target in {timeout} s"
+        time.sleep(1)
+
+
 def test_every_panel_and_alert_reads_series_from_the_labs_prometheus(served: Lab) -> None:
-    assert answers(served, ["up"], PROMETHEUS_PORT)[0], "the lab's Prometheus has no target"
+    wait_scraped(served)
     complete(served, COMPLETIONS)
     time.sleep(SETTLE_SECONDS)
     panels = dashboard_queries()
