@@ -17,6 +17,9 @@ import re
 SERVICE_CONFIG = ".config/halo-cluster"
 # the cluster user's quadlets, below its home (the serve and metrics roles' services)
 QUADLETS = ".config/containers/systemd"
+# the serve role's two containers and services (Ray's, vLLM's), which the metrics role's
+# image-digest series also names
+SERVING_CONTAINERS = ("halo-ray", "halo-vllm")
 # the two files of it other layers read (the serve role's table of them: roles/serve/files.py):
 # both containers' environment, which the verification checks, and vLLM's API key
 SERVE_ENV = f"{SERVICE_CONFIG}/serve.env"

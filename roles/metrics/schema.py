@@ -103,7 +103,7 @@ READS = (
     "halo_role",
     "halo_node",
     "halo_data_address",
-    "halo_mtu",  # network.mtu: the data link's, in the node's own series (textfile.py)
+    "halo_network_mtu",  # the data link's MTU as the network role derives it (textfile.py)
     "halo_head_address",
     "halo_peers",
     # what model.py derives from the section (`Metrics`)

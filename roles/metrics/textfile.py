@@ -12,10 +12,10 @@ import shlex
 from pyinfra import host
 from pyinfra.operations import server
 
+from halo_cluster.config.serving import SERVING_CONTAINERS
 from halo_cluster.node.nodefiles import node_files
 from halo_cluster.node.operations import text_file
 from halo_cluster.roles.metrics.exporter import TEXTFILES, render
-from halo_cluster.roles.serve.files import RAY, VLLM
 
 UNIT = "halo-metrics-textfile"
 SCRIPT = f"/usr/local/libexec/{UNIT}"
@@ -47,8 +47,8 @@ def apply(interface: str | None) -> None:
         "folder": TEXTFILES,
         "user": data.halo_cluster_user,
         "interface": interface,
-        "mtu": data.halo_mtu,
-        "containers": [RAY, VLLM],
+        "mtu": data.halo_network_mtu,
+        "containers": list(SERVING_CONTAINERS),
         "script": SCRIPT,
         "seconds": SECONDS,
     }

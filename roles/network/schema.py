@@ -33,11 +33,13 @@ VARIABLES = variables(SECTION, READS)
 
 @dataclass(frozen=True)
 class Network:
-    """The data link's NetworkManager profile: host data `halo_network_connection` (its id) and
-    `halo_network_uuids` (its UUID by node name)."""
+    """The data link's NetworkManager profile: host data `halo_network_connection` (its id),
+    `halo_network_uuids` (its UUID by node name) and `halo_network_mtu` (the link's MTU, checked
+    against the link's range: what another role reads of it)."""
 
     connection: str
     uuids: dict[str, str]
+    mtu: int
 
 
 def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Network:
@@ -51,4 +53,4 @@ def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Network:
         node.name: str(uuid.uuid5(uuid.NAMESPACE_URL, f"halo-cluster:{node.name}:data"))
         for node in cluster.nodes
     }
-    return Network(CONNECTION, uuids)
+    return Network(CONNECTION, uuids, mtu)

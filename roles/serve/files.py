@@ -7,10 +7,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from halo_cluster.config.serving import QUADLETS, SECRETS_ENV, SERVE_ENV, SERVICE_CONFIG
+from halo_cluster.config.serving import (
+    QUADLETS,
+    SECRETS_ENV,
+    SERVE_ENV,
+    SERVICE_CONFIG,
+    SERVING_CONTAINERS,
+)
 
 UNITS = QUADLETS
-RAY, VLLM = "halo-ray", "halo-vllm"
+RAY, VLLM = SERVING_CONTAINERS
 
 
 @dataclass(frozen=True)
