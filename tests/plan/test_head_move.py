@@ -116,9 +116,14 @@ def test_the_history_is_carried_to_the_new_head(tmp_path: Path) -> None:
 
 def test_the_old_head_becomes_a_worker(tmp_path: Path) -> None:
     _, result = moved(tmp_path)
-    removal = next(
+    removals = [
         op for op in result.ops["halo1"] if op.name.startswith("Cluster services | Stop and remove")
-    )
+    ]
+    # the old head's watchdog goes with its vLLM: a worker runs none
+    assert [op.name for op in removals if "watchdog" in op.name] == [
+        "Cluster services | Stop and remove the stall watchdog"
+    ]
+    removal = next(op for op in removals if "watchdog" not in op.name)
     assert "systemctl --user stop halo-vllm.service" in " ".join(removal.commands)
     # its vLLM, if it ended failed when stopped, is not listed as failed after it
     assert "systemctl --user reset-failed halo-vllm.service" in " ".join(removal.commands)

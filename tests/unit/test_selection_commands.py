@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from halo_cluster.config import state
-from halo_cluster.tools import cli, selection, status
+from halo_cluster.tools import cli, project, selection, status
 from halo_cluster.tools.commands import NAMES, command, exits
 
 # two nodes that refuse connections at once (port 1 of loopback addresses)
@@ -88,10 +88,11 @@ def statuses(*nodes: tuple[str, str, bool]) -> list[status.NodeStatus]:
 def test_status_judges_only_the_selected_nodes(config: Path) -> None:
     """With the head left out Ray and vLLM are not read (their fields stay unknown): the worker's
     own services judge; with the head in, Ray must see every selected node."""
-    assert status.exit_code(None, statuses(("halo2", "worker", False))) == status.UP
-    assert status.exit_code(None, statuses(("halo1", "head", True))) == status.UP
+    cluster = project.load(config)  # serving through Ray, the default launcher
+    assert status.exit_code(cluster, statuses(("halo2", "worker", False))) == status.UP
+    assert status.exit_code(cluster, statuses(("halo1", "head", True))) == status.UP
     both = statuses(("halo1", "head", True), ("halo2", "worker", False))
-    assert status.exit_code(None, both) == status.DOWN
+    assert status.exit_code(cluster, both) == status.DOWN
 
 
 def test_drift_plans_only_the_nodes_left_in(
