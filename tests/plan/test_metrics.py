@@ -29,6 +29,7 @@ from tests.plan.helpers_metrics import (
     metrics_plan,
 )
 from tests.plan.nodes import HOME, RESOLVED, serve_cluster, user_node
+from tests.unit import helpers_promtool
 
 
 def metrics_ops(result: Plan, node: str) -> list[str]:
@@ -145,7 +146,7 @@ def test_metrics_off_stops_and_removes_what_it_ran(tmp_path) -> None:
 
 
 def test_promtool_accepts_the_rendered_config_and_web_config(tmp_path) -> None:
-    promtool = _promtool()
+    promtool = str(helpers_promtool.promtool())  # fails in CI without it, else skips saying why
     result = metrics_plan(ALL, tmp_path)
     folder = tmp_path / "etc-prometheus"
     folder.mkdir()
@@ -158,17 +159,6 @@ def test_promtool_accepts_the_rendered_config_and_web_config(tmp_path) -> None:
     for check in checks:
         done = subprocess.run([promtool, *check], capture_output=True, text=True)
         assert done.returncode == 0, f"promtool {' '.join(check)}: {done.stdout}{done.stderr}"
-
-
-def _promtool() -> str:
-    from lab import debs
-    from lab.sh import LabError
-
-    try:
-        return str(debs.extracted("promtool") / "usr/bin/promtool")
-    except (LabError, OSError) as error:
-        print(f"promtool not available (Debian's package not fetched): {error}")
-        pytest.skip(f"promtool not available: {error}")
 
 
 def test_with_serve_listen_all_vllm_is_still_read_on_the_data_address(tmp_path) -> None:
