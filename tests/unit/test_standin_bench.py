@@ -4,8 +4,6 @@ a token per chunk, the client measures that path and writes vLLM's result file a
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import json
 import os
 import subprocess
@@ -20,10 +18,8 @@ from types import ModuleType
 import pytest
 
 from lab import hub
+from tests.unit.helpers_standin import KEY, STANDIN, load, one_rank
 
-STANDIN = Path(__file__).resolve().parents[2] / "lab" / "standin" / "vllm"
-sys.path.insert(0, str(STANDIN.parent))  # its modules, found beside it as in the image
-KEY = "sk-lab-test-key"
 # the result fields vllm/benchmarks/serve.py writes without --save-detailed (main_async, benchmark)
 FIELDS = {
     "date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts",
@@ -33,18 +29,6 @@ FIELDS = {
     "max_concurrent_requests", "rtfx",
     *(f"{s}_{m}_ms" for s in ("mean", "median", "std", "p99") for m in ("ttft", "tpot", "itl")),
 }  # fmt: skip
-
-
-def load(name: str) -> ModuleType:
-    loader = importlib.machinery.SourceFileLoader(name, str(STANDIN))
-    spec = importlib.util.spec_from_loader(name, loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-def one_rank(step: int) -> None:
-    """A TP 1 world's collective: no other rank to meet."""
 
 
 def server(module: ModuleType) -> Iterator[str]:

@@ -14,8 +14,12 @@ import urllib.request
 
 import pytest
 
-from tests.unit.test_standin_metrics import parse, value
-from tests.unit.test_standin_native import cluster, completion, status  # noqa: F401 (fixture)
+from tests.unit.helpers_promtext import parse, value
+from tests.unit.helpers_standin import (
+    completion,
+    native_cluster,  # noqa: F401 (the `cluster` fixture)
+    status,
+)
 
 HOLD = 3  # seconds a rank stays stopped, well inside the RPC timeout below
 RPC_TIMEOUT = 60
@@ -27,7 +31,7 @@ def scrape(url: str) -> dict:
 
 
 @pytest.mark.parametrize("stopped", ["headless", "head"])
-def test_a_stopped_rank_holds_every_request_while_health_stays_200(cluster, stopped) -> None:  # noqa: F811
+def test_a_stopped_rank_holds_every_request_while_health_stays_200(cluster, stopped) -> None:
     head, worker = cluster.serving(VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS=str(RPC_TIMEOUT))
     assert completion(head) == 200
     before = value(scrape(head.url), "vllm:generation_tokens_total")
@@ -53,7 +57,7 @@ def test_a_stopped_rank_holds_every_request_while_health_stays_200(cluster, stop
     assert status(head.url + "/health") == 200
 
 
-def test_a_stream_whose_engine_dies_ends_with_vllms_error_event(cluster) -> None:  # noqa: F811
+def test_a_stream_whose_engine_dies_ends_with_vllms_error_event(cluster) -> None:
     head, worker = cluster.serving(VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS="3")
     worker.process.kill()
     worker.process.wait()
