@@ -41,9 +41,11 @@ def journal(lab: Lab, service: str) -> str:
 def pipeline(lab: Lab, members: list[str], serve: str = SERVE) -> Path:
     """The lab's cluster.yml serving TP 1 x PP len(`members`) (`serve`: the serve section,
     the lab's by default), with those nodes' entries only."""
+    # the serve section's own keys: other sections (metrics:) have an `enabled` too
     serve = serve.replace(
-        "  enabled: true",
-        f"  enabled: true\n  tensor_parallel_size: 1\n  pipeline_parallel_size: {len(members)}",
+        "\nserve:\n",
+        f"\nserve:\n  tensor_parallel_size: 1\n  pipeline_parallel_size: {len(members)}\n",
+        1,
     )
     path = lab.config(serve)
     lines = path.read_text().splitlines()

@@ -238,9 +238,9 @@ def test_changed_max_model_len_restarts_vllm_only(serving: Lab) -> None:
 @pytest.mark.last  # after test_membership, on its lab: nodes 1-3 serve, node4 joins
 def test_four_nodes_tp2_pp2_serve() -> None:
     lab = Lab(4, "roce").ensure_up()
-    tp2_pp2 = "  enabled: true\n  tensor_parallel_size: 2\n  pipeline_parallel_size: 2"
+    tp2_pp2 = "\nserve:\n  tensor_parallel_size: 2\n  pipeline_parallel_size: 2\n"
     # serving needs no reboot (the lab's kernel arguments change nothing for Ray): four fewer
-    result = lab.deploy(config=lab.config(SERVE.replace("  enabled: true", tp2_pp2)))
+    result = lab.deploy(config=lab.config(SERVE.replace("\nserve:\n", tp2_pp2, 1)))
     assert result.returncode == 0, result.stderr[-3000:]
     wait_serving(lab)
     status = user(lab, "node1", "podman exec halo-ray ray status")
