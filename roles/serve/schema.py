@@ -61,8 +61,9 @@ SECTION: tuple[Field, ...] = (
         "`vllm serve` per node (`--distributed-executor-backend=mp`, the head with the API "
         "server as node rank 0, every other node `--headless` with its rank in the order of "
         "`nodes`), no Ray, no Ray token, no object store. Switching is a deploy: the other "
-        "launcher's services are stopped and removed. The default stays `ray` until both are "
-        "measured side by side (issue 36).",
+        "launcher's services are stopped and removed. The default stays `ray` until the head's "
+        "own rank killed is measured healing with `native` (docs/performance.md, Ray or native "
+        "launcher).",
         ("ray", "native"),
     ),
     Field(
