@@ -307,3 +307,17 @@ def test_the_program_runs_alone_from_its_text(served, tmp_path: Path) -> None:
         process.wait()
     assert first.startswith(f"watching {node.settings.url}: a completion every 1 s, 3 unanswered")
     assert not Path(node.settings.history).exists()  # nothing recorded: nothing healed
+
+
+def test_the_names_it_shares_are_the_same_everywhere() -> None:
+    """stallwatch.py runs alone on the head (its text is the program: it imports nothing of the
+    tool) and the tools import no role, so the names they share are written in each: tied here."""
+    from halo_cluster.roles.metrics import queries
+    from halo_cluster.roles.serve import watchdog
+
+    assert statuswatchdog.WATCHDOG == watchdog.WATCHDOG
+    assert statuswatchdog.RESTART == stallwatch.RESTART
+    assert stallwatch.HELD.startswith("watchdog-")  # status reads every "watchdog-" event
+    assert stallwatch.TOKENS in queries.vllm_names()  # the counter vLLM exposes
+    rules = Path(stallwatch.__file__).parents[2] / "templates" / "metrics" / "alerts.yml.j2"
+    assert f"- alert: {stallwatch.ALERT}\n" in rules.read_text()
