@@ -44,8 +44,9 @@ render = ray.render  # templates/serve/
 
 ORDER = 95  # after the reboot role: a cluster ends its deploy serving, not rebooting
 PACKAGES = ("curl", "rsync")  # rsync: the model copied from the head (serve.download: once)
-# any user's quadlets of ours: what an earlier cluster_user left running (removed as leftovers)
-ANY_USERS_UNITS = tuple(f"/home/*/{UNITS}/{service}.container" for service in (RAY, VLLM))
+# any user's quadlets of ours (Ray's, vLLM's, the metrics role's): what an earlier cluster_user
+# left running (removed as leftovers)
+ANY_USERS_UNITS = (f"/home/*/{UNITS}/halo-*.container",)
 # each service's unit: a node that no longer runs the service stops it before its files go
 UNIT_FILES = ((VLLM, "vllm_unit"), (RAY, "ray_unit"))
 
@@ -86,7 +87,7 @@ def apply(node: NodeContext) -> None:
     snapshot = node_files(host)
     home = snapshot.home(user) or f"/home/{user}"
     where = {name: f"{home}/{path}" for name, path in service_files().items()}
-    lifecycle.remove_other_users_services(user, snapshot)
+    lifecycle.remove_other_users_services(user, snapshot, (WATCHDOG,), watchdog.PATHS)
     controller.record()  # the token first: every node's Ray restarts with the one it writes
     membership.leave(user)  # before Ray restarts: a departed node never rejoins the new cluster
     if not host.data.halo_serve_enabled:

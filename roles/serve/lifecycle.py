@@ -56,10 +56,13 @@ def remove(user: str, snapshot, paths: list[str], services: list[str], what: str
         )
 
 
-def remove_other_users_services(user: str, snapshot) -> None:
+def remove_other_users_services(
+    user: str, snapshot, extra_services: tuple[str, ...], extra_files: tuple[str, ...]
+) -> None:
     """Another user's Ray or vLLM of ours (an earlier `cluster_user`) would hold Ray's ports and
-    answer /health in place of the configured cluster: stop it and remove its files. Its
-    lingering and its other files stay: they are that user's."""
+    answer /health in place of the configured cluster: stop it and remove its files, with every
+    other quadlet of ours there (the metrics role's) and `extra_services` and `extra_files` (the
+    watchdog's, below its home). Its lingering and its other files stay: they are that user's."""
     own = snapshot.home(user) or f"/home/{user}"
     homes = {
         path.split(f"/{UNITS}/")[0]
@@ -69,11 +72,19 @@ def remove_other_users_services(user: str, snapshot) -> None:
     for home in sorted(homes - {own}):
         other = snapshot.user_of_home(home)
         if other:
+            # every quadlet of ours there (Ray's, vLLM's, the metrics role's) and the watchdog
+            quadlets = sorted(
+                p
+                for p in snapshot.files
+                if p.startswith(f"{home}/{UNITS}/halo-") and p.endswith(".container")
+            )
+            names = [q.rpartition("/")[2].removesuffix(".container") for q in quadlets]
+            own_files = [*paths().values(), *extra_files]
             remove_user_services(
                 name=f"Stop and remove {other}'s cluster services (cluster_user is {user})",
                 user=other,
-                services=[VLLM, RAY],
-                paths=[f"{home}/{path}" for path in paths().values()],
+                services=sorted({VLLM, RAY, *names}) + list(extra_services),
+                paths=sorted({*(f"{home}/{path}" for path in own_files), *quadlets}),
             )
 
 
