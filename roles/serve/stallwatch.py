@@ -35,6 +35,9 @@ ALERT = "VllmGenerationStalled"  # the metrics role's stalled-group alert
 TOKENS = "vllm:generation_tokens_total"  # vLLM's counter of generated tokens (its /metrics)
 STEP_SECONDS = 120  # one systemctl of a restart step (a stop waits out StopTimeout, 30-45 s)
 KEY = "VLLM_API_KEY="  # secrets.env's one line (templates/serve/secrets.env.j2)
+# a head not ready this long while its unit runs waits for ranks that will not come: vLLM itself
+# gives its engine 600 s to be ready (VLLM_ENGINE_READY_TIMEOUT_S, envs.py), plus a restart's margin
+NOT_READY_SECONDS = 900
 
 
 @dataclass(frozen=True)
@@ -108,8 +111,7 @@ def judge(misses: int, probe: Probe, settings: Settings, armed: bool) -> tuple[i
 def down_reason(probe: Probe, settings: Settings, state: State, now: float) -> str:
     """The reason to heal a head whose vLLM runs but never becomes ready ("" none). With the
     native launcher a head rank that restarted alone waits for headless ranks that never rejoin
-    it (vllm#32136): systemd keeps it running, /health never answers 200. A start allowed
-    serve.ready_timeout (the deploy's own bound) that has not ended by then has failed."""
+    it (vllm#32136): systemd keeps it running (or restarting), /health never answers 200."""
     if probe.health == 200 or not probe.running or not settings.down_seconds:
         state.down_since = None
         return ""
@@ -119,8 +121,7 @@ def down_reason(probe: Probe, settings: Settings, state: State, now: float) -> s
         return ""
     return (
         f"/health has not answered 200 for {down:.0f} s while the head's {settings.vllm} runs "
-        f"(serve.ready_timeout: {settings.down_seconds:g} s): a rank waiting for one that "
-        "never rejoins"
+        f"(the bound: {settings.down_seconds:g} s): a rank waiting for one that never rejoins"
     )
 
 
@@ -258,13 +259,14 @@ class Node:
         return Probe(health, answered, progressed, alert, detail)
 
     def running(self) -> bool:
-        """The head's vLLM unit active: started and not stopped by a deploy or an upgrade."""
+        """The head's vLLM unit running or restarting (vLLM exits when its engine is not ready
+        in time, and systemd starts it again): not stopped by a deploy or an upgrade."""
         command = ["systemctl", "--user", "is-active", self.settings.vllm]
         try:
             found = subprocess.run(command, capture_output=True, text=True, timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             return False
-        return found.stdout.strip() == "active"
+        return found.stdout.strip() in ("active", "activating", "reloading")
 
     def run(self, node: str, args: str) -> subprocess.Popen:
         command = ["systemctl", "--user", *args.split()]

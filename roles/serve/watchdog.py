@@ -70,8 +70,7 @@ def settings(data, home: str) -> dict:
         # the metrics role's Prometheus, for its VllmGenerationStalled alert: with metrics off
         # nothing listens there, the query is refused at once and the completions alone decide
         "alerts": data.halo_metrics_url,
-        # a head that runs but is not ready after the deploy's own bound has failed to start
-        "down_seconds": data.halo_serve_ready_timeout,
+        "down_seconds": stallwatch.NOT_READY_SECONDS,
     }
 
 
