@@ -13,8 +13,6 @@ from pyinfra import host
 from halo_cluster.config.rules import image_digest
 from halo_cluster.config.serving import QUADLETS, SERVICE_CONFIG
 from halo_cluster.node.image import ContainerImages, ResolvedImage
-from halo_cluster.node.nodefiles import node_files
-from halo_cluster.node.operations import text_file
 from halo_cluster.roles.metrics.exporter import render
 from halo_cluster.roles.metrics.facts import Units
 from halo_cluster.roles.metrics.prometheus import USER as PROMETHEUS_USER
@@ -69,30 +67,9 @@ def reads(data) -> tuple[tuple[type, dict], ...]:
 
 
 def apply() -> None:
-    user = host.data.halo_cluster_user
-    nodefiles = node_files(host)
-    home = nodefiles.home(user) or f"/home/{user}"
-    where = {name: f"{home}/{path}" for name, (path, _, _) in files().items()}
     # every node: a former head's Grafana goes when the head moves or metrics.grafana goes off
-    wanted = _wanted() if wanted_here(host.data) else {}
-    if wanted is None:
-        return
-    present = [where[n] for n in where if n not in wanted and nodefiles.exists(where[n])]
-    QUADLET.remove(present, "metrics.grafana off, or not wanted any more")
-    changed = False
-    for name, text in wanted.items():
-        _, mode, secret = files()[name]
-        changed = nodefiles.differs(where[name], text, mode) or changed
-        text_file(
-            name=f"Grafana's {where[name]}",
-            path=where[name],
-            text=text,
-            mode=mode,
-            owner=user,
-            secret=secret,
-        )
-    if wanted:
-        QUADLET.start(changed, nodefiles.differs(where["unit"], wanted["unit"], "644"))
+    off = "metrics.grafana off, or not wanted any more"
+    QUADLET.converge(files(), lambda _: _wanted(), wanted_here(host.data), off)
 
 
 def _wanted() -> dict[str, str] | None:

@@ -14,7 +14,6 @@ from halo_cluster.config.rules import image_digest
 from halo_cluster.config.serving import QUADLETS, SERVICE_CONFIG
 from halo_cluster.node.image import ContainerImages, ResolvedImage
 from halo_cluster.node.nodefiles import node_files
-from halo_cluster.node.operations import text_file
 from halo_cluster.roles.metrics import alerts
 from halo_cluster.roles.metrics.exporter import render
 from halo_cluster.roles.metrics.facts import Units
@@ -58,30 +57,8 @@ def wanted_here(data) -> bool:
 
 
 def apply() -> None:
-    user = host.data.halo_cluster_user
-    files = node_files(host)
-    home = files.home(user) or f"/home/{user}"
-    where = {name: f"{home}/{path}" for name, (path, _, _) in FILES.items()}
     # every node: a former head's Prometheus goes when the head moves
-    wanted = _wanted(where) if wanted_here(host.data) else {}
-    if wanted is None:
-        return
-    present = [where[n] for n in where if n not in wanted and files.exists(where[n])]
-    QUADLET.remove(present, "metrics off, or not wanted any more")
-    changed = False
-    for name, text in wanted.items():
-        _, mode, secret = FILES[name]
-        changed = files.differs(where[name], text, mode) or changed
-        text_file(
-            name=f"Prometheus' {where[name]}",
-            path=where[name],
-            text=text,
-            mode=mode,
-            owner=user,
-            secret=secret,
-        )
-    if wanted:
-        QUADLET.start(changed, files.differs(where["unit"], wanted["unit"], "644"))
+    QUADLET.converge(FILES, _wanted, wanted_here(host.data), "metrics off, or not wanted any more")
 
 
 def _wanted(where: dict[str, str]) -> dict[str, str] | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyinfra import host, logger
@@ -16,6 +17,7 @@ from halo_cluster.config.schema import host_name
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import ContainerImages, ResolvedImage
 from halo_cluster.node.nodefiles import cached, node_files
+from halo_cluster.node.operations import text_file
 from halo_cluster.node.report import fail
 from halo_cluster.roles.metrics.facts import Units
 
@@ -60,6 +62,39 @@ class Quadlet:
             return None
         fail(host, f"{self.key}: {reference} could not be resolved to a digest: {resolved.error}")
         return None
+
+    def converge(
+        self,
+        table: dict[str, tuple[str, str, bool]],
+        wanted: Callable[[dict[str, str]], dict[str, str] | None],
+        here: bool,
+        off: str,
+    ) -> None:
+        """Its files (`table`: name -> path below the home, mode, secret), as `wanted` renders
+        them from their paths, where it runs (`here`; None: wait for the next run), removed on
+        every other node (a former head's) or when `off`; then started or restarted."""
+        user = host.data.halo_cluster_user
+        files = node_files(host)
+        home = files.home(user) or f"/home/{user}"
+        where = {name: f"{home}/{path}" for name, (path, _, _) in table.items()}
+        found = wanted(where) if here else {}
+        if found is None:
+            return
+        self.remove([where[n] for n in where if n not in found and files.exists(where[n])], off)
+        changed = False
+        for name, text in found.items():
+            _, mode, secret = table[name]
+            changed = files.differs(where[name], text, mode) or changed
+            text_file(
+                name=f"{self.whose} {where[name]}",
+                path=where[name],
+                text=text,
+                mode=mode,
+                owner=user,
+                secret=secret,
+            )
+        if found:
+            self.start(changed, files.differs(where["unit"], found["unit"], "644"))
 
     def remove(self, present: list[str], why: str) -> None:
         if not present:
