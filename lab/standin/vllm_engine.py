@@ -219,7 +219,11 @@ class Core:
         self.metrics.scheduler(len(self.running), len(self.waiting), kv_usage)
 
     def finished(self, request: Request, reason: str, now: float) -> None:
-        self.metrics.finished(reason, now - request.arrived, request.scheduled - request.arrived)
+        queued, tokens = (
+            request.scheduled - request.arrived,
+            (request.prompt_tokens, request.generated),
+        )
+        self.metrics.finished(reason, now - request.arrived, queued, tokens)
 
     def die(self, reason: str) -> None:
         """EngineCore fatal: every request fails, /health answers 503, the API server exits

@@ -7,12 +7,13 @@ Where each comes from:
   `model_name` is the served model name, `engine` the engine's index, "0" without data
   parallelism; `vllm:cache_config_info` carries `engine` and the cache config's fields only);
 - the buckets: vllm/v1/metrics/buckets.py (REQUEST_LATENCY_BUCKETS, TIME_TO_FIRST_TOKEN_BUCKETS,
-  INTER_TOKEN_LATENCY_BUCKETS, ITERATION_TOKENS_BUCKETS);
+  INTER_TOKEN_LATENCY_BUCKETS, ITERATION_TOKENS_BUCKETS), and the per-request token histograms'
+  `build_1_2_5_buckets(max_model_len)` (vllm/v1/metrics/loggers.py);
 - the finish reasons: vllm/v1/engine/__init__.py (FINISH_REASON_STRINGS);
 - the text: prometheus_client's exposition (a counter's family exposed as NAME_total, numbers as
   its floatToGoString writes them), which the lab's image does not carry, so it is written here.
   Not written: prometheus_client's `_created` series and vLLM's other families (prefix cache,
-  per-request token histograms, the HTTP instrumentator's `http_*`).
+  the request parameters' histograms, the HTTP instrumentator's `http_*`).
 
 The stand-in never preempts and holds no real KV cache: its preemptions stay 0 and its KV cache
 use is the running requests' tokens over a fixed capacity (CACHE_CONFIG's blocks).
@@ -37,6 +38,14 @@ INTER_TOKEN_LATENCY_BUCKETS = (
 ITERATION_TOKENS_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
 LABELS = ("model_name", "engine")
+# without --max-model-len vLLM takes the model's own (its config.json max_position_embeddings):
+# the lab's model, facebook/opt-125m, has 2048
+MODEL_MAX_LEN = 2048
+# name: help, of the per-request token histograms (their buckets follow max_model_len)
+REQUEST_TOKENS = {
+    "vllm:request_prompt_tokens": "Number of prefill tokens processed.",
+    "vllm:request_generation_tokens": "Number of generation tokens processed.",
+}
 # vllm/config/cache.py's defaults where the stand-in has no choice; its capacity is its own
 CACHE_CONFIG = {
     "block_size": "16",
@@ -102,6 +111,18 @@ def labels(pairs: dict[str, str]) -> str:
     return "{" + ",".join(text) + "}"
 
 
+def build_1_2_5_buckets(max_value: int) -> tuple[int, ...]:
+    """vllm/v1/metrics/buckets.py: 1, 2, 5, 10, 20, 50, ... up to `max_value`."""
+    buckets, exponent = [], 0
+    while True:
+        for mantissa in (1, 2, 5):
+            value = mantissa * 10**exponent
+            if value > max_value:
+                return tuple(buckets)
+            buckets.append(value)
+        exponent += 1
+
+
 class Histogram:
     def __init__(self, buckets: tuple[float, ...]) -> None:
         self.buckets = buckets
@@ -127,12 +148,14 @@ class Histogram:
 class Metrics:
     """One engine's metrics (engine "0"), as PrometheusStatLogger.record keeps them."""
 
-    def __init__(self, model_name: str) -> None:
+    def __init__(self, model_name: str, max_model_len: int | None = None) -> None:
         self.base = {"model_name": model_name, "engine": "0"}
         self.lock = threading.Lock()
         self.values = dict.fromkeys(SCALARS, 0.0)
         self.success = dict.fromkeys(FINISH_REASONS, 0)
         self.histograms = {name: Histogram(b) for name, (_, b) in HISTOGRAMS.items()}
+        per_request = build_1_2_5_buckets(max_model_len or MODEL_MAX_LEN)
+        self.histograms |= {name: Histogram(per_request) for name in REQUEST_TOKENS}
 
     def scheduler(self, running: int, waiting: int, kv_usage: float) -> None:
         """SchedulerStats: the gauges, set once per engine step."""
@@ -156,11 +179,15 @@ class Metrics:
         with self.lock:
             self.histograms[name].observe(seconds)
 
-    def finished(self, reason: str, e2e: float, queued: float) -> None:
+    def finished(self, reason: str, e2e: float, queued: float, tokens: tuple[int, int]) -> None:
+        """A finished request (loggers.py record: its finished_requests), `tokens` its prompt's
+        and its generated ones."""
         with self.lock:
             self.success[reason] += 1
             self.histograms["vllm:e2e_request_latency_seconds"].observe(e2e)
             self.histograms["vllm:request_queue_time_seconds"].observe(queued)
+            for name, count in zip(REQUEST_TOKENS, tokens, strict=True):
+                self.histograms[name].observe(count)
 
     def render(self) -> str:
         with self.lock:
@@ -174,7 +201,8 @@ class Metrics:
             for reason, count in self.success.items():
                 pairs = {**self.base, "finished_reason": reason}
                 out.append(f"{name}_total{labels(pairs)} {go_float(count)}")
-            for name, (text, _) in HISTOGRAMS.items():
+            helps = {name: text for name, (text, _) in HISTOGRAMS.items()} | REQUEST_TOKENS
+            for name, text in helps.items():
                 out += [f"# HELP {name} {text}", f"# TYPE {name} histogram"]
                 out += self.histograms[name].lines(name, self.base)
             name, text = INFO

@@ -35,6 +35,8 @@ LOGGERS_PY = {
     "vllm:e2e_request_latency_seconds": "histogram",
     "vllm:request_queue_time_seconds": "histogram",
     "vllm:iteration_tokens_total": "histogram",
+    "vllm:request_prompt_tokens": "histogram",
+    "vllm:request_generation_tokens": "histogram",
     "vllm:cache_config_info": "gauge",
 }
 FINISH_REASON_STRINGS = {"stop", "length", "abort", "error", "repetition"}
@@ -54,6 +56,9 @@ BUCKETS_PY = {
     "vllm:request_queue_time_seconds": REQUEST_LATENCY,
     "vllm:iteration_tokens_total": [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192,
                                     16384],
+    # loggers.py: build_1_2_5_buckets(max_model_len), opt-125m's 2048 without --max-model-len
+    "vllm:request_prompt_tokens": [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000],
+    "vllm:request_generation_tokens": [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000],
 }  # fmt: skip
 
 
@@ -151,6 +156,10 @@ def test_it_counts_what_the_engine_served(served) -> None:
         families["vllm:iteration_tokens_total"], "vllm:iteration_tokens_total"
     )
     assert (steps, tokens) == (core.steps, 6 + 10)
+    # one observation per finished request, of its prompt's and its generated tokens
+    for name, counted in (("prompt", 3 + 2 + 1), ("generation", 4 + 5 + 1)):
+        family = f"vllm:request_{name}_tokens"
+        assert histogram(families[family], family)[1:] == (3, counted), family
 
 
 def test_a_client_gone_mid_stream_aborts_its_request(served) -> None:
