@@ -1,7 +1,7 @@
 """`python -m lab freeze NODE --seconds N` on the serving lab (Ray's launcher): the worker's vLLM
 rank stopped (its `ray::RayWorkerProc`, not Ray's own processes) holds the head's completion
 while the head's /health stays 200, as in vLLM; resumed, the completion is answered and the
-engine serves on (issue 37 item 8)."""
+engine serves on (issue 37 item 8). And `status` with the worker's user manager stopped."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import sys
 import threading
 import time
 
+from halo_cluster.tools.status import PART_SECONDS, READ_SECONDS
 from tests.e2e.conftest import ROOT, Lab
-from tests.e2e.serving_lab import HEAD, health
+from tests.e2e.helpers_cluster import HALO_CLUSTER, run
+from tests.e2e.serving_lab import HEAD, SERVE, health
 
 HOLD = 8  # seconds frozen: far inside VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS (300)
 
@@ -61,3 +63,29 @@ def test_a_frozen_rank_holds_the_heads_requests_while_health_stays_200(served: L
     assert code == "200" and seconds >= HOLD - (time.monotonic() - started) - 1, answer
     assert seconds > HOLD / 2, answer
     assert completion(lab)[0] == "200" and health(lab) == "200"
+
+
+def test_status_names_a_worker_whose_user_manager_is_frozen(served: Lab) -> None:
+    """Issue 37's report: `status` while the worker's cluster user was stopped ended in a
+    traceback. Its user manager stopped (what `systemctl --user` waits on; Ray and the rank run
+    on, so the serving lab is only read): each part of the read that asks it is stopped at its
+    bound, said in one line naming the node, the rest read, exit 2 (something is down)."""
+    lab = served
+    config = lab.config("reboot: if-needed\n" + SERVE)
+    manager = lab.ssh("node2", "pgrep -u vllm -x systemd").split()
+    assert len(manager) == 1, manager
+    lab.ssh("node2", f"kill -STOP {manager[0]}")
+    try:
+        started = time.monotonic()
+        found = run([HALO_CLUSTER, "status", "--config", str(config)], config, timeout=120)
+        took = time.monotonic() - started
+    finally:
+        lab.ssh("node2", f"kill -CONT {manager[0]}")
+    said = found.stdout + found.stderr
+    assert "Traceback" not in said, said
+    start = f"node2: reached, but no answer within {PART_SECONDS} s from its read of "
+    lines = [line for line in said.splitlines() if line.startswith(start)]
+    assert len(lines) == 1 and "units" in lines[0], said
+    assert found.returncode == 2, said
+    print(f"status with node2's user manager stopped: {took:.1f} s (exit {found.returncode})")
+    assert took < READ_SECONDS + 15, f"{took:.1f} s"

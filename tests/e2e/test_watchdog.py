@@ -1,15 +1,16 @@
 """The head's stall watchdog on the serving lab (issue 37 item 5, issue 36 item 2), with short
 bounds: a worker's rank frozen for 90 s (`python -m lab freeze`: its GPU worker stopped, the
 head's /health still 200, every request held at the next engine step, as vLLM's collectives hold
-them), with Ray; then with `serve.launcher: native` the worker's rank killed (its unit restarts
-it alone, and the head's store holds the newcomer while the head waits for the old one, as vLLM
-does, vllm#32136). Each time the watchdog notices within its bound, restarts the services on
-every node (a `watchdog-restart` line in the head's history) and the cluster answers a completion
-again. The serving lab is changed and restored (`serving`)."""
+them), with Ray; then with `serve.launcher: native` the worker's rank frozen, and killed (its
+unit restarts it alone, and the head's store holds the newcomer while the head waits for the old
+one, as vLLM does, vllm#32136). Each time the watchdog notices within its bound, restarts the
+services on every node (a `watchdog-restart` line in the head's history) and the cluster answers
+a completion again. The serving lab is changed and restored (`serving`)."""
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -104,6 +105,27 @@ def test_a_frozen_rank_is_restarted_and_serves_during_the_freeze(serving: Lab) -
     status = run([HALO_CLUSTER, "status", "--config", str(path)], path)
     assert "watchdog: active; last restart" in status.stdout, status.stdout + status.stderr
     assert until(lambda: answers(lab), 30) < 30  # still serving after the thaw
+
+
+def test_a_frozen_native_rank_is_restarted_with_every_rank(serving: Lab) -> None:
+    """With vLLM's own launcher: no Ray to notice anything, the head's step waits on the frozen
+    rank's collective as vLLM's does; the watchdog restarts every rank. The freeze is then
+    interrupted (its SIGCONT reaches no process: the restart replaced the rank), not waited out."""
+    lab = serving
+    config(lab, native=True)
+    assert answers(lab)
+    before = len(restarts(lab))
+    freeze = subprocess.Popen(
+        [sys.executable, "-m", "lab", "freeze", "node2", "--seconds", str(FREEZE)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        time.sleep(1)  # the freeze reached the node: its first line said
+        healed(lab, before, "native", f"node2's rank frozen (of {FREEZE} s)")
+    finally:
+        freeze.send_signal(signal.SIGINT)  # its `finally` sends the SIGCONT, then it ends
+        output, _ = freeze.communicate(timeout=60)
+    assert "vLLM rank frozen" in output, output
 
 
 def test_a_killed_native_rank_is_brought_back_with_every_rank(serving: Lab) -> None:
