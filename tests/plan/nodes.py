@@ -407,3 +407,19 @@ def converged(
     units.append("ActiveState=active" if active else "ActiveState=failed")
     watchdog_running(files, units)
     return user_node(files=files, units=units, health=[health], model=MODEL_FILES, rdma=rdma)
+
+
+def native_node(cluster, name: str, vllm: str = "active", health: str = "200", **over) -> Node:
+    """A node as a first `serve.launcher: native` deploy leaves it: its rank's files in place,
+    no Ray running, its rank `vllm` (the head's watchdog running)."""
+    first = plan_cluster(cluster).uploads(name)
+    files = {
+        path: (text, "600" if path.endswith(("secrets.env", "serve.env")) else "644")
+        for path, text in first.items()
+        if path.startswith(HOME)
+    }
+    files = {p: (t, "755" if p.endswith(".sh") else m) for p, (t, m) in files.items()}
+    units = ["Id=halo-ray.service", "ActiveState=inactive", "", "Id=halo-vllm.service"]
+    units.append(f"ActiveState={vllm}")
+    watchdog_running(files, units)
+    return user_node(files=files, units=units, health=[health], model=MODEL_FILES, **over)

@@ -11,16 +11,15 @@ from pathlib import Path
 import pytest
 
 from halo_cluster.roles.serve.ranks import due_now
-from tests.plan.harness import Node, Plan, plan
+from tests.plan.harness import Plan, plan
 from tests.plan.nodes import (
     CONFIG,
     HOME,
-    MODEL_FILES,
     converged,
+    native_node,
     plan_cluster,
     serve_cluster,
     user_node,
-    watchdog_running,
 )
 from tests.recorded import firewalld_output, memory_output
 
@@ -30,21 +29,6 @@ STOP = "Cluster services | Stop every rank's halo-vllm, to start them together"
 START = "Cluster services | Start every rank's halo-vllm"
 REMOVE = "Cluster services | Stop and remove what this node no longer runs"
 RAY_FILES = (f"{UNITS}/halo-ray.container", f"{CONFIG}/ray-start.sh", f"{CONFIG}/ray-token")
-
-
-def native_node(cluster, name: str, vllm: str = "active", health: str = "200", **over) -> Node:
-    """A node as a first native deploy leaves it: its rank's files in place, its rank `vllm`."""
-    first = plan_cluster(cluster).uploads(name)
-    files = {
-        path: (text, "600" if path.endswith(("secrets.env", "serve.env")) else "644")
-        for path, text in first.items()
-        if path.startswith(HOME)
-    }
-    files = {p: (t, "755" if p.endswith(".sh") else m) for p, (t, m) in files.items()}
-    units = ["Id=halo-ray.service", "ActiveState=inactive", "", "Id=halo-vllm.service"]
-    units.append(f"ActiveState={vllm}")
-    watchdog_running(files, units)
-    return user_node(files=files, units=units, health=[health], model=MODEL_FILES, **over)
 
 
 def native_plan(cluster, **states: str) -> Plan:

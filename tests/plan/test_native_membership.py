@@ -10,16 +10,8 @@ from pathlib import Path
 
 from halo_cluster.config import lock as locks
 from halo_cluster.roles.serve.facts import DepartedServices
-from tests.plan.harness import Node, plan
-from tests.plan.nodes import (
-    CONFIG,
-    HOME,
-    MODEL_FILES,
-    RESOLVED,
-    plan_cluster,
-    serve_cluster,
-    user_node,
-)
+from tests.plan.harness import plan
+from tests.plan.nodes import CONFIG, RESOLVED, native_node, serve_cluster, user_node
 
 NATIVE = ", launcher: native"
 NAME = "docker.io/kyuz0/vllm-therock-gfx1151"
@@ -27,20 +19,6 @@ GONE = "192.168.100.3"
 TAKE_OUT = f"Cluster services | Take halo3 ({GONE}) out of the cluster"
 STOP = "Cluster services | Stop every rank's halo-vllm, to start them together"
 START = "Cluster services | Start every rank's halo-vllm"
-
-
-def serving_node(cluster, name: str) -> Node:
-    """A node as a native deploy of `cluster` leaves it: its rank's files, its rank running."""
-    first = plan_cluster(cluster).uploads(name)
-    files = {
-        path: (text, "600" if path.endswith(("secrets.env", "serve.env")) else "644")
-        for path, text in first.items()
-        if path.startswith(HOME)
-    }
-    files = {p: (t, "755" if p.endswith(".sh") else m) for p, (t, m) in files.items()}
-    units = ["Id=halo-ray.service", "ActiveState=inactive", "", "Id=halo-vllm.service"]
-    units.append("ActiveState=active")
-    return user_node(files=files, units=units, health=["200"], model=MODEL_FILES)
 
 
 def rank_words(result, name: str) -> list[str]:
@@ -54,7 +32,7 @@ def acting(result, name: str) -> list[str]:
 
 def test_a_removed_node_renumbers_and_restarts_every_rank(tmp_path: Path, caplog) -> None:
     three = serve_cluster(3, serve=NATIVE, tmp_path=tmp_path)
-    nodes = {n: serving_node(three, n) for n in ("halo1", "halo2")}
+    nodes = {n: native_node(three, n) for n in ("halo1", "halo2")}
     members = tuple(locks.Member(f"halo{i}", f"192.168.100.{i}") for i in (1, 2, 3))
     locks.write(tmp_path / locks.LOCK_FILE, locks.Lock("halo1", f"{NAME}:latest", RESOLVED,
                                                        members=members))  # fmt: skip
@@ -74,7 +52,7 @@ def test_a_removed_node_renumbers_and_restarts_every_rank(tmp_path: Path, caplog
 
 def test_an_added_node_is_the_last_rank_and_every_rank_restarts(tmp_path: Path) -> None:
     two = serve_cluster(serve=NATIVE, tmp_path=tmp_path)
-    nodes = {n: serving_node(two, n) for n in ("halo1", "halo2")}
+    nodes = {n: native_node(two, n) for n in ("halo1", "halo2")}
     nodes["halo3"] = user_node()
     result = plan(serve_cluster(3, serve=NATIVE, tmp_path=tmp_path), nodes)
     for rank, name in enumerate(("halo1", "halo2", "halo3")):
@@ -89,7 +67,7 @@ def test_an_unreachable_departed_node_is_said_without_a_ray_token(tmp_path: Path
     members = tuple(locks.Member(f"halo{i}", f"192.168.100.{i}") for i in (1, 2, 3))
     locks.write(tmp_path / locks.LOCK_FILE, locks.Lock("halo1", f"{NAME}:latest", RESOLVED,
                                                        members=members))  # fmt: skip
-    nodes = {n: serving_node(two, n) for n in ("halo1", "halo2")}
+    nodes = {n: native_node(two, n) for n in ("halo1", "halo2")}
     nodes["halo1"][DepartedServices] = [f"{GONE} 255"]
     caplog.set_level(logging.INFO)
     result = plan(serve_cluster(serve=NATIVE, tmp_path=tmp_path), nodes)
