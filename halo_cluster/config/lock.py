@@ -1,6 +1,8 @@
 """The cluster's lock, `halo-cluster.lock` in the state folder (config/state.py): the digest
 every node runs, once resolved (docs/roles/container.md), the cluster's members and the nodes that
-left it (docs/roles/serve.md), and the history line the head keeps of each change to it.
+left it (docs/roles/serve.md), the digests the head's other images were resolved to
+(`pins`: Prometheus' and Grafana's, docs/roles/metrics.md), and the history line the head keeps of
+each change to it.
 
 The lock is JSON, keys sorted, indented by 1, written atomically (a temporary file beside it,
 then `rename`), so that a run that stops half-way leaves the old lock or the new one, never a
@@ -19,7 +21,7 @@ import secrets
 import shutil
 import socket
 import tempfile
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -71,6 +73,17 @@ class Departed:
 
 
 @dataclass(frozen=True)
+class Pin:
+    """An image beside the cluster's own, by its key in cluster.yml (`metrics.image`): the tag
+    it names, resolved once to `digest`, which every later run keeps while the key names the
+    same tag."""
+
+    reference: str
+    digest: str
+    resolved: str = ""
+
+
+@dataclass(frozen=True)
 class Lock:
     """What the lock says; `digest` is "" before the first resolve recorded one. `trial`: the
     cluster was switched to `digest` by an upgrade whose gate has not passed yet."""
@@ -88,9 +101,21 @@ class Lock:
 
     members: tuple[Member, ...] = ()  # the nodes the lock was last written for, in order
     left: tuple[Departed, ...] = ()  # nodes removed from cluster.yml since: probed by the head
+    # the other images' pins by their key in cluster.yml (`lockschema.PINNED`)
+    pins: dict[str, Pin] = field(default_factory=dict)
 
     def current(self) -> Build:
         return Build(self.digest, self.resolved, self.serving_since, self.ray, self.vllm)
+
+    def pinned(self, key: str, reference: str) -> str:
+        """The digest the lock pins for `key` while cluster.yml names `reference` there, ""
+        for another reference (resolved anew) or none yet."""
+        pin = self.pins.get(key)
+        return pin.digest if pin is not None and pin.reference == reference else ""
+
+    def pin(self, key: str, pin: Pin) -> Lock:
+        """The lock with `key` pinned to `pin` (any pin of another reference replaced)."""
+        return replace(self, pins={**self.pins, key: pin})
 
 
 def members_of(nodes: dict[str, str]) -> tuple[Member, ...]:
@@ -170,6 +195,11 @@ def _lock(doc: dict[str, Any]) -> Lock:
         ),
         members=tuple(Member(n["name"], n["data_address"]) for n in doc.get("members", ())),
         left=tuple(Departed(n["name"], n["data_address"], n["since"]) for n in doc.get("left", ())),
+        pins={
+            f"{section}.{name}": Pin(pin["reference"], pin["digest"], pin.get("resolved", ""))
+            for section in lockschema.PINNED
+            for name, pin in doc.get(section, {}).items()
+        },
         **{key: current.get(key, "") for key in BUILD_TEXT},
     )
 
@@ -219,7 +249,21 @@ def document(lock: Lock) -> dict[str, Any]:
         "image": image,
         "members": [asdict(m) for m in lock.members],
         "left": [asdict(d) for d in lock.left[-lockschema.MAX_LEFT :]],
+        **_pins_document(lock.pins),
     }
+
+
+def _pins_document(pins: dict[str, Pin]) -> dict[str, Any]:
+    """The pins nested by their key in cluster.yml (`metrics.image` -> "metrics": {"image":
+    ...}); none, no key (the lock an older version reads); an unknown time left out."""
+    found: dict[str, Any] = {}
+    for key, pin in sorted(pins.items()):
+        section, _, name = key.partition(".")
+        written = {"reference": pin.reference, "digest": pin.digest}
+        if pin.resolved and lockschema.time(pin.resolved) is None:
+            written["resolved"] = pin.resolved
+        found.setdefault(section, {})[name] = written
+    return found
 
 
 def write(path: Path, lock: Lock) -> None:

@@ -8,6 +8,9 @@ bounded memory, its nesting bounded before the JSON parser recurses, a key given
 and then every key, type and bound checked: names by the config's node-name rule, addresses as
 IPv4, digests by the OCI rule, times as RFC 3339 UTC, no unknown key at any level. Every problem
 is one line, `PATH: KEY: what is wrong (the fix)`, its value quoted by `quoting.quote`.
+
+Keys added after format 1 was first written are optional (`members`, `left`, `metrics`): a lock
+an older version wrote still reads, and the next deploy adds them.
 """
 
 from __future__ import annotations
@@ -121,6 +124,16 @@ BUILD: dict[str, Key] = {
     "ray": Key(version),
     "vllm": Key(version),
 }
+# an image beside the cluster's own, pinned: the tag cluster.yml names and the digest it was
+# resolved to once (lock.Pin)
+PIN: dict[str, Key] = {
+    "reference": Key(reference, required=True),
+    "digest": Key(digest, required=True),
+    "resolved": Key(time),
+}
+# those images by their key in cluster.yml, nested as there (`metrics.image`): the one place that
+# says which keys the lock may pin
+PINNED: dict[str, tuple[str, ...]] = {"metrics": ("image", "grafana_image")}
 SHAPE: dict[str, Key] = {
     "format": Key(format_number, required=True),
     "head": Key(rules.node_name, required=True),
@@ -162,6 +175,8 @@ SHAPE: dict[str, Key] = {
             MAX_LEFT,
         )
     ),
+    # absent in a lock written before these images were pinned in it
+    **{section: Key({name: Key(PIN) for name in names}) for section, names in PINNED.items()},
 }
 
 

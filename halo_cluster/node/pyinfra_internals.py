@@ -22,6 +22,9 @@ Each internal, where pyinfra 3.10 defines it, and why we need it:
     refusals' end line is printed at the CLI's exit, not in a process that only prepares a
     deploy (the plan tests); `cli_main()`, its `main`, for a tool that runs pyinfra's command
     in its own process (without colours for NO_COLOR, which pyinfra has no option for).
+`--dry` (pyinfra_cli/cli.py: the option stays the CLI's, the State has no flag for it):
+    `dry_run()`, from the command line, so that what a deploy writes on the controller while it
+    is planned (a lock adopted from the head) is not written by a dry run.
 """
 
 from __future__ import annotations
@@ -73,3 +76,9 @@ def cli_main() -> Callable[[], Any]:
 def cli_running() -> bool:
     """Whether this process is the pyinfra command (not a test preparing a deploy)."""
     return CLI_MODULE in sys.modules
+
+
+def dry_run() -> bool:
+    """Whether this run only plans (`pyinfra --dry`: `halo-cluster drift` and `deploy --dry` both
+    pass it on the command line)."""
+    return "--dry" in sys.argv[1:]

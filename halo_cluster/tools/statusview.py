@@ -2,7 +2,8 @@
 
 One batched read per node, all nodes at once (status.py reads, this module shows): each service
 unit (state, restarts, since when, the last error line of a failed one), the image its containers
-run (its digest, short, and the Ray and vLLM versions the lock records for it), the kernel and
+run (its digest, short, and the Ray and vLLM versions the lock records for it; the lock's pins of
+Prometheus' and Grafana's images under the cluster's image line), the kernel and
 firmware the node runs and has installed (the deploy's InstalledVersions read), and from the head
 the Ray nodes (address, alive, GPUs), vLLM's health, model and URL, and with metrics on the last
 5 minutes from Prometheus (statuslive.py). Exit 0 when everything is
@@ -117,6 +118,8 @@ def image_line(lock: locks.Lock | None) -> str:
     if lock.previous is not None:
         served = lock.previous.serving_since or "?"
         line += f"\nprevious: {lock.previous.digest} (served since {served})"
+    for key, pin in sorted(lock.pins.items()):  # the head's other images (docs/roles/metrics.md)
+        line += f"\n{key}: {pin.reference} is {pin.digest} (resolved {pin.resolved or '?'})"
     return line
 
 

@@ -1,7 +1,6 @@
 """The gfx1151 vLLM image and its toolbox, rootless for the cluster user, as upstream does it;
 every node on the cluster's one digest (the lock beside cluster.yml, docs/roles/container.md)."""
 
-import sys
 from pathlib import Path
 
 from pyinfra import host, logger
@@ -14,6 +13,7 @@ from halo_cluster.node import toolbox as toolbox_files
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.nodefiles import STORAGE, node_files
 from halo_cluster.node.operations import text_file
+from halo_cluster.node.pyinfra_internals import dry_run
 from halo_cluster.node.report import SKOPEO_PENDING, fail, record
 from halo_cluster.roles.container.operations import (
     pull_image,
@@ -117,7 +117,7 @@ def _adopt(image: str) -> None:
         recorded.vllm,
         members=locks.members_of(data.halo_container_members),
     )
-    if _dry_run():
+    if dry_run():
         logger.info(
             f"{host.print_prefix}{Path(data.halo_container_lock).name}: none yet: the next "
             f"deploy records the head's {image}"
@@ -128,12 +128,6 @@ def _adopt(image: str) -> None:
         f"{host.print_prefix}lock adopted from the head: {image} (written to "
         f"{data.halo_container_lock})"
     )
-
-
-def _dry_run() -> bool:
-    """pyinfra plans a dry run as it plans a deploy and keeps `--dry` to its CLI
-    (pyinfra_cli/cli.py); `halo-cluster drift` and `deploy --dry` both pass it on its argv."""
-    return "--dry" in sys.argv[1:]
 
 
 def _move_head(digest: str) -> None:

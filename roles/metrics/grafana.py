@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pyinfra import host
 
-from halo_cluster.config.rules import image_digest
 from halo_cluster.config.serving import QUADLETS, SERVICE_CONFIG
 from halo_cluster.node.image import ContainerImages, ResolvedImage
 from halo_cluster.roles.metrics.exporter import render
@@ -61,7 +60,7 @@ def reads(data) -> tuple[tuple[type, dict], ...]:
         (Units, {"units": (SERVICE,), "user": user}),
         (ContainerImages, {"user": user, "containers": (SERVICE,)}),
     )
-    if wanted_here(data) and not image_digest(data.halo_metrics_grafana_image):
+    if wanted_here(data) and QUADLET.resolves(data):
         found += ((ResolvedImage, {"user": user, "reference": data.halo_metrics_grafana_image}),)
     return found
 

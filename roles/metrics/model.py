@@ -1,20 +1,24 @@
 """The metrics role's typed values: the `metrics:` section as `Metrics`, with where Prometheus
-listens and what it scrapes, derived once from the keys and the cluster; the password file
-checked on the controller when cluster.yml is loaded."""
+listens and what it scrapes, derived once from the keys and the cluster, and the digests the
+cluster's lock pins for its images (pins.py); the password file checked on the controller when
+cluster.yml is loaded."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from halo_cluster.config import lock as locks
 from halo_cluster.config.derive import resolve
 from halo_cluster.config.filecheck import check_secret
 from halo_cluster.config.model import Cluster, Problems
+from halo_cluster.config.rules import image_digest, image_name
 from halo_cluster.config.schema import section_type
 from halo_cluster.roles.metrics.schema import SECTION
 
 PROMETHEUS_PORT = 9090
 NODE_EXPORTER_PORT = 9100
+IMAGES = ("metrics.image", "metrics.grafana_image")  # the keys the lock pins (lockschema.PINNED)
 
 MetricsKeys = section_type("MetricsKeys", SECTION)
 
@@ -28,6 +32,9 @@ class Metrics(MetricsKeys):  # type: ignore[misc,valid-type]
     url: str  # Prometheus as the head reaches it (its data address: either listen has it)
     exposed_port: int | None  # the port the head opens on its management side, if any
     vllm_target: str  # vLLM's API on the head's data address ("" when not serving)
+    # {key: NAME@DIGEST} the lock pins for each image key that names a tag, the same tag as
+    # the lock's (a key absent: resolved on the head, then recorded)
+    locked: dict[str, str]
 
 
 def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Metrics:
@@ -53,7 +60,23 @@ def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Metrics:
         url=f"http://{address}:{PROMETHEUS_PORT}",
         exposed_port=PROMETHEUS_PORT if keys.enabled and everywhere else None,
         vllm_target=f"{address}:{port}" if serving else "",
+        locked=_locked(cluster, base_dir) if keys.enabled else {},
     )
+
+
+def _locked(cluster: Cluster, base_dir: Path) -> dict[str, str]:
+    """The lock's pins for the configured tags. A lock with problems pins nothing here: the
+    container role's derivation reads the same lock and says each problem, once."""
+    found, _ = locks.read(locks.found(base_dir))
+    if found is None:
+        return {}
+    pins = {}
+    for key in IMAGES:
+        reference = cluster.settings[key]
+        digest = "" if image_digest(reference) else found.pinned(key, reference)
+        if digest:
+            pins[key] = f"{image_name(reference)}@{digest}"
+    return pins
 
 
 def prepare(cluster: Cluster, problems: Problems, base_dir: Path) -> None:

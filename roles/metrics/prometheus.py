@@ -10,7 +10,6 @@ import re
 import bcrypt  # paramiko's dependency, so pyinfra's: no package of its own
 from pyinfra import host
 
-from halo_cluster.config.rules import image_digest
 from halo_cluster.config.serving import QUADLETS, SERVICE_CONFIG
 from halo_cluster.node.image import ContainerImages, ResolvedImage
 from halo_cluster.node.nodefiles import node_files
@@ -47,7 +46,7 @@ def reads(data) -> tuple[tuple[type, dict], ...]:
         (Units, {"units": (SERVICE,), "user": user}),
         (ContainerImages, {"user": user, "containers": (SERVICE,)}),
     )
-    if not image_digest(data.halo_metrics_image):
+    if QUADLET.resolves(data):
         found += ((ResolvedImage, {"user": user, "reference": data.halo_metrics_image}),)
     return found
 

@@ -1,6 +1,6 @@
 """What the metrics role's two quadlets on the head share (Prometheus', prometheus.py, and
-Grafana's, grafana.py): the image pinned by digest and recorded in the quadlet, the removal of
-their files, their start or restart."""
+Grafana's, grafana.py): the image pinned by digest, recorded in the cluster's lock (pins.py) and
+in the quadlet's comment, the removal of their files, their start or restart."""
 
 from __future__ import annotations
 
@@ -19,9 +19,11 @@ from halo_cluster.node.image import ContainerImages, ResolvedImage
 from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.operations import text_file
 from halo_cluster.node.report import fail
+from halo_cluster.roles.metrics import pins
 from halo_cluster.roles.metrics.facts import Units
 
-# the quadlet's record of the digest a tag resolved to (its second line)
+# the quadlet's record of the digest a tag resolved to (its second line): the head's own
+# record, which a lock without the pin adopts (pins.py)
 RESOLVED_FROM = re.compile(r"^# image: (\S+) resolved to (sha256:[0-9a-f]{64})$", re.MULTILINE)
 
 
@@ -35,24 +37,36 @@ class Quadlet:
     def reference(self) -> str:
         return getattr(host.data, host_name(self.key))
 
+    def resolves(self, data) -> bool:
+        """Whether the head asks the registry in this run: a tag the lock does not pin."""
+        reference = getattr(data, host_name(self.key))
+        return not image_digest(reference) and self.key not in data.halo_metrics_locked
+
     def unit_path(self) -> str:
         user = host.data.halo_cluster_user
         return f"{node_files(host).home(user) or f'/home/{user}'}/{self.unit}"
 
     def pinned(self) -> str | None:
-        """`NAME@sha256:...` it runs: as written when the key has a digest; else the digest the
-        quadlet records for the same reference (a converged head asks no registry to stay
-        where it is); else the head's resolve now."""
+        found = self.found()
+        return found.image if found else None
+
+    def found(self) -> pins.Found | None:
+        """`NAME@sha256:...` it runs, and from where: as written when the key has a digest; else
+        the lock's pin for the same reference (a converged head asks no registry); else the
+        digest the quadlet records for it (the head's record: adopted into the lock); else the
+        head's resolve now (recorded in the lock when the run runs)."""
         reference = self.reference()
         if image_digest(reference):
-            return reference
-        found = RESOLVED_FROM.search(node_files(host).text(self.unit_path()) or "")
-        if found and found.group(1) == reference:
-            return f"{image_name(reference)}@{found.group(2)}"
+            return pins.Found(reference, pins.WRITTEN)
+        if locked := host.data.halo_metrics_locked.get(self.key):
+            return pins.Found(locked, pins.LOCKED)
+        recorded = RESOLVED_FROM.search(node_files(host).text(self.unit_path()) or "")
+        if recorded and recorded.group(1) == reference:
+            return pins.Found(f"{image_name(reference)}@{recorded.group(2)}", pins.HEAD)
         user = host.data.halo_cluster_user
         resolved = cached(host, ResolvedImage, user=user, reference=reference)
         if resolved.digest:
-            return f"{image_name(reference)}@{resolved.digest}"
+            return pins.Found(f"{image_name(reference)}@{resolved.digest}", pins.RESOLVED)
         if resolved.skopeo_missing:
             # a fresh head: the packages role installs skopeo in this run, after the reads
             logger.warning(
@@ -95,6 +109,8 @@ class Quadlet:
             )
         if found:
             self.start(changed, files.differs(where["unit"], found["unit"], "644"))
+            if pinned := self.found():
+                pins.record(self.key, self.reference(), pinned, self.whose)
 
     def remove(self, present: list[str], why: str) -> None:
         if not present:

@@ -111,5 +111,7 @@ READS = (
     "halo_metrics_listen_address",
     "halo_metrics_vllm_target",
     "halo_metrics_url",  # Grafana's data source
+    "halo_metrics_locked",  # the lock's pins of the configured tags (pins.py)
+    "halo_container_lock",  # the lock the head records a resolved tag in
 )
 VARIABLES = variables(SECTION, READS)
