@@ -45,6 +45,14 @@ FILES = (
     # the user's serve.env values may be secrets of theirs: 0600, but shown in a diff
     ServiceFile("env", SERVE_ENV, "600", (RAY,)),
     ServiceFile("secrets", SECRETS_ENV, "600", (VLLM,), secret=True, head_only=True),
+    # with `serve.listen: all`, the head's fence of vLLM's /metrics (metricsfence.py's text)
+    ServiceFile(
+        "metrics_fence",
+        f"{SERVICE_CONFIG}/python/halo_metrics_fence.py",
+        "644",
+        (VLLM,),
+        head_only=True,
+    ),
     ServiceFile("ray_token", f"{SERVICE_CONFIG}/ray-token", "600", (RAY,), secret=True),
     ServiceFile("hf_token", f"{SERVICE_CONFIG}/hf-token", "600", (RAY, VLLM), secret=True),
     ServiceFile(

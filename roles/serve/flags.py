@@ -63,6 +63,10 @@ class Flag:
 NATIVE = "native"  # the launcher the multi-node flags belong to (`serve.launcher`)
 # derived per node in argv(), not host data: each node's own
 NODE_RANK, HEADLESS = "serve.node_rank", "serve.headless"
+# with `listen: all`, the API server's fence of /metrics (metricsfence.py, installed on the
+# head as halo_metrics_fence.py): derived per node, only the head's rank 0 serves the API
+FENCE = "serve.metrics_fence"
+FENCE_CLASS = "halo_metrics_fence.MetricsFence"
 DATA_PARALLEL = "serve.tensor_parallel_size and serve.pipeline_parallel_size (one GPU per node)"
 FLAGS = (
     Flag("model", "serve.model", POSITIONAL, "serve.model"),
@@ -73,6 +77,13 @@ FLAGS = (
         note="the head's data address with `listen: data`, 0.0.0.0 with `all`",
     ),
     Flag("port", "serve.port", source="serve.port"),
+    Flag(
+        "middleware",
+        "serve.listen",
+        OPTIONAL,
+        FENCE,
+        note=f"on the head with `listen: all`, `{FENCE_CLASS}`: the fence of vLLM's /metrics",
+    ),
     Flag(
         "uds", "serve.listen and serve.port", REFUSED, note="a Unix socket instead of host and port"
     ),
@@ -154,8 +165,14 @@ def node_rank(data: Any) -> int:
     return 1 + workers.index(address) if address in workers else 0
 
 
+def fenced(data: Any) -> bool:
+    """Whether this node's `vllm serve` fences /metrics: the API server's node (the head, rank 0
+    with either launcher) of a cluster serving on every address (`listen: all`)."""
+    return data.halo_serve_listen == "all" and node_rank(data) == 0
+
+
 class _Node:
-    """Host data with the two values that differ between the nodes' `vllm serve`."""
+    """Host data with the values that differ between the nodes' `vllm serve`."""
 
     def __init__(self, data: Any) -> None:
         self._data = data
@@ -165,6 +182,8 @@ class _Node:
             return node_rank(self._data)
         if name == host_name(HEADLESS):
             return node_rank(self._data) > 0
+        if name == host_name(FENCE):
+            return FENCE_CLASS if fenced(self._data) else None
         return getattr(self._data, name)
 
 

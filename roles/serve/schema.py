@@ -266,6 +266,7 @@ READS = (
     "halo_container_moved_from",  # the lock's head while the head moves (whose history counts)
     "halo_role",
     "halo_data_address",
+    "halo_data_prefix",  # the data link's subnet: vLLM's /metrics answers it (metricsfence.py)
     "halo_head_address",
     "halo_worker_addresses",
     "halo_node",

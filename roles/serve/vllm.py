@@ -4,13 +4,18 @@ Ray; on every node with `serve.launcher: native`, each its rank (the head's with
 
 from __future__ import annotations
 
+import ipaddress
+from pathlib import Path
+
 from pyinfra import host
 
-from halo_cluster.roles.serve import flags
+from halo_cluster.roles.serve import flags, metricsfence
 from halo_cluster.roles.serve.ray import launches, render, secret_line
 
 # what Ray may take to place vLLM's GPUs with every node up before the head's Ray is restarted
 PLACEMENT_GRACE_SECONDS = 20
+# where vLLM's container finds the fence of /metrics (the start script puts it on PYTHONPATH)
+FENCE_DIR = "/usr/local/lib/halo-cluster/python"
 
 
 def files(ray_context: dict) -> dict[str, str]:
@@ -20,16 +25,35 @@ def files(ray_context: dict) -> dict[str, str]:
         "gpus": host.data.halo_serve_gpus,
         "grace": PLACEMENT_GRACE_SECONDS,
         "argv": flags.argv(host.data),  # the start scripts quote each word (`sh`)
+        "fence": _fence(),
     }
     unit = render("halo-vllm.container.j2", **values)
+    fence = {"metrics_fence": Path(metricsfence.__file__).read_text()} if values["fence"] else {}
     if not launches(host.data):
         found = {"vllm_unit": unit, "vllm_start": render("vllm-rank-start.sh.j2", **values)}
-        return found | ({"secrets": _secrets()} if host.data.halo_role == "head" else {})
+        return found | fence | ({"secrets": _secrets()} if host.data.halo_role == "head" else {})
     return {
         "vllm_unit": unit,
         "vllm_start": render("vllm-start.sh.j2", **values),
         "vllm_prestart": render("vllm-prestart.sh.j2", **values),
         "secrets": _secrets(),
+        **fence,
+    }
+
+
+def _fence() -> dict[str, str] | None:
+    """With `serve.listen: all`, on the node serving the API: where the fence of /metrics is
+    mounted, its file, and the networks it lets in without the key (the data link's subnet)."""
+    data = host.data
+    if not flags.fenced(data):
+        return None
+    subnet = ipaddress.ip_interface(f"{data.halo_data_address}/{data.halo_data_prefix}").network
+    module = flags.FENCE_CLASS.rpartition(".")[0]
+    return {
+        "dir": FENCE_DIR,
+        "file": f"{FENCE_DIR}/{module}.py",
+        "variable": metricsfence.NETWORKS,
+        "networks": str(subnet),
     }
 
 

@@ -77,11 +77,28 @@ def test_listen_all_opens_vllm_only_and_listen_data_closes_it(serving: Lab) -> N
     assert http_status(f"http://{head}:8000/health") == 200
     assert http_status(f"http://{head}:8000/v1/models") == 401
     assert http_status(f"http://{head}:8000/v1/models", "sk-lab-test") == 200
+    # the fence of /metrics (docs/roles/metrics.md): the management side only with the key,
+    # the data side (the head's own Prometheus, a worker) without it
+    for path in ("/metrics", "/metrics/"):
+        assert http_status(f"http://{head}:8000{path}") == 403
+    assert http_status(f"http://{head}:8000/metrics", "sk-wrong") == 403
+    assert http_status(f"http://{head}:8000/metrics", "sk-lab-test") == 200
+    data_side = f"curl -s -o /dev/null -w '%{{http_code}}' http://{HEAD}:8000/metrics"
+    assert [lab.ssh(name, data_side).strip() for name in ("node1", "node2")] == ["200", "200"]
+    recorded = json.loads(
+        user(lab, "node1", "podman exec halo-vllm cat /tmp/halo-standin-vllm.json")
+    )
+    assert "--middleware=halo_metrics_fence.MetricsFence" in recorded["argv"]
     assert_ray_closed_from_here(lab)
     assert not connects(management_address("node2"), 8000)
     lab.ensure_converged(SERVE)
     wait_serving(lab)
     assert not connects(head, 8000)
+    fence = "~vllm/.config/halo-cluster/python/halo_metrics_fence.py"
+    lab.ssh(
+        "node1",
+        f"test ! -e {fence} && ! grep -q middleware ~vllm/.config/halo-cluster/vllm-start.sh",
+    )
     services = lab.ssh("node1", "firewall-cmd --permanent --zone=public --list-services")
     assert "halo-vllm" not in services
     lab.ssh("node1", "test ! -e /etc/firewalld/services/halo-vllm.xml")

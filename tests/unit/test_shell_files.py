@@ -209,6 +209,7 @@ def serve_script(template: str, value: str, comment: str) -> str:
         gpus=2,
         grace=20,
         argv=[value, f"--served-model-name={value}", "--port=8000"],
+        fence={"dir": value, "file": value, "variable": "HALO_METRICS_NETWORKS", "networks": value},
     )
 
 
@@ -264,7 +265,7 @@ def gpu_wait(tmp_path: Path, ray: str, wait: int) -> tuple[subprocess.CompletedP
         (bin_dir / name).chmod(0o755)
     script = templates("roles.serve")(
         "vllm-start.sh.j2", node="halo1", model="m", head_ip="192.168.100.1", ports=PORTS,
-        wait=wait, gpus=2, pinned=["PATH"], argv=["m"],
+        wait=wait, gpus=2, pinned=["PATH"], argv=["m"], fence=None,
     )  # fmt: skip
     started = time.monotonic()
     done = subprocess.run(
