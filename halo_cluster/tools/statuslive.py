@@ -8,6 +8,9 @@ reach. The answer is Prometheus' HTTP API (`/api/v1/query`, docs/querying/api.md
 `{"status": "success"|"error", "data": {"resultType", "result"}, "errorType", "error"}`, each
 sample's value a string, so "NaN" and "+Inf" arrive as text. No data (an empty vector, NaN: a
 quantile of no requests) is None, shown as "no data"; Prometheus not answering is one line.
+With `metrics.listen: all` Prometheus asks for its password: each curl reads the Authorization
+header on its stdin from the metrics role's 0600 file on the head (`cluster.metrics
+.authorization`), never from its command line.
 """
 
 from __future__ import annotations
@@ -52,13 +55,25 @@ def url(cluster: Cluster) -> str | None:
     return metrics.url if metrics is not None and metrics.enabled else None
 
 
-def query_command(base: str, promql: str) -> str:
+def authorization(cluster: Cluster) -> str | None:
+    """The head's file of the header Prometheus asks for (`~USER/PATH`: a redirection's word, so
+    the shell expands it), or None when it asks for none (listen: data, metrics off)."""
+    metrics = cluster.derived.get("metrics")
+    path = metrics.authorization if metrics is not None else ""
+    return f"~{cluster.cluster_user}/{shlex.quote(path)}" if path else None
+
+
+def query_command(base: str, promql: str, header: str | None = None) -> str:
     """One instant query on the head: the body printed whatever the HTTP status (Prometheus'
-    errors are JSON too), curl's own failure on stderr, bounded by CURL_SECONDS."""
-    return (
+    errors are JSON too), curl's own failure on stderr, bounded by CURL_SECONDS; with `header`,
+    its file on curl's stdin (`-H @-`: the password in no process's argv)."""
+    query = (
         f"curl -sS -m {CURL_SECONDS} -G --data-urlencode {shlex.quote('query=' + promql)} "
-        f"--data-urlencode timeout={QUERY_TIMEOUT} {base}/api/v1/query"
+        f"--data-urlencode timeout={QUERY_TIMEOUT}"
     )
+    if header is None:
+        return f"{query} {base}/api/v1/query"
+    return f"{query} -H @- {base}/api/v1/query < {header}"
 
 
 def commands(cluster: Cluster) -> dict[str, str]:
@@ -66,7 +81,8 @@ def commands(cluster: Cluster) -> dict[str, str]:
     base = url(cluster)
     if base is None:
         return {}
-    return {PREFIX + name: query_command(base, promql) for name, promql in QUERIES.items()}
+    header = authorization(cluster)
+    return {PREFIX + name: query_command(base, q, header) for name, q in QUERIES.items()}
 
 
 def sample(text: str) -> float | None:

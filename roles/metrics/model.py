@@ -14,10 +14,15 @@ from halo_cluster.config.filecheck import check_secret
 from halo_cluster.config.model import Cluster, Problems
 from halo_cluster.config.rules import image_digest, image_name
 from halo_cluster.config.schema import section_type
+from halo_cluster.config.serving import SERVICE_CONFIG
 from halo_cluster.roles.metrics.schema import SECTION
 
 PROMETHEUS_PORT = 9090
 NODE_EXPORTER_PORT = 9100
+# with listen: all, the Authorization header the head's own readers of Prometheus send (status's
+# live rows, the serve role's watchdog), below the cluster user's home: 0600, outside the folder
+# mounted into Prometheus' container (which needs only the hash)
+AUTHORIZATION = f"{SERVICE_CONFIG}/prometheus-authorization"
 IMAGES = ("metrics.image", "metrics.grafana_image")  # the keys the lock pins (lockschema.PINNED)
 
 MetricsKeys = section_type("MetricsKeys", SECTION)
@@ -32,6 +37,7 @@ class Metrics(MetricsKeys):  # type: ignore[misc,valid-type]
     url: str  # Prometheus as the head reaches it (its data address: either listen has it)
     exposed_port: int | None  # the port the head opens on its management side, if any
     vllm_target: str  # vLLM's API on the head's data address ("" when not serving)
+    authorization: str  # AUTHORIZATION with listen: all, else "": no reader sends a password
     # {key: NAME@DIGEST} the lock pins for each image key that names a tag, the same tag as
     # the lock's (a key absent: resolved on the head, then recorded)
     locked: dict[str, str]
@@ -60,6 +66,7 @@ def derive(cluster: Cluster, problems: Problems, base_dir: Path) -> Metrics:
         url=f"http://{address}:{PROMETHEUS_PORT}",
         exposed_port=PROMETHEUS_PORT if keys.enabled and everywhere else None,
         vllm_target=f"{address}:{port}" if serving else "",
+        authorization=AUTHORIZATION if keys.enabled and everywhere else "",
         locked=_locked(cluster, base_dir) if keys.enabled else {},
     )
 

@@ -1,10 +1,12 @@
 """Prometheus on the head: a rootless quadlet of the cluster user, its image pinned by digest,
 its config rendered from the cluster (every node's node_exporter, vLLM's /metrics on the head's
 data address; not Ray's: docs/roles/metrics.md), the alert rules (alerts.py),
-and with `metrics.listen: all` a bcrypt hash of the password in a 0600 web config."""
+and with `metrics.listen: all` a bcrypt hash of the password in a 0600 web config, and the
+Authorization header the head's own readers send (status, the watchdog) in a 0600 file."""
 
 from __future__ import annotations
 
+import base64
 import re
 
 import bcrypt  # paramiko's dependency, so pyinfra's: no package of its own
@@ -16,7 +18,7 @@ from halo_cluster.node.nodefiles import node_files
 from halo_cluster.roles.metrics import alerts
 from halo_cluster.roles.metrics.exporter import render
 from halo_cluster.roles.metrics.facts import Units
-from halo_cluster.roles.metrics.model import NODE_EXPORTER_PORT
+from halo_cluster.roles.metrics.model import AUTHORIZATION, NODE_EXPORTER_PORT
 from halo_cluster.roles.metrics.quadlet import Quadlet
 
 SERVICE = "halo-prometheus"
@@ -29,6 +31,7 @@ FILES = {
     "config": (f"{FOLDER}/prometheus.yml", "644", False),
     "alerts": (f"{FOLDER}/{alerts.TARGET}", "644", False),
     "web": (f"{FOLDER}/web.yml", "600", True),
+    "authorization": (AUTHORIZATION, "600", True),  # the head's readers' (model.py)
 }
 QUADLET = Quadlet(SERVICE, "Prometheus'", "metrics.image", FILES["unit"][0])
 HASH_LINE = re.compile(rf"^  {USER}: (\S+)$", re.MULTILINE)
@@ -91,7 +94,9 @@ def _wanted(where: dict[str, str]) -> dict[str, str] | None:
         "alerts": alerts.render(alerts.configured(data)),
     }
     if data.halo_metrics_listen == "all":
-        wanted["web"] = _web_config(node_files(host).text(where["web"]))
+        password = _password()
+        wanted["web"] = _web_config(password, node_files(host).text(where["web"]))
+        wanted["authorization"] = authorization_header(password)
     return wanted
 
 
@@ -117,11 +122,24 @@ def scrape_nodes() -> list[tuple[str, str]]:
     return [(data.halo_node, data.halo_data_address), *sorted(data.halo_peers.items())]
 
 
-def _web_config(current: str | None) -> str:
+def _password() -> bytes:
+    """The password as the controller's file holds it: its one line."""
+    with open(host.data.halo_metrics_password_file, "rb") as stream:
+        return stream.read().strip()
+
+
+def authorization_header(password: bytes) -> str:
+    """The header line basic auth takes (RFC 7617), as a file: curl reads it on its stdin
+    (`-H @-`) and the watchdog adds it to its request, so neither a password nor any escaping of
+    one (curl's config and netrc syntaxes each quote their own way) reaches a command line.
+    Base64 hides nothing: the file is 0600 as the password's own."""
+    token = base64.b64encode(USER.encode() + b":" + password).decode()
+    return f"Authorization: Basic {token}\n"
+
+
+def _web_config(password: bytes, current: str | None) -> str:
     """The web config with the password's bcrypt hash: the present one while it still matches
     the password file (a new salt every run would restart Prometheus every run)."""
-    with open(host.data.halo_metrics_password_file, "rb") as stream:
-        password = stream.read().strip()
     found = HASH_LINE.search(current or "")
     if found and bcrypt.checkpw(password, found.group(1).encode()):
         hashed = found.group(1)

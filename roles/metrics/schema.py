@@ -62,8 +62,9 @@ SECTION: tuple[Field, ...] = (
         "string",
         None,
         "A file on the controller holding Prometheus' password, one line (user `halo`); the "
-        "head keeps its bcrypt hash in a 0600 file for Prometheus, and with `metrics.grafana` "
-        "a 0600 copy for Grafana's data source. Required with `metrics.listen: all`.",
+        "head keeps its bcrypt hash in a 0600 file for Prometheus, the header its own readers "
+        "send (status, the watchdog) in another, and with `metrics.grafana` a 0600 copy for "
+        "Grafana's data source. Required with `metrics.listen: all`.",
         rule=rules.file_path,
     ),
     Field(

@@ -284,6 +284,7 @@ READS = (
     "halo_serve_nnodes",
     "halo_serve_master_addr",
     "halo_metrics_url",  # the metrics role's Prometheus: the watchdog reads its alert there
+    "halo_metrics_authorization",  # with metrics.listen: all, the header's file the watchdog sends
 )
 VARIABLES = variables(SECTION, READS)
 # the further tables its page holds, written by `python -m halo_cluster.roles` (roles/docs.py)

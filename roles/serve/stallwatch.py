@@ -9,8 +9,9 @@ or NCCL's takes the head down alone, and a headless rank never rejoins a restart
 vllm#32136). So while /health is 200 the watchdog sends one short completion (one token, the API
 key from the head's secrets.env in its header) every `interval`; `misses` unanswered within
 `timeout` in a row, or Prometheus' `VllmGenerationStalled` alert firing when a Prometheus URL is
-set, restart the serving services on every node in the deploy's order, each restart a history line
-with its reason, at most `restarts_per_hour` in any hour (then it holds and says so once).
+set (asked with the metrics role's header file when Prometheus wants its password), restart the
+serving services on every node in the deploy's order, each restart a history line with its
+reason, at most `restarts_per_hour` in any hour (then it holds and says so once).
 
 The decisions (`judge`, `step`, `recent`) are pure over a `Backend`; `Node` is the real one."""
 
@@ -55,6 +56,7 @@ class Settings:
     secrets: str  # the head's secrets.env (VLLM_API_KEY=...)
     history: str  # the head's history (JSON Lines)
     alerts: str = ""  # Prometheus' base URL, "" without metrics
+    authorization: str = ""  # the file of the header Prometheus asks for, "" when it asks none
     down_seconds: float = 0  # /health not 200 this long while the head's vLLM runs heals (0: no)
 
     @classmethod
@@ -203,9 +205,13 @@ class Node:
         self.by = f"{getpass.getuser()}@{socket.gethostname()}"
         self.ssh = {w[0]: w[1:] for w in settings.workers}
 
-    def get(self, url: str, timeout: float) -> tuple[int | None, str]:
+    def get(self, url: str, timeout: float, header: str = "") -> tuple[int | None, str]:
+        request = urllib.request.Request(url)
+        if header:
+            name, _, value = header.partition(":")
+            request.add_header(name.strip(), value.strip())
         try:
-            with urllib.request.urlopen(url, timeout=timeout) as answer:
+            with urllib.request.urlopen(request, timeout=timeout) as answer:
                 return answer.status, answer.read().decode(errors="replace")
         except urllib.error.HTTPError as error:
             return error.code, ""
@@ -241,7 +247,8 @@ class Node:
 
     def alert(self) -> bool:
         query = urllib.request.quote(f'ALERTS{{alertname="{ALERT}",alertstate="firing"}}')
-        status, text = self.get(f"{self.settings.alerts}/api/v1/query?query={query}", 5)
+        header = authorization(self.settings.authorization)
+        status, text = self.get(f"{self.settings.alerts}/api/v1/query?query={query}", 5, header)
         try:
             return status == 200 and bool(json.loads(text)["data"]["result"])
         except (ValueError, KeyError, TypeError):
@@ -309,6 +316,15 @@ def api_key(path: str) -> str:
     except OSError:
         return ""
     return next((line.removeprefix(KEY) for line in lines if line.startswith(KEY)), "")
+
+
+def authorization(path: str) -> str:
+    """The header line Prometheus asks for, read as text at each query (never an argument); ""
+    without a file, or when it cannot be read (then Prometheus refuses the query: no alert)."""
+    try:
+        return Path(path).read_text().strip() if path else ""
+    except OSError:
+        return ""
 
 
 def main(argv: list[str]) -> int:

@@ -70,6 +70,9 @@ def settings(data, home: str) -> dict:
         # the metrics role's Prometheus, for its VllmGenerationStalled alert: with metrics off
         # nothing listens there, the query is refused at once and the completions alone decide
         "alerts": data.halo_metrics_url,
+        # with metrics.listen: all, the metrics role's 0600 file of the header Prometheus asks
+        # for: read at each query (a new password needs no restart), never copied here
+        "authorization": f"{home}/{path}" if (path := data.halo_metrics_authorization) else "",
         "down_seconds": stallwatch.NOT_READY_SECONDS,
     }
 

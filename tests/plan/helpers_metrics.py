@@ -11,6 +11,8 @@ UNIT = f"{HOME}/.config/containers/systemd/halo-prometheus.container"
 CONFIG = f"{HOME}/.config/halo-cluster/metrics/prometheus.yml"
 WEB = f"{HOME}/.config/halo-cluster/metrics/web.yml"
 ALERTS = f"{HOME}/.config/halo-cluster/metrics/alerts.yml"
+# with listen: all, the header the head's own readers send (status, the watchdog)
+AUTHORIZATION = f"{HOME}/.config/halo-cluster/prometheus-authorization"
 ON = "metrics: {enabled: true, scrape_interval: 5}\n"
 ALL = "metrics: {enabled: true, listen: all, password_file: pw}\n"
 RUNNING = [

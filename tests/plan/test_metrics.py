@@ -7,6 +7,7 @@ checked by the real promtool (Debian's, lab/debs.py)."""
 
 from __future__ import annotations
 
+import base64
 import re
 import subprocess
 
@@ -20,6 +21,7 @@ from tests.plan.harness import Plan, given, plan
 from tests.plan.helpers_metrics import (
     ALERTS,
     ALL,
+    AUTHORIZATION,
     CONFIG,
     DROP_IN,
     ON,
@@ -37,8 +39,8 @@ def metrics_ops(result: Plan, node: str) -> list[str]:
 
 
 def converged_files(result: Plan, node: str) -> dict[str, tuple[str, str]]:
-    ours = {DROP_IN, UNIT, CONFIG, WEB, ALERTS, *textfile.paths(None)}
-    modes = {WEB: "600", textfile.SCRIPT: "755"}
+    ours = {DROP_IN, UNIT, CONFIG, WEB, ALERTS, AUTHORIZATION, *textfile.paths(None)}
+    modes = {WEB: "600", AUTHORIZATION: "600", textfile.SCRIPT: "755"}
     found = {
         path: (text, modes.get(path, "644"))
         for path, text in result.uploads(node).items()
@@ -94,6 +96,23 @@ def test_listen_all_keeps_only_a_bcrypt_hash_in_a_0600_file(tmp_path) -> None:
     assert "prometheus-secret" not in web
     assert any(f"chmod 600 {HOME}/.config/halo-cluster/metrics/.web.yml" in c
                for c in result.commands("halo1"))  # fmt: skip
+
+
+def test_listen_all_gives_the_heads_readers_the_header_in_a_0600_file_only(tmp_path) -> None:
+    """status's live rows and the watchdog send it (their tests: tests/unit/test_status_live.py,
+    tests/plan/test_watchdog.py); in no command line, and none with listen: data."""
+    result = metrics_plan(ALL, tmp_path)
+    header = result.uploads("halo1")[AUTHORIZATION]
+    name, _, token = header.rstrip("\n").partition(": Basic ")
+    assert name == "Authorization" and base64.b64decode(token) == b"halo:prometheus-secret"
+    commands = "\n".join(result.commands("halo1"))
+    assert f"chmod 600 {HOME}/.config/halo-cluster/.prometheus-authorization" in commands
+    assert token not in commands and "prometheus-secret" not in commands
+    assert AUTHORIZATION not in result.uploads("halo2")
+    assert AUTHORIZATION not in metrics_plan(ON, tmp_path).uploads("halo1")
+    again = metrics_plan(ON, tmp_path, files=converged_files(result, "halo1"))
+    removed = next(c for c in again.commands("halo1") if c.startswith("rm -f /home"))
+    assert removed == f"rm -f {WEB} {AUTHORIZATION}"  # listen: data again: both go
 
 
 def test_listen_all_opens_prometheus_in_the_management_zone_on_the_head_only(tmp_path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from halo_cluster.roles.serve import stallwatch, watchdog
 from tests.plan.harness import Plan, plan
+from tests.plan.helpers_metrics import ALL, AUTHORIZATION, ON
 from tests.plan.nodes import HOME, converged, plan_cluster, serve_cluster
 
 UNIT, PROGRAM, SETTINGS = (f"{HOME}/{p}" for p in (watchdog.UNIT, watchdog.PROGRAM,
@@ -66,3 +67,23 @@ def test_watchdog_off_removes_it_from_the_head() -> None:
     assert "systemctl --user stop halo-watchdog.service" in commands
     assert f"{HOME}/{watchdog.WANTS}" in commands  # `enable`'s link goes with the unit
     assert serve_ops(result, "halo2") == []
+
+
+def test_with_metrics_listen_all_it_is_given_the_headers_file_and_never_the_password(
+    tmp_path,
+) -> None:
+    """Prometheus asks for its password with listen: all: the watchdog's settings name the
+    metrics role's 0600 file (which the metrics role writes: tests/plan/test_metrics.py), read at
+    each query; with listen: data, or metrics off, none."""
+    (tmp_path / "pw").write_text("prometheus-secret\n")
+    result = plan_cluster(serve_cluster(tmp_path=tmp_path, top=ALL))
+    head = result.uploads("halo1")
+    settings = stallwatch.Settings(**json.loads(head[SETTINGS]))
+    assert settings.authorization == AUTHORIZATION and AUTHORIZATION in head
+    assert "prometheus-secret" not in head[SETTINGS] + head[UNIT]
+    token = head[AUTHORIZATION].split()[-1]
+    assert not any(token in c or "prometheus-secret" in c for c in result.commands("halo1"))
+    for top in (ON, ""):
+        quiet = plan_cluster(serve_cluster(tmp_path=tmp_path, top=top)).uploads("halo1")
+        assert stallwatch.Settings(**json.loads(quiet[SETTINGS])).authorization == ""
+        assert AUTHORIZATION not in quiet

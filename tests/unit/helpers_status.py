@@ -20,14 +20,21 @@ SERVING = (
 )
 CLUSTER = parse_cluster(yaml.safe_load(SERVING))
 LIVE = parse_cluster(yaml.safe_load(SERVING + "metrics: {enabled: true}\n"))
+# Prometheus asking for its password: the live queries send the metrics role's header file
+LIVE_ALL = parse_cluster(
+    yaml.safe_load(SERVING + "metrics: {enabled: true, listen: all, password_file: /pw}\n")
+)
 
 
-def run_live(cluster: Cluster, port: int) -> dict[str, batch.Part]:
+def run_live(cluster: Cluster, port: int, home: str = "") -> dict[str, batch.Part]:
     """The live commands in the batch format, run by this machine's shell with the real curl,
-    against 127.0.0.1:PORT in place of Prometheus on the head's data address."""
+    against 127.0.0.1:PORT in place of Prometheus on the head's data address (and `home` in
+    place of the cluster user's, where the header's file is)."""
     url = cluster.metrics.url.removeprefix("http://")
     commands = {
-        name: command.replace(url, f"127.0.0.1:{port}")
+        name: command.replace(url, f"127.0.0.1:{port}").replace(
+            f"~{cluster.cluster_user}/", f"{home}/"
+        )
         for name, command in statuslive.commands(cluster).items()
     }
     run = subprocess.run(

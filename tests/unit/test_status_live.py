@@ -17,9 +17,10 @@ from typing import ClassVar
 import pytest
 
 from halo_cluster.node import batch
+from halo_cluster.roles.metrics.model import AUTHORIZATION
 from halo_cluster.tools import status, statuslive, statusview
 from tests.unit.helpers_bench import fake_ssh
-from tests.unit.helpers_status import CLUSTER, LIVE, run_live
+from tests.unit.helpers_status import CLUSTER, LIVE, LIVE_ALL, run_live
 
 # argv: -F CONFIG ALIAS sh -s (or -O exit ALIAS): each node answers its read from a file by its
 # name (the alias is halo-NAME)
@@ -78,6 +79,16 @@ def test_each_query_is_a_bounded_curl_on_the_head_to_its_data_address() -> None:
         status.gather_commands(LIVE, LIVE.workers[0])
     )
     assert statuslive.commands(CLUSTER) == {}  # metrics off: no query
+
+
+def test_with_listen_all_each_query_reads_the_header_on_its_stdin_from_the_heads_file() -> None:
+    """The metrics role's 0600 file (roles/metrics/model.py's path, written there only with
+    listen: all: tests/plan/test_metrics.py), a redirection of the shell: in no argv, no `-u`."""
+    for command in statuslive.commands(LIVE_ALL).values():
+        assert " -H @- http://192.168.100.1:9090/api/v1/query" in command
+        assert command.endswith(f" < ~vllm/{AUTHORIZATION}") and " -u" not in command
+    for command in statuslive.commands(LIVE).values():  # listen: data: nothing asked, none sent
+        assert "-H" not in command and "<" not in command and " -u" not in command
 
 
 def test_the_numbers_and_each_nodes_by_its_instance() -> None:
@@ -169,7 +180,8 @@ class Prometheus(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         url = urllib.parse.urlparse(self.path)
         query = urllib.parse.parse_qs(url.query)
-        Prometheus.asked.append({"path": url.path, **{k: v[0] for k, v in query.items()}})
+        found = {"path": url.path, "authorization": self.headers.get("Authorization")}
+        Prometheus.asked.append(found | {k: v[0] for k, v in query.items()})
         name = next(n for n, q in statuslive.QUERIES.items() if q == query["query"][0])
         body = json.dumps(ANSWERS[name]).encode()
         self.send_response(200)
@@ -195,6 +207,22 @@ def test_the_real_curl_sends_each_query_url_encoded(prometheus: int) -> None:
     assert live["state"] == "up" and live["tokens_per_s"] == 41.25 and live["errors"] == []
     assert sorted(a["query"] for a in Prometheus.asked) == sorted(statuslive.QUERIES.values())
     assert {(a["path"], a["timeout"]) for a in Prometheus.asked} == {("/api/v1/query", "4s")}
+    assert {a["authorization"] for a in Prometheus.asked} == {None}  # listen: data: none sent
+
+
+def test_the_real_curl_sends_the_header_from_the_heads_file(prometheus: int, tmp_path) -> None:
+    header = tmp_path / AUTHORIZATION
+    header.parent.mkdir(parents=True)
+    header.write_text("Authorization: Basic aGFsbzpzM2NyZXQ=\n")
+    header.chmod(0o600)
+    Prometheus.asked.clear()
+    live = statuslive.read(LIVE_ALL, run_live(LIVE_ALL, prometheus, home=str(tmp_path)))
+    assert live["state"] == "up" and live["errors"] == []
+    assert len(Prometheus.asked) == len(statuslive.QUERIES)
+    assert {a["authorization"] for a in Prometheus.asked} == {"Basic aGFsbzpzM2NyZXQ="}
+    header.unlink()  # no file (a deploy not yet run): the shell says so, the query is not sent
+    gone = statuslive.read(LIVE_ALL, run_live(LIVE_ALL, prometheus, home=str(tmp_path)))
+    assert gone["state"] == "down" and "No such file" in gone["reason"]
 
 
 def test_the_real_curl_to_a_port_nothing_listens_on_is_down() -> None:

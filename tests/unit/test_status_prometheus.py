@@ -2,7 +2,9 @@
 lab/debs.py): every query of statuslive.py parses and answers on series named as vLLM 0.33.0
 exposes them (prometheus_client's text: a counter with `_total`, a histogram's `_bucket{le}`) and
 as node_exporter's drm and meminfo collectors do, scraped every second from a local server with
-the metrics role's `node` labels; sent by the real curl, read back by `statuslive.read`."""
+the metrics role's `node` labels; sent by the real curl, read back by `statuslive.read`. With
+`metrics.listen: all`'s web config (the role's web.yml, a bcrypt hash), the head's two readers
+send the role's header file: status's curl on its stdin, the watchdog's alert query."""
 
 from __future__ import annotations
 
@@ -13,14 +15,20 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
+import bcrypt
 import pytest
 
+from halo_cluster.roles.metrics import prometheus as role
+from halo_cluster.roles.metrics.model import AUTHORIZATION
+from halo_cluster.roles.serve import stallwatch
 from halo_cluster.tools import statuslive
 from lab import debs
 from lab.sh import LabError
-from tests.unit.helpers_status import LIVE, run_live
+from tests.unit.helpers_status import LIVE, LIVE_ALL, run_live
 
 GIB = 1 << 30
 VLLM = """# TYPE vllm:num_requests_running gauge
@@ -94,16 +102,17 @@ def free_port() -> int:
         return server.server_address[1]
 
 
-@pytest.fixture
-def prometheus(tmp_path: Path) -> Iterator[int]:
+@contextmanager
+def running(tmp_path: Path, *options: str, config: str = "") -> Iterator[int]:
+    """Prometheus scraping the exporters, with `options` and `config` added to its own."""
     exporters = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Exporters)
     threading.Thread(target=exporters.serve_forever, daemon=True).start()
-    config = tmp_path / "prometheus.yml"
-    config.write_text(SCRAPE.format(port=exporters.server_address[1]))
+    scrape = tmp_path / "prometheus.yml"
+    scrape.write_text(SCRAPE.format(port=exporters.server_address[1]) + config)
     port = free_port()
     process = subprocess.Popen(
-        [str(prometheus_binary()), f"--config.file={config}", f"--storage.tsdb.path={tmp_path}/db",
-         f"--web.listen-address=127.0.0.1:{port}"],
+        [str(prometheus_binary()), f"--config.file={scrape}", f"--storage.tsdb.path={tmp_path}/db",
+         f"--web.listen-address=127.0.0.1:{port}", *options],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -114,9 +123,19 @@ def prometheus(tmp_path: Path) -> Iterator[int]:
         exporters.shutdown()
 
 
-def ready(port: int) -> bool:
+@pytest.fixture
+def prometheus(tmp_path: Path) -> Iterator[int]:
+    with running(tmp_path) as port:
+        yield port
+
+
+def ready(port: int, header: str = "") -> bool:
+    """/-/ready answers 200 (under a web config, with the header: else 401 before it is ready)."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/-/ready")
+    if header:
+        request.add_header(*header.strip().split(": ", 1))
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=1) as answer:
+        with urllib.request.urlopen(request, timeout=1) as answer:
             return answer.status == 200
     except OSError:
         return False
@@ -143,3 +162,71 @@ def test_every_query_answers_on_vllms_and_node_exporters_names(prometheus: int) 
         "b": {"gpu_busy_percent": 85.0, "memory_available_bytes": 3.0 * GIB,
               "gtt_used_bytes": 80.0 * GIB},
     }  # fmt: skip
+
+
+# the watchdog's settings but where Prometheus is and the header's file (each test's own)
+WATCHDOG = stallwatch.Settings(
+    url="http://127.0.0.1:1",
+    model="m",
+    launcher="native",
+    ray="halo-ray",
+    vllm="halo-vllm",
+    workers=[],
+    timeout=1,
+    interval=1,
+    misses=3,
+    restarts_per_hour=1,
+    secrets="/nonexistent",
+    history="/nonexistent",
+)
+STALLED = """rule_files: [rules.yml]
+"""
+RULES = f"""groups:
+  - name: stalled
+    interval: 1s
+    rules:
+      - alert: {stallwatch.ALERT}
+        expr: vector(1)
+"""
+
+
+@pytest.fixture
+def guarded(tmp_path: Path) -> Iterator[tuple[int, Path]]:
+    """Prometheus with listen: all's web config as the role renders it (password "s3 cr\"et:"),
+    an alert always firing under the watchdog's name, and the role's header file in a home."""
+    password = b's3 cr"et:'
+    web = tmp_path / "web.yml"
+    web.write_text(role.render("web.yml.j2", user=role.USER, hashed=bcrypt.hashpw(
+        password, bcrypt.gensalt()).decode()))  # fmt: skip
+    (tmp_path / "rules.yml").write_text(RULES)
+    home = tmp_path / "home"
+    header = home / AUTHORIZATION
+    header.parent.mkdir(parents=True)
+    header.write_text(role.authorization_header(password))
+    header.chmod(0o600)
+    with running(tmp_path, f"--web.config.file={web}", config=STALLED) as port:
+        deadline = time.monotonic() + 60
+        while not ready(port, header.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        yield port, home
+
+
+def test_with_listen_all_status_sends_the_heads_header_and_is_answered(guarded) -> None:
+    port, home = guarded
+    live = statuslive.read(LIVE_ALL, run_live(LIVE_ALL, port, home=str(home)))
+    assert live["state"] == "up" and live["errors"] == [], live
+    refused = statuslive.read(LIVE, run_live(LIVE, port))  # listen: data's commands: no header
+    assert refused["state"] == "down" and "Unauthorized" in refused["reason"], refused
+
+
+def test_with_listen_all_the_watchdog_reads_the_alert_with_the_heads_header(guarded) -> None:
+    port, home = guarded
+    url = f"http://127.0.0.1:{port}"
+    node = stallwatch.Node(replace(WATCHDOG, alerts=url, authorization=f"{home}/{AUTHORIZATION}"))
+    deadline = time.monotonic() + 60
+    while not node.alert() and time.monotonic() < deadline:  # the rule's first evaluation
+        time.sleep(0.5)
+    assert node.alert()
+    assert not stallwatch.Node(replace(WATCHDOG, alerts=url)).alert()  # no header: refused
+    query = f"{url}/api/v1/query?query=up"
+    assert stallwatch.Node(replace(WATCHDOG, alerts=url)).get(query, 5)[0] == 401

@@ -187,6 +187,7 @@ class Fake:
         self.tokens = 10.0
         self.firing = False
         self.headers: list[str] = []
+        self.asked: list[str | None] = []  # the Authorization of each query Prometheus had
 
 
 def handler(fake: Fake) -> type[BaseHTTPRequestHandler]:
@@ -206,6 +207,7 @@ def handler(fake: Fake) -> type[BaseHTTPRequestHandler]:
                 self.reply(200, f'vllm:generation_tokens_total{{model_name="m"}} {fake.tokens}\n')
             elif self.path.startswith("/api/v1/query?query="):
                 assert "VllmGenerationStalled" in self.path
+                fake.asked.append(self.headers.get("Authorization"))
                 result = [{"metric": {"alertname": "VllmGenerationStalled"}}] if fake.firing else []
                 self.reply(200, json.dumps({"status": "success", "data": {"result": result}}))
             else:
@@ -239,6 +241,25 @@ def test_a_real_completion_answers_with_the_key_in_its_header(served) -> None:
     probe = node.probe(alerts=True)
     assert (probe.health, probe.answered, probe.alert) == (200, True, False)
     assert fake.headers == ["Bearer s3cret=with=equals"]
+
+
+def test_the_alert_query_sends_the_header_file_read_at_each_query_and_none_without(
+    served, tmp_path: Path
+) -> None:
+    """metrics.listen: all: the metrics role's 0600 header file, read as text at each query (a
+    new password without a restart), in no argument; listen: data: no file named, none sent."""
+    fake, node = served
+    fake.firing = True
+    assert node.alert() and fake.asked == [None]
+    header = tmp_path / "prometheus-authorization"
+    header.write_text("Authorization: Basic aGFsbzpvbGQ=\n")
+    guarded = stallwatch.Node(replace(node.settings, authorization=str(header)))
+    assert guarded.alert()
+    header.write_text("Authorization: Basic aGFsbzpuZXc=\n")  # the deploy wrote a new one
+    assert guarded.alert()
+    assert fake.asked == [None, "Basic aGFsbzpvbGQ=", "Basic aGFsbzpuZXc="]
+    header.unlink()  # not written yet: asked without, Prometheus would refuse: no alert
+    assert guarded.alert() and fake.asked[-1] is None
 
 
 def test_a_hanging_completion_is_a_miss_unless_tokens_advanced(served) -> None:
