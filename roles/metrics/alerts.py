@@ -10,7 +10,9 @@ from typing import Any
 
 from halo_cluster.config import rules
 from halo_cluster.config.schema import Field, host_name
+from halo_cluster.config.serving import SERVING_CONTAINERS
 from halo_cluster.node.render import templates
+from halo_cluster.roles.metrics import textseries
 
 TEMPLATE = "alerts.yml.j2"
 TARGET = "alerts.yml"  # beside prometheus.yml, in its `rule_files`
@@ -76,5 +78,12 @@ def configured(data: Any) -> dict[str, int]:
 
 
 def render(bounds: dict[str, Any] | None = None) -> str:
-    """alerts.yml: the bounds given (`configured`), else the defaults."""
-    return templates(__package__ or "")(TEMPLATE, **{**DEFAULTS, **(bounds or {})})
+    """alerts.yml: the bounds given (`configured`), else the defaults; the textfile series by
+    their declared names (textseries.py)."""
+    fixed = {
+        "series": textseries.SERIES,
+        "file": textseries.FILE,
+        "stale_seconds": textseries.STALE_SECONDS,
+        "ray": SERVING_CONTAINERS[0],
+    }
+    return templates(__package__ or "")(TEMPLATE, **{**DEFAULTS, **(bounds or {}), **fixed})

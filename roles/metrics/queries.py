@@ -17,7 +17,7 @@ import jinja2
 import yaml
 
 from halo_cluster.node.render import PACKAGE
-from halo_cluster.roles.metrics import alerts
+from halo_cluster.roles.metrics import alerts, textseries
 
 SOURCE = "grafana/dashboards"  # below templates/metrics/
 
@@ -61,7 +61,8 @@ VLLM_FAMILIES = {
         "vllm:request_params_max_tokens",
     ),
 }
-# node_exporter's (collectors drm, hwmon, infiniband, netclass, meminfo, pressure, uname, dmi)
+# node_exporter's (collectors drm, hwmon, infiniband, netclass, meminfo, pressure, uname, dmi,
+# textfile)
 NODE_EXPORTER = frozenset(
     {
         "node_drm_gpu_busy_percent",
@@ -87,10 +88,11 @@ NODE_EXPORTER = frozenset(
         "node_pressure_memory_stalled_seconds_total",
         "node_uname_info",
         "node_dmi_info",
+        "node_textfile_mtime_seconds",
     }
 )
-# the metrics role's textfile series on every node (docs/roles/metrics.md)
-HALO = frozenset({"halo_image_digest_info", "halo_data_link_mtu_bytes"})
+# the metrics role's textfile series on every node (textseries.py, docs/roles/metrics.md)
+HALO = frozenset(series.name for series in textseries.SERIES.values())
 PROMETHEUS = frozenset({"up", "ALERTS"})
 # Grafana's variables as a query to Prometheus itself takes them
 GRAFANA_VARIABLES = {

@@ -2,13 +2,15 @@
 Debian build under the upstream image's name, pinned by digest) has every target up, each read
 on the data link; node_exporter (Debian's, under Fedora's package name and unit) listens on the
 worker's data address only; a worker's node_exporter stopped is `up == 0` for it and fires
-NodeDown, and is up again once started."""
+NodeDown, and is up again once started; every node's textfile timer reports its serving
+services (Ray on both nodes, vLLM on the head) active, with their restarts, in a fresh file."""
 
 from __future__ import annotations
 
 import time
 
 from halo_cluster.roles.metrics.model import NODE_EXPORTER_PORT, PROMETHEUS_PORT
+from halo_cluster.roles.metrics.textseries import ACTIVE, FILE, RESTARTS, STALE_SECONDS
 from tests.e2e.conftest import Lab
 from tests.e2e.lab_metrics import answers
 from tests.e2e.serving_lab import user
@@ -70,3 +72,24 @@ def test_a_stopped_node_exporter_is_down_and_fires_node_down(served: Lab) -> Non
     finally:
         served.ssh(WORKER, f"systemctl start {EXPORTER}")
     wait_for(served, f"{down} == 1", 20, "node_exporter up again")
+
+
+def test_every_node_reports_its_services_from_the_textfile_timer(served: Lab) -> None:
+    # Ray's liveness is the node's own series (textseries.py), not Ray's exporter (minimal Ray
+    # has none: docs/roles/metrics.md, "Not Ray's metrics"); vLLM's unit is the head's alone
+    active = f'{ACTIVE.name}{{job="node"}}'
+    wait_for(served, f"count({active}) >= 3", 90, "every node's services reported")
+    states = {
+        (s["metric"]["instance"].split(":")[0], s["metric"]["service"]): s["value"][1]
+        for s in query(served, active)
+    }
+    assert states == {
+        ("192.168.100.1", "halo-ray"): "1",
+        ("192.168.100.1", "halo-vllm"): "1",
+        (WORKER_ADDRESS, "halo-ray"): "1",
+    }
+    assert len(query(served, f'{RESTARTS.name}{{job="node"}}')) == 3
+    # the timer writes the file every minute: never older than NodeSeriesStale's bound
+    written = f'node_textfile_mtime_seconds{{job="node",file=~"(.*/)?{FILE}"}}'
+    assert len(query(served, written)) == 2
+    assert query(served, f"time() - {written} > {STALE_SECONDS}") == []

@@ -1,6 +1,7 @@
 """The node's own series planned (roles/metrics/textfile.py): with metrics on, every node gets
-the script, its service and timer, the script naming that node's data interface and
-network.mtu, and the timer enabled and run once; converged, nothing; metrics off, all removed."""
+the script, its service and timer, the script naming that node's data interface, network.mtu
+and the cluster user's quadlets, and the timer enabled and run once; converged, nothing;
+metrics off, all removed."""
 
 from __future__ import annotations
 
@@ -23,9 +24,11 @@ def test_every_node_writes_its_data_interface_and_the_mtu(tmp_path) -> None:
     result = textfile_plan(ON, tmp_path)
     for node in ("halo1", "halo2"):
         script = result.uploads(node)[textfile.SCRIPT]
-        line = re.search(r"^  printf 'halo_data_link_mtu_bytes.*$", script, re.M).group(0)
+        line = re.search(r"^  printf .* halo_data_link_mtu_bytes .*$", script, re.M).group(0)
         assert line.endswith(" 9000") and "'\"" not in line, line
         assert "for name in halo-ray halo-vllm; do" in script
+        # the services the node runs: their quadlets in the cluster user's home
+        assert "\nquadlets=/home/vllm/.config/containers/systemd\n" in script
         timer = result.uploads(node)[textfile.FILES["timer"][0]]
         assert "OnUnitActiveSec=60s" in timer
         assert WRITE in [op.name for op in result.ops[node]]
