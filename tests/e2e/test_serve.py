@@ -7,13 +7,16 @@ import json
 import shlex
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 
 import pytest
 
+from halo_cluster.roles.metrics.model import PROMETHEUS_PORT
 from lab import cli, faults, hub
 from tests.e2e.conftest import ROOT, Lab, changed_hosts
+from tests.e2e.lab_metrics import answers
 from tests.e2e.serving_lab import HEAD, SERVE, health, journal, user, wait_serving
 from tests.infra.target import connects
 
@@ -85,6 +88,14 @@ def test_listen_all_opens_vllm_only_and_listen_data_closes_it(serving: Lab) -> N
     assert http_status(f"http://{head}:8000/metrics", "sk-lab-test") == 200
     data_side = f"curl -s -o /dev/null -w '%{{http_code}}' http://{HEAD}:8000/metrics"
     assert [lab.ssh(name, data_side).strip() for name in ("node1", "node2")] == ["200", "200"]
+    # the head's Prometheus (lab/serve.yml: metrics on) scrapes the fenced vLLM: a scrape after
+    # the fence is up (a refused one is up == 0)
+    fenced_at = time.time()
+    scraped = f'timestamp(up{{job="vllm"}} == 1) > {fenced_at:.0f}'
+    deadline = time.monotonic() + 30
+    while not answers(lab, [scraped], PROMETHEUS_PORT)[0]:
+        assert time.monotonic() < deadline, f"{scraped}: no scrape of vLLM within 30 s"
+        time.sleep(1)
     recorded = json.loads(
         user(lab, "node1", "podman exec halo-vllm cat /tmp/halo-standin-vllm.json")
     )
