@@ -83,18 +83,25 @@ def healed(lab: Lab, before: int, launcher: str, fault: str) -> float:
     return served
 
 
+def freeze_worker() -> subprocess.Popen:
+    """`python -m lab freeze node2 --seconds FREEZE`, started and given a second to reach the
+    node (its first line says so)."""
+    freeze = subprocess.Popen(
+        [sys.executable, "-m", "lab", "freeze", "node2", "--seconds", str(FREEZE)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    time.sleep(1)
+    return freeze
+
+
 def test_a_frozen_rank_is_restarted_and_serves_during_the_freeze(serving: Lab) -> None:
     lab = serving
     path = config(lab)
     assert user(lab, "node1", "systemctl --user is-active halo-watchdog").strip() == "active"
     assert answers(lab)
     before = len(restarts(lab))
-    freeze = subprocess.Popen(
-        [sys.executable, "-m", "lab", "freeze", "node2", "--seconds", str(FREEZE)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    freeze = freeze_worker()
     try:
-        time.sleep(1)  # the freeze reached the node: its first line said
         served = healed(lab, before, "ray", f"node2's rank frozen for {FREEZE} s")
         # the restart stops the frozen processes with their containers (SIGKILL reaches a
         # stopped process): the new rank is not frozen, so the cluster may serve before the thaw
@@ -115,12 +122,8 @@ def test_a_frozen_native_rank_is_restarted_with_every_rank(serving: Lab) -> None
     config(lab, native=True)
     assert answers(lab)
     before = len(restarts(lab))
-    freeze = subprocess.Popen(
-        [sys.executable, "-m", "lab", "freeze", "node2", "--seconds", str(FREEZE)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    freeze = freeze_worker()
     try:
-        time.sleep(1)  # the freeze reached the node: its first line said
         healed(lab, before, "native", f"node2's rank frozen (of {FREEZE} s)")
     finally:
         freeze.send_signal(signal.SIGINT)  # its `finally` sends the SIGCONT, then it ends
