@@ -9,6 +9,7 @@ executor (vllm/v1/executor/ray_executor_v2.py; Ray titles an actor's process `ra
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -34,6 +35,23 @@ def on_node(ssh: list[str], command: str) -> str:
     return done.stdout
 
 
+class Ended(Exception):
+    """SIGTERM or SIGINT reached the freeze: it resumes the rank, then ends."""
+
+
+def end(signum: int, _frame: object) -> None:
+    raise Ended(signal.Signals(signum).name)
+
+
+def end_on_signals() -> None:
+    """Either signal ends the freeze early, its rank resumed. Set here, not left to Python's
+    default: a process started in the background of a non-interactive shell (CI's, nohup's)
+    inherits SIGINT ignored, and Python then installs no KeyboardInterrupt for it, so an
+    interrupt would be lost and the rank stay frozen for the whole time."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, end)
+
+
 def freeze(nodes: list[str], name: str, seconds: float, ssh: Callable[[], list[str]]) -> None:
     """Stop the rank's processes on `name` for `seconds`, then resume them; `ssh` gives the
     command line that runs a command there as root (called once the node is known)."""
@@ -45,10 +63,14 @@ def freeze(nodes: list[str], name: str, seconds: float, ssh: Callable[[], list[s
             f"freeze: no vLLM rank process runs on {name} (VLLM::Worker or ray::RayWorkerProc)"
         )
     listed = " ".join(pids)
+    end_on_signals()
     on_node(argv, f"kill -STOP {listed}")
     print(f"lab: {name}: vLLM rank frozen (SIGSTOP to {listed}) for {seconds:g} s", flush=True)
+    ended = ""
     try:
         time.sleep(seconds)
+    except Ended as signum:
+        ended = f", ended early by {signum}"
     finally:  # an interrupted freeze resumes the rank too
         on_node(argv, f"kill -CONT {listed}")
-    print(f"lab: {name}: vLLM rank resumed (SIGCONT to {listed})", flush=True)
+    print(f"lab: {name}: vLLM rank resumed (SIGCONT to {listed}){ended}", flush=True)

@@ -126,9 +126,11 @@ def test_a_frozen_native_rank_is_restarted_with_every_rank(serving: Lab) -> None
     try:
         healed(lab, before, "native", f"node2's rank frozen (of {FREEZE} s)")
     finally:
-        freeze.send_signal(signal.SIGINT)  # its `finally` sends the SIGCONT, then it ends
+        # its `finally` sends the SIGCONT, then it ends (SIGTERM: a background job's SIGINT
+        # may be ignored from its start, lab/freeze.py)
+        freeze.send_signal(signal.SIGTERM)
         output, _ = freeze.communicate(timeout=60)
-    assert "vLLM rank frozen" in output, output
+    assert "vLLM rank frozen" in output and "ended early by SIGTERM" in output, output
 
 
 def test_a_killed_native_rank_is_brought_back_with_every_rank(serving: Lab) -> None:

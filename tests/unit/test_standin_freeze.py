@@ -5,6 +5,7 @@ workers carry (the lab's freeze itself is exercised by the watchdog's e2e test).
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -76,3 +77,39 @@ def test_the_pattern_finds_the_stand_ins_workers_by_their_title() -> None:
     finally:
         worker.process.kill()
         worker.process.wait()
+
+
+def process_state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_ends_the_freeze_early_and_resumes_the_rank(signum) -> None:
+    """Started as CI's shell starts a background job, with SIGINT ignored from the start (where
+    Python installs no KeyboardInterrupt): either signal still ends the freeze at once, the rank
+    resumed. The node's shell is a local one that finds one stand-in rank, a sleeping child."""
+    rank = subprocess.Popen(["sleep", "300"])
+    node = f'case "$1" in pgrep*) echo {rank.pid};; *) eval "$1";; esac'
+    code = (
+        "from lab import freeze\n"
+        f"freeze.freeze(['node2'], 'node2', 120, lambda: ['sh', '-c', {node!r}, 'node'])\n"
+    )
+    run = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=STANDIN.parents[1],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        assert "vLLM rank frozen" in run.stdout.readline()
+        assert process_state(rank.pid) == "T"
+        run.send_signal(signum)
+        output, _ = run.communicate(timeout=15)
+        assert run.returncode == 0
+        assert f"ended early by {signum.name}" in output, output
+        assert process_state(rank.pid) != "T"
+    finally:
+        run.kill()
+        rank.kill()
+        rank.wait()
