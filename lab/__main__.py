@@ -1,5 +1,5 @@
 import sys
 
-from lab.cli import main
+from lab.command import main
 
 sys.exit(main(sys.argv[1:]))

@@ -1,10 +1,8 @@
-"""Lab command line: `python -m lab up|down|status|reboot|install-kernel|publish-image|
-break-kernel|throttle|freeze`
-(docs/lab.md)."""
+"""The lab's nodes, network, registry and faults, as `python -m lab` drives them
+(lab/command.py, docs/lab.md)."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -12,12 +10,11 @@ import platform
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from halo_cluster.config import lock
-from lab import freeze, image, network, node, promimage, rootfs, rpms, sh, throttle
+from lab import image, network, node, promimage, rootfs, rpms, sh, throttle
 from lab.sh import LabError
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -142,13 +139,10 @@ def wait_booted(state: dict, name: str, timeout: float = BOOT_TIMEOUT) -> float:
     )
 
 
-def up(count: int, link: str) -> None:
+def shared_folders() -> tuple[Path, node.Shared, Path]:
+    """The cached root filesystem, the folders every node sees, and the Prometheus image's tar
+    (each built first when its recipe changed)."""
     ensure_host()
-    if is_up(count, link):
-        print(f"lab: {count} nodes already up ({link})")
-        return
-    wanted = node_names(count)
-    down(quiet=True)
     lower = rootfs.ensure_rootfs()
     shared = node.Shared(
         rootfs.ensure_repo(),
@@ -156,6 +150,27 @@ def up(count: int, link: str) -> None:
         rootfs.registry_storage(lower, image.image_hash()),
     )
     prometheus = promimage.ensure(shared.image)  # beside the seed image, which every node mounts
+    return lower, shared, prometheus
+
+
+def boot(state: dict, shared: node.Shared) -> float:
+    """Start every node of `state` and wait for each one's finished boot; the seconds taken."""
+    started = time.monotonic()
+    for name in state["nodes"]:
+        node.start(node_dirs(name), name, shared)
+    for name in state["nodes"]:
+        wait_booted(state, name)
+    return time.monotonic() - started
+
+
+def up(count: int, link: str) -> None:
+    ensure_host()
+    if is_up(count, link):
+        print(f"lab: {count} nodes already up ({link})")
+        return
+    wanted = node_names(count)
+    down(quiet=True)
+    lower, shared, prometheus = shared_folders()
     KEY.parent.mkdir(parents=True, exist_ok=True)
     if not KEY.exists():
         sh.run(
@@ -167,20 +182,16 @@ def up(count: int, link: str) -> None:
     for name in wanted:
         dirs = node_dirs(name)
         host_key = node.prepare(
-            dirs, name, lower, KEY.with_suffix(".pub").read_text(), rootfs.LAB_USER
+            dirs, name, [lower], KEY.with_suffix(".pub").read_text(), rootfs.LAB_USER
         )
         known_hosts.append(f"{node_address(state, name)} {host_key}\n")
     KNOWN_HOSTS.write_text("".join(known_hosts))
     STATE.write_text(json.dumps(state))
-    started = time.monotonic()
     reset_latest(shared)
-    for name in wanted:
-        node.start(node_dirs(name), name, shared)
-    for name in wanted:
-        wait_booted(state, name)
+    seconds = boot(state, shared)
     seed_registry(state, shared)
     seed_prometheus(state, shared, prometheus)
-    print(f"lab: {count} nodes up ({link}) in {time.monotonic() - started:.1f} s")
+    print(f"lab: {count} nodes up ({link}) in {seconds:.1f} s")
     write_cluster_config(state)
     print(f"lab: wrote {CONFIG.relative_to(PROJECT) if CONFIG.is_relative_to(PROJECT) else CONFIG}")
 
@@ -314,8 +325,9 @@ def write_cluster_config(state: dict) -> None:
     CONFIG.write_text("\n".join(lines) + "\n")
 
 
-def down(quiet: bool = False) -> None:
-    """Remove every node, namespace, mount, cgroup folder and process of the lab; idempotent."""
+def down(quiet: bool = False, poweroff: float = DOWN_TIMEOUT) -> None:
+    """Remove every node, namespace, mount, cgroup folder and process of the lab; idempotent.
+    The nodes get `poweroff` seconds to power off cleanly (none: a restore throws them away)."""
     if os.geteuid() != 0:
         raise LabError("the lab needs root: run `sudo make lab-down`")
     names = set(load_state().get("nodes", []))
@@ -330,7 +342,7 @@ def down(quiet: bool = False) -> None:
         node.request_stop(node_dirs(name))
     close_shared_connections()
     for name in sorted(names):
-        node.stop(node_dirs(name), name, timeout=DOWN_TIMEOUT)
+        node.stop(node_dirs(name), name, timeout=poweroff)
     network.destroy()
     unmount_stale_roots()
     if (LAB_DIR / "nodes").exists():
@@ -466,71 +478,3 @@ def break_kernel(version: str, names: list[str] | None = None) -> None:
         if result.returncode != 0:
             raise LabError(f"{name}: break-kernel failed: {result.stderr.strip()}")
         print(f"lab: {name}: booting {release} leaves {interface} down")
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lab", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_up = sub.add_parser("up", help="start the lab nodes and write .lab/cluster.yml")
-    p_up.add_argument("--nodes", type=int, default=2)
-    p_up.add_argument("--link", choices=("roce", "thunderbolt"), default="roce")
-    sub.add_parser("down", help="remove everything the lab created")
-    sub.add_parser("status", help="show each node and its state")
-    p_reboot = sub.add_parser("reboot", help="reboot one node")
-    p_reboot.add_argument("node")
-    p_kernel = sub.add_parser("install-kernel", help="add a newer default boot entry")
-    p_kernel.add_argument("node")
-    p_kernel.add_argument("--version", default="6.18.7-200.fc43.x86_64")
-    p_kernel.add_argument("--options", help="options for the entry (default: as kernel-install)")
-    p_publish = sub.add_parser("publish-image", help="a new build of the image under the same tag")
-    faults = p_publish.add_mutually_exclusive_group()
-    faults.add_argument("--broken", action="store_true", help="its vLLM never serves")
-    faults.add_argument("--slow", action="store_true", help="its vLLM is slower per token")
-    p_break = sub.add_parser("break-kernel", help="booting VERSION leaves the data link down")
-    p_break.add_argument(
-        "version", help="as rpm prints it, e.g. 6.18.16-200.fc43 (or with .x86_64)"
-    )
-    p_break.add_argument("--node", action="append", help="this node only (default: every node)")
-    p_throttle = sub.add_parser("throttle", help="the registry and the hub send at most RATE")
-    p_throttle.add_argument("--rate", required=True, help="e.g. 2MB/s or 500KB/s; off ends it")
-    p_freeze = sub.add_parser("freeze", help="stop NODE's vLLM rank for N seconds (a GPU hang)")
-    p_freeze.add_argument("node")
-    p_freeze.add_argument("--seconds", type=float, required=True)
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "up":
-            if not 2 <= args.nodes <= 8:
-                raise LabError(f"--nodes {args.nodes}: the lab runs 2 to 8 nodes")
-            if args.link == "thunderbolt" and args.nodes > 2:
-                # as the config refuses it: one cable, port and subnet per pair of machines
-                raise LabError(
-                    f"--nodes {args.nodes} --link thunderbolt: Thunderbolt links are point to "
-                    "point; a thunderbolt lab has 2 nodes (use --link roce for a switch)"
-                )
-            up(args.nodes, args.link)
-        elif args.command == "down":
-            down()
-        elif args.command == "status":
-            return status()
-        elif args.command == "reboot":
-            reboot(args.node)
-        elif args.command == "install-kernel":
-            install_kernel(args.node, args.version, args.options)
-        elif args.command == "publish-image":
-            publish_image("broken" if args.broken else "slow" if args.slow else "none")
-        elif args.command == "break-kernel":
-            break_kernel(args.version, args.node)
-        elif args.command == "throttle":
-            rate = throttle.parse_rate(args.rate)
-            throttle.throttle(LAB_DIR, load_state().get("nodes", []), rate)
-            print(f"lab: registry and hub at {args.rate}" if rate else "lab: throttle off")
-        elif args.command == "freeze":
-            state = load_state()
-            where = state.get("nodes", [])
-            freeze.freeze(
-                where, args.node, args.seconds, lambda: ssh_argv(node_address(state, args.node))
-            )
-    except LabError as error:
-        print(f"lab: {error}", file=sys.stderr)
-        return 1
-    return 0

@@ -76,20 +76,27 @@ class NodeDirs:
             return 0
 
 
-def prepare(dirs: NodeDirs, name: str, lower: Path, authorized_key: str, user: str) -> str:
-    """Mount the overlay root and give the node its identity; return its SSH host key line."""
+def mount_root(dirs: NodeDirs, lowers: list[Path]) -> None:
+    """The node's root: an overlay of its own upper folder over `lowers` (top first: a restored
+    snapshot's layers, then the cached root filesystem)."""
     for sub in ("upper", "work", "merged", "containers", "home"):
         (dirs.root / sub).mkdir(parents=True, exist_ok=True)
     if not sh.ok("mountpoint", "-q", str(dirs.merged)):
+        below = ":".join(map(str, lowers))
         sh.run(
             "mount",
             "-t",
             "overlay",
             "overlay",
             "-o",
-            f"lowerdir={lower},upperdir={dirs.root / 'upper'},workdir={dirs.root / 'work'}",
+            f"lowerdir={below},upperdir={dirs.root / 'upper'},workdir={dirs.root / 'work'}",
             str(dirs.merged),
         )
+
+
+def prepare(dirs: NodeDirs, name: str, lowers: list[Path], authorized_key: str, user: str) -> str:
+    """Mount the overlay root and give the node its identity; return its SSH host key line."""
+    mount_root(dirs, lowers)
     merged = dirs.merged
     (merged / "etc/hostname").write_text(f"{name}\n")
     hosts = (merged / "etc/hosts").read_text()

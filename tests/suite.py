@@ -13,6 +13,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -69,7 +70,18 @@ def merge(parts: dict[str, tuple[Path, int]], report: Path) -> None:
     ET.ElementTree(merged).write(report, encoding="utf-8", xml_declaration=True)
 
 
+def slowest(report: Path, count: int = 10) -> list[str]:
+    """The `count` slowest tests of the merged report, one line each: seconds and the test."""
+    cases = ET.parse(report).getroot().iter("testcase")
+    timed = sorted(((float(c.get("time", 0)), c) for c in cases), key=lambda t: -t[0])
+    return [
+        f"{seconds:8.1f} s  {case.get('classname', '')}::{case.get('name', '')}"
+        for seconds, case in timed[:count]
+    ]
+
+
 def main(argv: list[str]) -> int:
+    started = time.monotonic()
     report = ROOT / (argv[0] if argv else "reports/junit.xml")
     report.parent.mkdir(parents=True, exist_ok=True)
     beside_junit, lab_junit = (report.with_suffix(f".{name}.xml") for name in ("beside", "lab"))
@@ -91,6 +103,9 @@ def main(argv: list[str]) -> int:
     beside_code, lab_code = codes
     parts = {" ".join(BESIDE): (beside_junit, beside_code), " ".join(LAB): (lab_junit, lab_code)}
     merge(parts, report)
+    wall = time.monotonic() - started
+    print(f"\nthe suite took {wall // 60:.0f} min {wall % 60:.0f} s; its slowest tests:")
+    print("\n".join(slowest(report)), flush=True)
     return worst(codes)
 
 

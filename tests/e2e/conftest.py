@@ -191,17 +191,17 @@ def lab_down_at_exit() -> Iterator[None]:
 
 @pytest.fixture
 def converged() -> Lab:
-    """The 2-node lab converged with `reboot: if-needed`, not serving."""
-    return Lab(2, "roce").ensure_converged()
+    """The 2-node lab converged with `reboot: if-needed`, not serving (tests/e2e/states.py)."""
+    from tests.e2e import states  # it builds on Lab: imported here
+
+    return states.reach(states.CONVERGED)
 
 
 def serving_lab() -> Lab:
     """The 2-node lab converged with lab/serve.yml and answering /health."""
-    from tests.e2e.serving_lab import SERVE, wait_serving  # it builds on Lab: imported here
+    from tests.e2e import states  # it builds on Lab: imported here
 
-    lab = Lab(2, "roce").ensure_converged(SERVE)
-    wait_serving(lab)
-    return lab
+    return states.reach(states.SERVING)
 
 
 @pytest.fixture

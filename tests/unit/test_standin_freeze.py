@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import cli, freeze
+from lab import cli, command, freeze
 
 STANDIN = Path(__file__).resolve().parents[2] / "lab" / "standin"
 
@@ -42,14 +42,14 @@ def test_a_bad_node_or_time_is_refused_in_one_line(lab_state, capsys, argv, mess
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(cli, "ssh_argv", lambda *_: unreachable())
-        assert cli.main(["freeze", *argv]) == 1
+        assert command.main(["freeze", *argv]) == 1
     assert capsys.readouterr().err.strip() == f"lab: {message}"
 
 
 @pytest.mark.parametrize("argv", [["node2"], ["node2", "--seconds", "ten"], ["--seconds", "5"]])
 def test_the_node_and_a_number_of_seconds_are_required(lab_state, capsys, argv) -> None:
     with pytest.raises(SystemExit) as ended:
-        cli.main(["freeze", *argv])
+        command.main(["freeze", *argv])
     assert ended.value.code == 2
     assert "usage: python -m lab freeze" in capsys.readouterr().err
 

@@ -60,6 +60,22 @@ def test_both_run_at_once_into_one_report_and_either_failure_fails(
     out = capfd.readouterr().out
     heading = out.index(f"{suite.BESIDE[0]}, run beside {suite.LAB[0]}")
     assert out.index("test_lab.py") < heading < out.index("test_beside.py"), out
+    assert "\nthe suite took 0 min " in out[heading:]
+    assert out.rstrip().endswith("::test_lab") or out.rstrip().endswith("::test_beside"), out
+
+
+def test_the_slowest_tests_are_listed_slowest_first(tmp_path: Path) -> None:
+    cases = "".join(
+        f'<testcase classname="tests.e2e.test_m" name="test_{n}" time="{t}"/>'
+        for n, t in (("a", "1.5"), ("b", "30.25"), ("c", "0.01"), ("d", "7"))
+    )
+    report = tmp_path / "junit.xml"
+    report.write_text(f"<testsuites><testsuite>{cases}</testsuite></testsuites>")
+    assert suite.slowest(report, 3) == [
+        "    30.2 s  tests.e2e.test_m::test_b",
+        "     7.0 s  tests.e2e.test_m::test_d",
+        "     1.5 s  tests.e2e.test_m::test_a",
+    ]
 
 
 def test_a_run_without_a_report_is_an_error_in_it_and_the_worse_code_wins(

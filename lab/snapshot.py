@@ -1,0 +1,276 @@
+"""`python -m lab snapshot NAME` and `python -m lab restore NAME`: the whole lab saved as it
+stands and brought back, so that a state many tests start from is deployed once (docs/lab.md,
+"Snapshots").
+
+What a snapshot holds, in `/var/cache/halo-cluster-lab/snapshots/NAME/`:
+- each node's root as overlayfs layers: the node's upper folder, moved (not copied) into
+  `snapshots/layers/` when it is saved, then a lower layer of the node's new root; a node
+  restored and saved again adds one layer over the ones it runs on;
+- each node's `/var/lib/containers` and `/home`, copied (podman cannot store on an overlay, so
+  they are plain folders; this ext4 has no reflinks: `cp -a`, the sparse files kept sparse);
+- the controller's side: `.lab/` (config, SSH keys, known_hosts, the lock and the state folder,
+  the lab's builds), not its nodes or its SSH sockets;
+- the registry's tags and manifests links (`repositories/`); its blobs are named by their
+  digests and never rewritten, so they stay where they are, shared;
+- the services running on each node when it was saved, which a restore waits for.
+
+The nodes power off cleanly to be saved (a frozen node's files would be a crash's) and boot
+again from the saved layers, as after a reboot. A snapshot is keyed by every file that shapes
+it (`key`): one saved from other sources is refused, never restored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from lab import rootfs, sh
+from lab.sh import LabError
+
+SNAPSHOTS = rootfs.CACHE / "snapshots"
+LAYERS = SNAPSHOTS / "layers"
+PROJECT = Path(__file__).resolve().parents[1]
+# everything a saved lab's files come from: the tool that deployed it, the lab that made it,
+# the pinned Python packages, and the e2e states' own recipes
+KEY_SOURCES = (
+    "halo_cluster",
+    "roles",
+    "templates",
+    "deploy.py",
+    "inventory.py",
+    "lab",
+    "pyproject.toml",
+    "setup.py",
+    "constraints.txt",
+    "tests/e2e/states.py",
+)
+META = "meta.json"
+# the controller's files a snapshot leaves out: the nodes themselves, ssh's sockets to them, a
+# removal under way
+NOT_SAVED = ("nodes", "mux", "removing-")
+# a restored node's services back within this: Ray's and the stand-in vLLM's start after a boot
+# (lab/serve.yml's serve.ready_timeout, 300 s), which a restore waits for as a reboot would
+UNITS_TIMEOUT = 300.0
+# `sc MANAGER ARGS`: systemctl of the system (`system`) or of a lingering user's manager, in
+# that user's session as the roles reach it (halo_cluster/node/facts.py as_user)
+SYSTEMCTL = (
+    'sc() { m=$1; shift; if [ "$m" = system ]; then systemctl "$@"; else '
+    'runuser -u "$m" -- env -C / XDG_RUNTIME_DIR=/run/user/$(id -u "$m") systemctl --user "$@"; '
+    "fi; }; "
+)
+# the services a restore waits for: the running ones of every manager, without the login
+# sessions' own (a restore opens new ones), a oneshot caught while it ran, and a transient unit
+# (nothing starts it at boot)
+RUNNING = SYSTEMCTL + (
+    "for m in system $(ls /var/lib/systemd/linger 2>/dev/null); do "
+    "sc $m list-units --type=service --state=running --no-legend --plain 2>/dev/null "
+    "| while read -r u _; do "
+    'case "$u" in user@*|user-runtime-dir@*|session-*) continue;; esac; '
+    'case "$(sc $m show -p Type -p UnitFileState --value "$u" | tr "\\n" " ")" in '
+    '*oneshot*|*transient*) continue;; esac; echo "$m $u"; done; done'
+)
+
+
+def key() -> str:
+    """The digest of every file in KEY_SOURCES (bytecode left out)."""
+    digest = hashlib.sha256()
+    for source in KEY_SOURCES:
+        path = PROJECT / source
+        files = sorted(path.rglob("*")) if path.is_dir() else [path]
+        for file in files:
+            if file.is_file() and "__pycache__" not in file.parts:
+                digest.update(str(file.relative_to(PROJECT)).encode() + b"\0")
+                digest.update(file.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def folder(name: str) -> Path:
+    if not name or "/" in name or name.startswith(".") or name == LAYERS.name:
+        raise LabError(f"snapshot name {name!r}: a plain name, not a path")
+    return SNAPSHOTS / name
+
+
+def load(name: str) -> dict:
+    """The snapshot's record, refused in one line when it is missing or stale."""
+    meta_path = folder(name) / META
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, ValueError):
+        raise LabError(f"restore {name}: no snapshot of that name ({meta_path})") from None
+    if meta.get("key") != key():
+        raise LabError(
+            f"restore {name}: stale, saved from other sources (key {meta.get('key')}, "
+            f"the sources now {key()}): take it again with `python -m lab snapshot {name}`"
+        )
+    missing = [layer for layers in meta["layers"].values() for layer in layers]
+    missing = [layer for layer in missing if not (LAYERS / layer).is_dir()]
+    if missing:
+        raise LabError(f"restore {name}: its layers {', '.join(missing)} are gone: take it again")
+    return meta
+
+
+def fresh(name: str) -> bool:
+    """A snapshot of that name exists and its key is the sources' own."""
+    try:
+        load(name)
+    except LabError:
+        return False
+    return True
+
+
+def copy(source: Path, target: Path) -> None:
+    """`source` as `target`, owners, modes, xattrs (podman's) and holes kept."""
+    if target.exists():
+        shutil.rmtree(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    sh.run("cp", "-a", "--reflink=auto", "--sparse=always", str(source), str(target))
+
+
+def copy_all(pairs: list[tuple[Path, Path]]) -> None:
+    """Each (source, target) copied, all at once: each node's folders are its own disk work."""
+    with ThreadPoolExecutor(max_workers=max(len(pairs), 1)) as pool:
+        list(pool.map(lambda pair: copy(*pair), pairs))
+
+
+def running_units(ssh: list[str]) -> list[str]:
+    result = subprocess.run([*ssh, RUNNING], capture_output=True, text=True, timeout=60)
+    return sorted(line for line in result.stdout.splitlines() if line.strip())
+
+
+def wait_units(node: str, ssh: list[str], units: list[str], timeout: float = UNITS_TIMEOUT) -> None:
+    """Every unit that ran when the node was saved runs again (within `timeout`)."""
+    if not units:
+        return
+    pairs = (unit.split(" ", 1) for unit in units)
+    checks = SYSTEMCTL + " ".join(f"sc {m} is-active -q {u} &&" for m, u in pairs)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done = subprocess.run([*ssh, f"{checks} true"], capture_output=True, timeout=60)
+        if done.returncode == 0:
+            return
+        time.sleep(0.5)
+    missing = sorted(set(units) - set(running_units(ssh)))
+    raise LabError(f"restore: {node}: not running after {timeout:.0f} s: {', '.join(missing)}")
+
+
+def save_layer(upper: Path) -> str:
+    """The node's upper folder moved into the layers as a new one; its name."""
+    LAYERS.mkdir(parents=True, exist_ok=True)
+    layer = uuid.uuid4().hex[:12]
+    upper.rename(LAYERS / layer)
+    return layer
+
+
+def layers_file(node_root: Path) -> Path:
+    """Which layers a node's root runs on, top first (none: the root filesystem alone)."""
+    return node_root / "layers"
+
+
+def node_layers(node_root: Path) -> list[str]:
+    try:
+        return json.loads(layers_file(node_root).read_text())
+    except (OSError, ValueError):
+        return []
+
+
+def lowers(layers: list[str], lower: Path) -> list[Path]:
+    return [*(LAYERS / layer for layer in layers), lower]
+
+
+def save_controller(lab_dir: Path, target: Path) -> None:
+    target.mkdir(parents=True)
+    for path in lab_dir.iterdir():
+        if not path.name.startswith(NOT_SAVED):
+            if path.is_dir():
+                shutil.copytree(path, target / path.name, symlinks=True, ignore=_sockets)
+            else:
+                shutil.copy2(path, target / path.name)
+
+
+def _sockets(_folder: str, names: list[str]) -> list[str]:
+    return [name for name in names if name in NOT_SAVED]
+
+
+def restore_controller(source: Path, lab_dir: Path) -> None:
+    for path in source.iterdir():
+        target = lab_dir / path.name
+        if path.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(path, target, symlinks=True)
+        else:
+            shutil.copy2(path, target)
+
+
+def repositories(registry: Path) -> Path:
+    return registry / "docker" / "registry" / "v2" / "repositories"
+
+
+def save_registry(registry: Path, target: Path) -> None:
+    """The registry's tags and links and the lab's seed markers (its blobs stay shared)."""
+    target.mkdir(parents=True)
+    if repositories(registry).is_dir():
+        copy(repositories(registry), target / "repositories")
+    for marker in registry.glob(".seeded*"):
+        shutil.copy2(marker, target / marker.name)
+
+
+def restore_registry(source: Path, registry: Path) -> None:
+    if (source / "repositories").is_dir():
+        copy(source / "repositories", repositories(registry))
+    for marker in registry.glob(".seeded*"):
+        marker.unlink()
+    for marker in source.glob(".seeded*"):
+        shutil.copy2(marker, registry / marker.name)
+
+
+def drop_unused_layers() -> None:
+    """Remove each layer no snapshot names and no node's root is mounted on."""
+    named = set()
+    for meta in SNAPSHOTS.glob(f"*/{META}"):
+        try:
+            named |= {
+                x for layers in json.loads(meta.read_text())["layers"].values() for x in layers
+            }
+        except (OSError, ValueError, KeyError):
+            continue
+    mounts = Path("/proc/self/mountinfo").read_text()
+    for layer in LAYERS.glob("*") if LAYERS.is_dir() else []:
+        if layer.name not in named and str(layer) not in mounts:
+            subprocess.run(["rm", "-rf", "--one-file-system", str(layer)], check=False)
+
+
+def listing() -> list[str]:
+    """One line per snapshot: its name, nodes, link, whether it is fresh, when it was saved."""
+    lines = []
+    current = key()
+    for meta_path in sorted(SNAPSHOTS.glob(f"*/{META}")):
+        try:
+            meta = json.loads(meta_path.read_text())
+        except (OSError, ValueError):
+            continue
+        freshness = "fresh" if meta.get("key") == current else "stale"
+        saved = time.strftime("%Y-%m-%d %H:%M", time.localtime(meta.get("saved", 0)))
+        nodes = len(meta.get("nodes", []))
+        lines.append(
+            f"{meta_path.parent.name:24} {nodes} nodes {meta['link']:12} {freshness:6} {saved}"
+        )
+    return lines
+
+
+def forget(names: list[str]) -> list[str]:
+    """Remove the named snapshots (every one for none); the names removed."""
+    targets = [folder(name) for name in names] if names else sorted(SNAPSHOTS.glob(f"*/{META}"))
+    removed = []
+    for target in targets:
+        target = target.parent if target.name == META else target
+        if target.is_dir():
+            shutil.rmtree(target)
+            removed.append(target.name)
+    drop_unused_layers()
+    return removed
