@@ -6,7 +6,8 @@ It prints numbers, it asserts nothing (docs/performance.md, `make test`).
     .venv/bin/python -m bench.e2e_time [reports/e2e-time.jsonl] [--tests 25]
 
 The first records reports/e2e-time.jsonl (HALO_E2E_TIME names another file); the second prints
-the seconds and counts per kind of call, then the slowest tests with their largest kinds.
+the seconds and counts per kind of call, the lab states' restores and saves, then the slowest
+tests with their largest kinds.
 """
 
 from __future__ import annotations
@@ -100,11 +101,27 @@ def report(path: Path, tests: int) -> None:
     print(f"{'seconds':>8} {'calls':>6}  kind")
     for kind, total in seconds.most_common():
         print(f"{total:8.1f} {counts[kind]:6d}  {kind}")
+    by_state(lines)
     print(f"\n{'seconds':>8}  test: its largest kinds")
     slowest = sorted(per_test.items(), key=lambda item: -sum(item[1].values()))[:tests]
     for test, kinds in slowest:
         largest = ", ".join(f"{kind} {total:.0f}" for kind, total in kinds.most_common(4))
         print(f"{sum(kinds.values()):8.1f}  {test}: {largest}")
+
+
+def by_state(lines: list[dict]) -> None:
+    """Per lab state (tests/e2e/states.py): its restores, each a deploy the suite did not run
+    to reach it, and its saves, each a state deployed and saved (a first run, a stale key)."""
+    runs: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for line in lines:
+        if line["kind"] in ("lab restore", "lab snapshot"):
+            runs[line["what"].split()[-1]][line["kind"]].append(line["seconds"])
+    if not runs:
+        return
+    print(f"\n{'restores':>8} {'seconds':>8} {'saves':>6} {'seconds':>8}  state")
+    for state, kinds in sorted(runs.items()):
+        restores, saves = kinds["lab restore"], kinds["lab snapshot"]
+        print(f"{len(restores):8d} {sum(restores):8.1f} {len(saves):6d} {sum(saves):8.1f}  {state}")
 
 
 def main() -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -125,11 +126,57 @@ def fresh(name: str) -> bool:
 
 
 def copy(source: Path, target: Path) -> None:
-    """`source` as `target`, owners, modes, xattrs (podman's) and holes kept."""
+    """`source` as `target`, owners, modes, xattrs (podman's) and holes kept; the layers no
+    container writes (`read_only_layers`) hard-linked instead, which costs no bytes."""
     if target.exists():
         shutil.rmtree(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    sh.run("cp", "-a", "--reflink=auto", "--sparse=always", str(source), str(target))
+    _copy_tree(source, target, {p for s in storages(source) for p in read_only_layers(s)})
+
+
+def _copy_tree(source: Path, target: Path, linked: set[Path]) -> None:
+    """One `cp` for each part with nothing linked in it, `cp -al` for a linked layer, and a
+    folder of its own, its children walked, for each folder above one."""
+    if source in linked:
+        sh.run("cp", "-al", str(source), str(target))
+    elif not any(path.is_relative_to(source) for path in linked):
+        sh.run("cp", "-a", "--reflink=auto", "--sparse=always", str(source), str(target))
+    else:
+        target.mkdir()
+        for child in sorted(source.iterdir()):
+            _copy_tree(child, target / child.name, linked)
+        stat = source.lstat()
+        os.chown(target, stat.st_uid, stat.st_gid)
+        shutil.copystat(source, target)
+
+
+def storages(folder: Path) -> list[Path]:
+    """podman's storage folders in a node's /home or /var/lib/containers."""
+    found = [folder / "storage"] if (folder / "storage" / "overlay").is_dir() else []
+    return found + sorted(
+        p.parent for p in folder.glob("*/.local/share/containers/storage/overlay")
+    )
+
+
+def read_only_layers(storage: Path) -> list[Path]:
+    """The layer folders of a podman storage that nothing writes: every layer its layer store
+    lists but a container's own (containers/storage: overlay-layers/layers.json and
+    overlay-containers/containers.json, each with its volatile-*.json). An image's layer is
+    a container's lower, never changed in place, so a snapshot's and a node's may share it."""
+    layers = _field(storage / "overlay-layers", "layers.json", "id")
+    written = _field(storage / "overlay-containers", "containers.json", "layer")
+    found = (storage / "overlay" / layer for layer in sorted(layers - written))
+    return [path for path in found if path.is_dir()]
+
+
+def _field(folder: Path, name: str, field: str) -> set[str]:
+    found = set()
+    for file in (folder / name, folder / f"volatile-{name}"):
+        try:
+            found |= {entry[field] for entry in json.loads(file.read_text()) if entry.get(field)}
+        except (OSError, ValueError, TypeError, KeyError):
+            continue
+    return {value for value in found if "/" not in value and value not in ("", ".", "..")}
 
 
 def copy_all(pairs: list[tuple[Path, Path]]) -> None:

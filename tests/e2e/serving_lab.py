@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from halo_cluster.node.facts import as_user
 from tests.e2e.conftest import ROOT, Lab
+from tests.e2e.waits import until
 
 SERVE = (ROOT / "lab" / "serve.yml").read_text()
 HEAD = "192.168.100.1"
@@ -19,15 +19,18 @@ def health(lab: Lab, url: str = f"http://{HEAD}:8000") -> str:
     return lab.ssh("node1", f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {url}/health", False)
 
 
-def wait_serving(lab: Lab, timeout: float = 300) -> float:
+# lab/serve.yml's serve.ready_timeout: the deploy's own wait for vLLM's engine and /health
+READY_TIMEOUT = 300
+
+
+def wait_serving(lab: Lab, timeout: float = READY_TIMEOUT) -> float:
     """Seconds until /health answers 200 on the head's data address."""
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        if health(lab) == "200":
-            return time.monotonic() - start
-        time.sleep(1)
-    journal = lab.ssh("node1", f"{USER} journalctl --user -n 40 --no-pager -q", check=False)
-    raise AssertionError(f"not serving after {timeout} s:\n{journal[-3000:]}")
+
+    def last_lines() -> str:
+        journal = lab.ssh("node1", f"{USER} journalctl --user -n 40 --no-pager -q", check=False)
+        return f"serving (/health 200):\n{journal[-3000:]}"
+
+    return until(lambda: health(lab) == "200", timeout, last_lines)[1]
 
 
 def user(lab: Lab, node: str, command: str, check: bool = True) -> str:

@@ -17,6 +17,7 @@ from halo_cluster.config import lock as locks
 from lab import cli
 from tests.e2e.conftest import ROOT, Lab, failure
 from tests.e2e.serving_lab import SERVE, user
+from tests.e2e.waits import until
 
 HALO_CLUSTER = str(Path(sys.executable).parent / "halo-cluster")
 ADDRESS = {"node1": "192.168.100.1", "node2": "192.168.100.2"}
@@ -56,11 +57,8 @@ def serving_on(lab: Lab, head: str, timeout: float = 60) -> None:
     """/health answers 200 on `head`'s data address, asked from the other node (the data link)."""
     other = next(n for n in ADDRESS if n != head)
     url = f"http://{ADDRESS[head]}:8000"
-    deadline = time.monotonic() + timeout
     ask = f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {url}/health"
-    while lab.ssh(other, ask, check=False) != "200":
-        assert time.monotonic() < deadline, f"not serving on {url} after {timeout} s"
-        time.sleep(1)
+    until(lambda: lab.ssh(other, ask, check=False) == "200", timeout, f"serving on {url}")
 
 
 def moved_to(lab: Lab, head: str, before: list[str], config: Path) -> None:

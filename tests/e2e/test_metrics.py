@@ -14,6 +14,7 @@ from halo_cluster.roles.metrics.textseries import ACTIVE, FILE, RESTARTS, STALE_
 from tests.e2e.conftest import Lab
 from tests.e2e.lab_metrics import answers
 from tests.e2e.serving_lab import user
+from tests.e2e.waits import until
 
 WORKER, WORKER_ADDRESS = "node2", "192.168.100.2"
 EXPORTER = "prometheus-node-exporter.service"
@@ -27,13 +28,7 @@ def query(lab: Lab, expr: str) -> list[dict]:
 
 
 def wait_for(lab: Lab, expr: str, timeout: float, what: str) -> list[dict]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = query(lab, expr)
-        if found:
-            return found
-        time.sleep(1)
-    raise AssertionError(f"{what}: {expr} returned nothing within {timeout:.0f} s")
+    return until(lambda: query(lab, expr), timeout, f"{what}: {expr} returned nothing")[0]
 
 
 def test_every_target_is_up_and_read_on_the_data_link(served: Lab) -> None:

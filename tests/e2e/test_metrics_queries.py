@@ -12,16 +12,14 @@ from tests.e2e.conftest import Lab, failure
 from tests.e2e.helpers_cluster import HALO_CLUSTER, run
 from tests.e2e.lab_metrics import answers, lab_absent
 from tests.e2e.serving_lab import SERVE
+from tests.e2e.waits import until
 
 SETTLE_SECONDS = 8  # a rate()'s two samples at the lab's scrape every 2 s (lab/serve.yml)
 
 
 def wait_scraped(lab: Lab, timeout: float = 60) -> None:
     """Until Prometheus has read its targets once (a deploy may have just restarted it)."""
-    deadline = time.monotonic() + timeout
-    while not answers(lab, ["up"], PROMETHEUS_PORT)[0]:
-        assert time.monotonic() < deadline, f"the lab's Prometheus read no target in {timeout} s"
-        time.sleep(1)
+    until(lambda: answers(lab, ["up"], PROMETHEUS_PORT)[0], timeout, "Prometheus read a target")
 
 
 def test_every_panel_and_alert_reads_series_from_the_labs_prometheus(served: Lab) -> None:

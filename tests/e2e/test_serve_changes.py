@@ -7,7 +7,6 @@ vLLM's and Ray's containers, which must fail in the lab as it would with a real 
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -15,6 +14,7 @@ from halo_cluster.node.facts import as_user
 from lab import cli
 from tests.e2e.conftest import Lab, failure
 from tests.e2e.serving_lab import HEAD, SERVE, health, journal, user, wait_serving
+from tests.e2e.waits import until
 
 MODEL_DIR = "/srv/models/opt-125m"
 
@@ -32,10 +32,8 @@ def test_a_group_the_user_manager_lacks_reaches_the_services_without_a_reboot(
     video = int(lab.ssh("node2", "getent group video | cut -d: -f3"))
     # as on a node whose user got a device group after its manager started
     lab.ssh("node2", "gpasswd -d vllm video >/dev/null && systemctl restart user@1000.service")
-    deadline = time.monotonic() + 120
-    while not lab.ssh("node2", "pgrep -u vllm -f '[r]aylet/raylet'", check=False).strip():
-        assert time.monotonic() < deadline, "the worker's Ray did not come back"
-        time.sleep(2)
+    raylet = "pgrep -u vllm -f '[r]aylet/raylet'"
+    until(lambda: lab.ssh("node2", raylet, check=False).strip(), 120, "the worker's Ray back")
     assert video not in groups_of_ray(lab, "node2")
     result = lab.deploy(config=lab.config("reboot: if-needed\n" + SERVE))
     assert result.returncode == 0, failure(result)
@@ -96,10 +94,10 @@ def test_a_vllm_that_does_not_share_the_rendezvous_folder_fails_in_the_lab(servi
     user(lab, "node1", f"sed -i '/vllm-rpc$/d' {unit}")
     user(lab, "node1", "systemctl --user daemon-reload")
     user(lab, "node1", "systemctl --user restart halo-vllm")
-    deadline = time.monotonic() + 180
-    while "must share VLLM_RPC_BASE_PATH" not in journal(lab, "halo-vllm"):
-        assert time.monotonic() < deadline, journal(lab, "halo-vllm")[-3000:]
-        time.sleep(3)
+    refused = "must share VLLM_RPC_BASE_PATH"
+    until(
+        lambda: refused in journal(lab, "halo-vllm"), 180, lambda: journal(lab, "halo-vllm")[-3000:]
+    )
     assert health(lab) != "200"
     result = lab.deploy(config=lab.config("reboot: if-needed\n" + SERVE))
     assert result.returncode == 0, failure(result)

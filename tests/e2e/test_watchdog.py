@@ -19,6 +19,7 @@ from pathlib import Path
 from tests.e2e.conftest import ROOT, Lab, failure
 from tests.e2e.helpers_cluster import HALO_CLUSTER, run
 from tests.e2e.serving_lab import HEAD, SERVE, user, wait_serving
+from tests.e2e.waits import until
 
 TIMEOUT, INTERVAL, MISSES = 5, 2, 2
 FAST = (
@@ -58,25 +59,20 @@ def answers(lab: Lab) -> bool:
     return '"choices"' in reply
 
 
-def until(what, timeout: float) -> float:
+def seconds_until(what, timeout: float) -> float:
     """Seconds until `what()` is true (fails after `timeout`)."""
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        if what():
-            return time.monotonic() - start
-        time.sleep(1)
-    raise AssertionError(f"not within {timeout} s: {what.__doc__ or what}")
+    return until(what, timeout, what.__doc__ or str(what))[1]
 
 
 def healed(lab: Lab, before: int, launcher: str, fault: str) -> float:
     """Seconds from the fault until a completion answers again, the watchdog's restart line
     within its bound before it (both printed)."""
     start = time.monotonic()
-    noticed = until(lambda: len(restarts(lab)) > before, BOUND + 60)
+    noticed = seconds_until(lambda: len(restarts(lab)) > before, BOUND + 60)
     line = restarts(lab)[-1]
     assert line["launcher"] == launcher
     assert f"unanswered within {TIMEOUT} s while /health answers 200" in line["reason"], line
-    until(lambda: answers(lab), 180)
+    seconds_until(lambda: answers(lab), 180)
     served = time.monotonic() - start
     print(f"{fault} ({launcher}): restart after {noticed:.0f} s, serving after {served:.0f} s")
     assert noticed <= BOUND, f"noticed after {noticed:.0f} s, the bound {BOUND} s"
@@ -111,7 +107,7 @@ def test_a_frozen_rank_is_restarted_and_serves_during_the_freeze(serving: Lab) -
     assert freeze.returncode == 0 and "vLLM rank frozen" in output, output
     status = run([HALO_CLUSTER, "status", "--config", str(path)], path)
     assert "watchdog: active; last restart" in status.stdout, status.stdout + status.stderr
-    assert until(lambda: answers(lab), 30) < 30  # still serving after the thaw
+    assert seconds_until(lambda: answers(lab), 30) < 30  # still serving after the thaw
 
 
 def test_a_frozen_native_rank_is_restarted_with_every_rank(serving: Lab) -> None:

@@ -138,3 +138,45 @@ def test_forget_keeps_the_layers_another_snapshot_names(cache: Path) -> None:
     assert sorted(p.name for p in (cache / "layers").iterdir()) == ["base"]
     assert snapshot.forget([]) == ["converged"]
     assert list((cache / "layers").iterdir()) == []
+
+
+def storage_of(home: Path) -> Path:
+    """A rootless podman storage as containers/storage lays it out: an image of two layers, a
+    container's own layer over them, its database beside."""
+    storage = home / "vllm/.local/share/containers/storage"
+    for layer in ("base", "top", "container"):
+        (storage / "overlay" / layer / "diff").mkdir(parents=True)
+        (storage / "overlay" / layer / "diff" / "file").write_text(layer)
+    (storage / "overlay-layers").mkdir()
+    layers = [{"id": "base"}, {"id": "top", "parent": "base"}]
+    (storage / "overlay-layers/layers.json").write_text(json.dumps(layers))
+    volatile = [{"id": "container", "parent": "top"}]
+    (storage / "overlay-layers/volatile-layers.json").write_text(json.dumps(volatile))
+    (storage / "overlay-containers").mkdir()
+    containers = [{"id": "c1", "layer": "container"}]
+    (storage / "overlay-containers/containers.json").write_text(json.dumps(containers))
+    (storage / "db.sql").write_text("state")
+    (storage / "overlay").chmod(0o701)
+    return storage
+
+
+def test_a_copy_shares_the_image_layers_and_copies_what_is_written(tmp_path: Path) -> None:
+    """An image's layers are hard links (no container writes them); the container's own layer,
+    podman's database and everything else are copies, which the copy's user may change freely."""
+    storage = storage_of(tmp_path / "home")
+    (tmp_path / "home/vllm/.cache").mkdir()
+    (tmp_path / "home/vllm/.cache/model").write_text("weights")
+    assert snapshot.read_only_layers(storage) == [storage / "overlay/base", storage / "overlay/top"]
+    snapshot.copy(tmp_path / "home", tmp_path / "saved")
+    copied = tmp_path / "saved/vllm/.local/share/containers/storage"
+
+    def same(relative: str) -> bool:
+        return (storage / relative).stat().st_ino == (copied / relative).stat().st_ino
+
+    assert same("overlay/base/diff/file") and same("overlay/top/diff/file")
+    assert not same("overlay/container/diff/file") and not same("db.sql")
+    assert (tmp_path / "saved/vllm/.cache/model").read_text() == "weights"
+    assert (tmp_path / "saved/vllm/.cache/model").stat().st_ino != (
+        tmp_path / "home/vllm/.cache/model"
+    ).stat().st_ino
+    assert (copied / "overlay").stat().st_mode & 0o777 == 0o701  # a folder above a link too
