@@ -23,5 +23,5 @@ def until(what: Callable[[], T], bound: float, failing: str | Callable[[], str])
             return found, waited
         if waited >= bound:
             message = failing if isinstance(failing, str) else failing()
-            raise AssertionError(f"not within {bound:.0f} s: {message}")
+            raise AssertionError(f"not within {bound:g} s: {message}")
         time.sleep(POLL)
