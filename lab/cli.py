@@ -400,7 +400,8 @@ def status() -> int:
     if not state:
         print("lab: not up")
         return 0
-    print(f"lab: {len(state['nodes'])} nodes, link {state['link']}, config {CONFIG}")
+    restored = f", restored from snapshot {state['snapshot']}" if "snapshot" in state else ""
+    print(f"lab: {len(state['nodes'])} nodes, link {state['link']}{restored}, config {CONFIG}")
     for name in state["nodes"]:
         dirs = node_dirs(name)
         address = node_address(state, name)

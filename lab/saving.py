@@ -63,7 +63,7 @@ def save(name: str) -> float:
     }
     (partial / snapshot.META).write_text(json.dumps(meta, indent=1))
     if target.exists():
-        shutil.rmtree(target)
+        snapshot.remove_later([target])
     partial.rename(target)
     snapshot.drop_unused_layers()
     mark(state, name)

@@ -65,16 +65,15 @@ SYSTEMCTL = (
     'runuser -u "$m" -- env -C / XDG_RUNTIME_DIR=/run/user/$(id -u "$m") systemctl --user "$@"; '
     "fi; }; "
 )
-# the services a restore waits for: the running ones of every manager, without the login
-# sessions' own (a restore opens new ones), a oneshot caught while it ran, and a transient unit
-# (nothing starts it at boot)
+# the services a restore waits for: the running ones of every manager that its boot starts
+# (enabled, or generated: quadlet's), not one a bus or a socket started on demand (hostnamed,
+# polkit: nothing asks for them again) or a login session's
 RUNNING = SYSTEMCTL + (
     "for m in system $(ls /var/lib/systemd/linger 2>/dev/null); do "
     "sc $m list-units --type=service --state=running --no-legend --plain 2>/dev/null "
     "| while read -r u _; do "
-    'case "$u" in user@*|user-runtime-dir@*|session-*) continue;; esac; '
-    'case "$(sc $m show -p Type -p UnitFileState --value "$u" | tr "\\n" " ")" in '
-    '*oneshot*|*transient*) continue;; esac; echo "$m $u"; done; done'
+    'case "$(sc $m show -p UnitFileState --value "$u")" in '
+    'enabled|enabled-runtime|generated) echo "$m $u";; esac; done; done'
 )
 
 
@@ -287,9 +286,26 @@ def drop_unused_layers() -> None:
         except (OSError, ValueError, KeyError):
             continue
     mounts = Path("/proc/self/mountinfo").read_text()
-    for layer in LAYERS.glob("*") if LAYERS.is_dir() else []:
-        if layer.name not in named and str(layer) not in mounts:
-            subprocess.run(["rm", "-rf", "--one-file-system", str(layer)], check=False)
+    layers = sorted(LAYERS.glob("*")) if LAYERS.is_dir() else []
+    remove_later([x for x in layers if x.name not in named and str(x) not in mounts])
+
+
+def remove_later(folders: list[Path]) -> None:
+    """Move `folders` out of the way at once and delete them in a detached process: a
+    snapshot's tens of thousands of files take seconds to delete, which nothing waits for."""
+    if not folders:
+        return
+    batch = SNAPSHOTS / f".removing-{time.time_ns()}"
+    batch.mkdir(parents=True)
+    for index, folder in enumerate(folders):
+        folder.rename(batch / f"{index}-{folder.name}")
+    subprocess.Popen(
+        ["rm", "-rf", "--one-file-system", *map(str, SNAPSHOTS.glob(".removing-*"))],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def listing() -> list[str]:
@@ -313,11 +329,8 @@ def listing() -> list[str]:
 def forget(names: list[str]) -> list[str]:
     """Remove the named snapshots (every one for none); the names removed."""
     targets = [folder(name) for name in names] if names else sorted(SNAPSHOTS.glob(f"*/{META}"))
-    removed = []
-    for target in targets:
-        target = target.parent if target.name == META else target
-        if target.is_dir():
-            shutil.rmtree(target)
-            removed.append(target.name)
+    found = [t.parent if t.name == META else t for t in targets]
+    found = [target for target in found if target.is_dir()]
+    remove_later(found)
     drop_unused_layers()
-    return removed
+    return [target.name for target in found]

@@ -1,16 +1,17 @@
-"""The lab states e2e tests start from, each deployed once and then saved as a lab snapshot
-(`python -m lab snapshot NAME`, lab/snapshot.py), restored for the tests that need it instead of
-converged again (docs/lab.md, "Snapshots"; docs/testing.md, a new e2e test on a saved state).
+"""The lab states e2e tests start from (docs/testing.md), and how a test gets one.
 
 A state is a lab shape and the config deployed on it. `reach` brings the lab to one:
-- the lab is in it already, as the last test that asked for it left it: a deploy of its config
-  brings back what that test changed (a no-op when nothing), as a user's re-run would;
-- `clean`, or the lab is another shape or state: the state's snapshot is restored (seconds of
-  copying and a boot, no deploy); with no fresh snapshot (a first run, a changed source: the key
-  covers every file that shapes it) the state is deployed from its parent and saved.
+- the lab runs with the state's shape (the tests that need one state run one after another,
+  `lab_needed` in conftest.py): a deploy of its config brings back what the tests before changed,
+  a no-op when they changed nothing, as a user's re-run would (about 2 s);
+- the lab is down or of another shape: the state's snapshot is restored (`python -m lab restore`,
+  about 25 s to serving, no deploy); with no fresh snapshot (a first run, a changed source: the
+  key covers every file that shapes it, lab/snapshot.py) the state is deployed on fresh nodes,
+  or on its parent state, and saved (`python -m lab snapshot`) for the next time.
 
-This file is one of the snapshots' key sources: a change to a state's recipe here makes its
-snapshot stale.
+A restore costs about what a deploy that restarts the services costs (docs/performance.md, "Lab
+snapshots"), so it is taken only where the old way was a converge from nothing. This file is one
+of the snapshots' key sources: a change to a state's recipe makes its snapshot stale.
 """
 
 from __future__ import annotations
@@ -37,13 +38,13 @@ class State:
 
 CONVERGED = State("converged", 2, "")
 SERVING = State("serving", 2, SERVE, parent=CONVERGED, serving=True)
-STATES = (CONVERGED, SERVING)
 
 
 def reach(state: State, clean: bool = False) -> Lab:
-    """The lab in `state` (see the module's text for how)."""
+    """The lab in `state` (see the module's text for how); `clean`: restored even when a lab of
+    its shape runs."""
     lab = Lab(state.nodes, "roce")
-    if not clean and at(state):
+    if not clean and cli.is_up(state.nodes, "roce"):
         lab.ensure_converged(state.extra)
     elif snapshot.fresh(state.name):
         lab.lab("restore", state.name)
@@ -64,9 +65,3 @@ def build(lab: Lab, state: State) -> None:
     if state.serving:
         wait_serving(lab)
     lab.lab("snapshot", state.name)
-
-
-def at(state: State) -> bool:
-    """The lab runs as restored from (or saved as) `state`'s snapshot, whatever a test deployed
-    on it since (`lab up` of new nodes forgets it)."""
-    return cli.load_state().get("snapshot") == state.name and cli.is_up(state.nodes, "roce")
