@@ -53,3 +53,16 @@ def complete(lab: Lab, count: int) -> None:
         f"-H 'Content-Type: application/json' -d '{body}'"
     )
     lab.ssh("node1", " & ".join([one] * count) + " & wait")
+
+
+SCRAPE_SECONDS = 2  # lab/serve.yml's metrics.scrape_interval
+
+
+def scraped_since(lab: Lab, moment: float, port: int, scrapes: int = 2) -> float:
+    """Seconds until Prometheus has read vLLM `scrapes` times after `moment` (a time.time()):
+    a rate() then has two samples of what happened before it. Within 15 scrape intervals."""
+    from tests.e2e.waits import until  # a helper of the e2e tests, as this module is
+
+    newest = f'timestamp(up{{job="vllm"}}) > {moment + (scrapes - 1) * SCRAPE_SECONDS:.3f}'
+    bound = 15 * SCRAPE_SECONDS
+    return until(lambda: answers(lab, [newest], port)[0], bound, f"{newest}: a vLLM scrape")[1]

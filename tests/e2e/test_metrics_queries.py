@@ -10,26 +10,19 @@ from halo_cluster.roles.metrics.model import PROMETHEUS_PORT
 from halo_cluster.roles.metrics.queries import alert_queries, dashboard_queries, metric_names
 from tests.e2e.conftest import Lab, failure
 from tests.e2e.helpers_cluster import HALO_CLUSTER, run
-from tests.e2e.lab_metrics import answers, lab_absent
+from tests.e2e.lab_metrics import answers, lab_absent, scraped_since
 from tests.e2e.serving_lab import SERVE
-from tests.e2e.waits import until
-
-SETTLE_SECONDS = 8  # a rate()'s two samples at the lab's scrape every 2 s (lab/serve.yml)
-
-
-def wait_scraped(lab: Lab, timeout: float = 60) -> None:
-    """Until Prometheus has read its targets once (a deploy may have just restarted it)."""
-    until(lambda: answers(lab, ["up"], PROMETHEUS_PORT)[0], timeout, "Prometheus read a target")
 
 
 def test_every_panel_and_alert_reads_series_from_the_labs_prometheus(served: Lab) -> None:
-    wait_scraped(served)
+    # vLLM read once before the run (a deploy or a restore may have just started Prometheus)
+    scraped_since(served, time.time(), PROMETHEUS_PORT, scrapes=1)
     config = served.config("reboot: if-needed\n" + SERVE)
     bench = run([HALO_CLUSTER, "bench", "--config", str(config)], config)  # lab/serve.yml's
     # 3: slower than an earlier run of this configuration (the stand-in's numbers move with the
     # machine's load): the verdict is not what this test reads, the load the run put on vLLM is
     assert bench.returncode in (0, 3), failure(bench)
-    time.sleep(SETTLE_SECONDS)
+    scraped_since(served, time.time(), PROMETHEUS_PORT)
     panels = dashboard_queries()
     # an alert's expression is empty while the cluster is well: each series it reads is not
     series = sorted(

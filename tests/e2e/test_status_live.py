@@ -13,12 +13,13 @@ import sys
 import time
 from pathlib import Path
 
+from halo_cluster.roles.metrics.model import PROMETHEUS_PORT
 from tests.e2e.conftest import Lab
+from tests.e2e.lab_metrics import scraped_since
 from tests.e2e.serving_lab import HEAD, SERVE
 
 HALO_CLUSTER = str(Path(sys.executable).parent / "halo-cluster")
 COMPLETIONS = 4
-SETTLE_SECONDS = 8  # a rate()'s two samples at a scrape every 2 s, with a margin
 
 
 def status(config: Path, *args: str) -> subprocess.CompletedProcess:
@@ -38,8 +39,11 @@ def test_status_shows_the_last_minutes_from_prometheus(served: Lab) -> None:
         f"curl -sf -m 60 -o /dev/null http://{HEAD}:8000/v1/completions "
         f"-H 'Content-Type: application/json' -d '{body}'"
     )
+    # a sample of vLLM's counters from before the completions (a restored lab's Prometheus has
+    # none within the window yet): rate() then sees them rise
+    scraped_since(served, time.time(), PROMETHEUS_PORT, scrapes=1)
     served.ssh("node1", " & ".join([one] * COMPLETIONS) + " & wait")
-    time.sleep(SETTLE_SECONDS)
+    scraped_since(served, time.time(), PROMETHEUS_PORT)
     started = time.monotonic()
     found = status(config, "--json")
     took = time.monotonic() - started
