@@ -359,24 +359,10 @@ def down(quiet: bool = False, poweroff: float = DOWN_TIMEOUT) -> None:
 
 
 def remove_in_background(folders: list[Path]) -> None:
-    """Move the removed nodes' folders out of the way at once and delete them in a detached
-    process: a converged node holds about 1 GB of podman's storage, 3 s to delete, which no next
-    step waits for (new nodes get new folders). Each call its own folder, with the folders of an
-    earlier call that did not finish."""
-    batch = LAB_DIR / f"removing-{time.time_ns()}"
-    batch.mkdir(parents=True)
-    for folder in folders:
-        try:
-            folder.rename(batch / folder.name)
-        except OSError:  # another file system or a mount point: deleted here and now
-            subprocess.run(["rm", "-rf", "--one-file-system", str(folder)], check=False)
-    subprocess.Popen(
-        ["rm", "-rf", "--one-file-system", *map(str, LAB_DIR.glob("removing-*"))],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    """The removed nodes' folders deleted in the background: a converged node holds about 1 GB
+    of podman's storage, 3 s to delete, which no next step waits for (new nodes get new
+    folders)."""
+    sh.remove_in_background(folders, LAB_DIR, "removing-")
 
 
 def lab_mounts() -> list[str]:

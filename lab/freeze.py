@@ -63,14 +63,16 @@ def freeze(nodes: list[str], name: str, seconds: float, ssh: Callable[[], list[s
             f"freeze: no vLLM rank process runs on {name} (VLLM::Worker or ray::RayWorkerProc)"
         )
     listed = " ".join(pids)
-    end_on_signals()
-    on_node(argv, f"kill -STOP {listed}")
-    print(f"lab: {name}: vLLM rank frozen (SIGSTOP to {listed}) for {seconds:g} s", flush=True)
     ended = ""
-    try:
+    end_on_signals()
+    try:  # from before the SIGSTOP: a signal at any moment after it still resumes the rank
+        on_node(argv, f"kill -STOP {listed}")
+        print(f"lab: {name}: vLLM rank frozen (SIGSTOP to {listed}) for {seconds:g} s", flush=True)
         time.sleep(seconds)
     except Ended as signum:
         ended = f", ended early by {signum}"
-    finally:  # an interrupted freeze resumes the rank too
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):  # a second one must not skip the SIGCONT
+            signal.signal(signum, signal.SIG_IGN)
         on_node(argv, f"kill -CONT {listed}")
     print(f"lab: {name}: vLLM rank resumed (SIGCONT to {listed}){ended}", flush=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from pathlib import Path
 
 from lab import cli, network, node, snapshot, throttle
 from lab.sh import LabError
@@ -25,40 +26,24 @@ def save(name: str) -> float:
     state = cli.load_state()
     if not state or not cli.all_running(state):
         raise LabError(f"snapshot {name}: the lab is not up (`python -m lab up` first)")
-    key = snapshot.key()  # before the nodes go down: the sources are read once, as saved
     lower, shared, _ = cli.shared_folders()
-    units = {
-        n: snapshot.running_units(cli.ssh_argv(cli.node_address(state, n))) for n in state["nodes"]
-    }
-    for each in state["nodes"]:
-        node.request_stop(cli.node_dirs(each))
-    cli.close_shared_connections()
-    for each in state["nodes"]:
-        node.stop(cli.node_dirs(each), each, timeout=POWEROFF_TIMEOUT)
+    units = {each: snapshot.running_units(each, ssh) for each, ssh in reach(state).items()}
+    power_off(state)
     snapshot.SNAPSHOTS.mkdir(parents=True, exist_ok=True)
     partial = snapshot.SNAPSHOTS / f".{name}-{time.time_ns()}"
-    layers = {}
-    copies = [
-        (cli.node_dirs(each).root / sub, partial / "nodes" / each / sub)
-        for each in state["nodes"]
-        for sub in NODE_FOLDERS
-    ]
-    snapshot.copy_all(copies)
-    for each in state["nodes"]:
-        dirs = cli.node_dirs(each)
-        layers[each] = [snapshot.save_layer(dirs.root / "upper"), *snapshot.node_layers(dirs.root)]
-        shutil.rmtree(dirs.root / "work")
-        node.mount_root(dirs, snapshot.lowers(layers[each], lower))
-        snapshot.layers_file(dirs.root).write_text(json.dumps(layers[each]))
+    snapshot.copy_all(
+        [(cli.node_dirs(n).root / sub, partial / "nodes" / n / sub) for n, sub in folders(state)]
+    )
     snapshot.save_controller(cli.LAB_DIR, partial / "controller")
     snapshot.save_registry(shared.registry, partial / "registry")
     meta = {
-        "key": key,
+        "key": snapshot.key(),
+        "rootfs": snapshot.rootfs_build(lower),
         "nodes": state["nodes"],
         "link": state["link"],
-        "layers": layers,
+        "layers": {each: save_root(each, lower) for each in state["nodes"]},
         "units": units,
-        "boots": {n: cli.node_dirs(n).boots() for n in state["nodes"]},
+        "boots": {each: cli.node_dirs(each).boots() for each in state["nodes"]},
         "saved": time.time(),
     }
     (partial / snapshot.META).write_text(json.dumps(meta, indent=1))
@@ -69,6 +54,26 @@ def save(name: str) -> float:
     mark(state, name)
     boot(state, shared, units)
     return time.monotonic() - started
+
+
+def power_off(state: dict) -> None:
+    """Every node powered off cleanly at once (within POWEROFF_TIMEOUT), its root unmounted."""
+    for each in state["nodes"]:
+        node.request_stop(cli.node_dirs(each))
+    cli.close_shared_connections()
+    for each in state["nodes"]:
+        node.stop(cli.node_dirs(each), each, timeout=POWEROFF_TIMEOUT)
+
+
+def save_root(name: str, lower: Path) -> list[str]:
+    """The node's upper folder made a saved layer, the node's root mounted anew over it; the
+    layers it now runs on, top first."""
+    dirs = cli.node_dirs(name)
+    layers = [snapshot.save_layer(dirs.root / "upper"), *snapshot.node_layers(dirs.root)]
+    shutil.rmtree(dirs.root / "work")
+    node.mount_root(dirs, snapshot.lowers(layers, lower))
+    snapshot.layers_file(dirs.root).write_text(json.dumps(layers))
+    return layers
 
 
 def restore(name: str) -> float:
@@ -82,12 +87,9 @@ def restore(name: str) -> float:
     lower, shared, _ = cli.shared_folders()
     state = {"nodes": meta["nodes"], "link": meta["link"]}
     network.create(state["nodes"], state["link"])
-    copies = [
-        (source / "nodes" / each / sub, cli.node_dirs(each).root / sub)
-        for each in state["nodes"]
-        for sub in NODE_FOLDERS
-    ]
-    snapshot.copy_all(copies)
+    snapshot.copy_all(
+        [(source / "nodes" / n / sub, cli.node_dirs(n).root / sub) for n, sub in folders(state)]
+    )
     for each in state["nodes"]:
         dirs = cli.node_dirs(each)
         node.mount_root(dirs, snapshot.lowers(meta["layers"][each], lower))
@@ -103,6 +105,15 @@ def restore(name: str) -> float:
     return time.monotonic() - started
 
 
+def folders(state: dict) -> list[tuple[str, str]]:
+    return [(each, sub) for each in state["nodes"] for sub in NODE_FOLDERS]
+
+
+def reach(state: dict) -> dict[str, list[str]]:
+    """Each node's ssh command line."""
+    return {each: cli.ssh_argv(cli.node_address(state, each)) for each in state["nodes"]}
+
+
 def mark(state: dict, name: str) -> None:
     """The lab's state says which snapshot it runs as (until new nodes replace it)."""
     cli.STATE.write_text(json.dumps({**state, "snapshot": name}))
@@ -111,5 +122,4 @@ def mark(state: dict, name: str) -> None:
 def boot(state: dict, shared: node.Shared, units: dict[str, list[str]]) -> None:
     """Every node booted and running the services it ran when saved."""
     cli.boot(state, shared)
-    for each in state["nodes"]:
-        snapshot.wait_units(each, cli.ssh_argv(cli.node_address(state, each)), units[each])
+    snapshot.wait_units(reach(state), units)

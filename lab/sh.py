@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 
@@ -24,3 +25,26 @@ def run(
 
 def ok(*argv: str) -> bool:
     return subprocess.run(argv, capture_output=True).returncode == 0
+
+
+def remove_in_background(folders: list[Path], parent: Path, prefix: str) -> None:
+    """Move `folders` out of the way at once, into a new `parent/PREFIX-N`, and delete them in a
+    detached process (with the folders of an earlier call that did not finish): tens of
+    thousands of files take seconds to delete, which no next step waits for."""
+    batch = parent / f"{prefix}{time.time_ns()}"
+    for index, folder in enumerate(folders):
+        batch.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.rename(batch / f"{index}-{folder.name}")
+        except OSError:  # another file system or a mount point: deleted here and now
+            subprocess.run(["rm", "-rf", "--one-file-system", str(folder)], check=False)
+    left = list(parent.glob(f"{prefix}*"))
+    if not left:
+        return
+    subprocess.Popen(
+        ["rm", "-rf", "--one-file-system", *map(str, left)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )

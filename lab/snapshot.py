@@ -31,6 +31,8 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import yaml
+
 from lab import rootfs, sh
 from lab.sh import LabError
 
@@ -50,14 +52,16 @@ KEY_SOURCES = (
     "setup.py",
     "constraints.txt",
     "tests/e2e/states.py",
+    "tests/e2e/conftest.py",  # Lab.ensure_converged and Lab.config write the states' configs
 )
 META = "meta.json"
-# the controller's files a snapshot leaves out: the nodes themselves, ssh's sockets to them, a
-# removal under way
-NOT_SAVED = ("nodes", "mux", "removing-")
-# a restored node's services back within this: Ray's and the stand-in vLLM's start after a boot
-# (lab/serve.yml's serve.ready_timeout, 300 s), which a restore waits for as a reboot would
-UNITS_TIMEOUT = 300.0
+REMOVING = ".removing-"  # what is being deleted, beside the snapshots
+RUNS = "removing-"  # a removal of the nodes' folders under way (lab.cli.remove_in_background)
+# a restored node's services back within this: Ray's and the stand-in vLLM's start after a boot,
+# bounded as the deploy bounds it (lab/serve.yml's serve.ready_timeout)
+UNITS_TIMEOUT = float(
+    yaml.safe_load((Path(__file__).parent / "serve.yml").read_text())["serve"]["ready_timeout"]
+)
 # `sc MANAGER ARGS`: systemctl of the system (`system`) or of a lingering user's manager, in
 # that user's session as the roles reach it (halo_cluster/node/facts.py as_user)
 SYSTEMCTL = (
@@ -90,6 +94,13 @@ def key() -> str:
     return digest.hexdigest()[:16]
 
 
+def rootfs_build(lower: Path) -> str:
+    """Which build of the root filesystem the layers lie over: a rebuild under the same recipe
+    (its cache deleted, the mirror moved on) is another lower, which saved layers do not fit."""
+    complete = lower / ".complete"
+    return f"{lower.name}@{complete.stat().st_mtime_ns}" if complete.exists() else ""
+
+
 def folder(name: str) -> Path:
     if not name or "/" in name or name.startswith(".") or name == LAYERS.name:
         raise LabError(f"snapshot name {name!r}: a plain name, not a path")
@@ -107,6 +118,11 @@ def load(name: str) -> dict:
         raise LabError(
             f"restore {name}: stale, saved from other sources (key {meta.get('key')}, "
             f"the sources now {key()}): take it again with `python -m lab snapshot {name}`"
+        )
+    if meta.get("rootfs") != rootfs_build(rootfs.rootfs_path()):
+        raise LabError(
+            f"restore {name}: stale, saved over another build of the root filesystem "
+            f"({meta.get('rootfs')}): take it again with `python -m lab snapshot {name}`"
         )
     missing = [layer for layers in meta["layers"].values() for layer in layers]
     missing = [layer for layer in missing if not (LAYERS / layer).is_dir()]
@@ -184,25 +200,40 @@ def copy_all(pairs: list[tuple[Path, Path]]) -> None:
         list(pool.map(lambda pair: copy(*pair), pairs))
 
 
-def running_units(ssh: list[str]) -> list[str]:
+def running_units(node: str, ssh: list[str]) -> list[str]:
     result = subprocess.run([*ssh, RUNNING], capture_output=True, text=True, timeout=60)
+    if result.returncode != 0:
+        raise LabError(f"snapshot: {node}: its running services unread: {result.stderr.strip()}")
     return sorted(line for line in result.stdout.splitlines() if line.strip())
 
 
-def wait_units(node: str, ssh: list[str], units: list[str], timeout: float = UNITS_TIMEOUT) -> None:
-    """Every unit that ran when the node was saved runs again (within `timeout`)."""
-    if not units:
-        return
+def all_active(ssh: list[str], units: list[str]) -> bool:
     pairs = (unit.split(" ", 1) for unit in units)
     checks = SYSTEMCTL + " ".join(f"sc {m} is-active -q {u} &&" for m, u in pairs)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        done = subprocess.run([*ssh, f"{checks} true"], capture_output=True, timeout=60)
-        if done.returncode == 0:
-            return
-        time.sleep(0.5)
-    missing = sorted(set(units) - set(running_units(ssh)))
-    raise LabError(f"restore: {node}: not running after {timeout:.0f} s: {', '.join(missing)}")
+    try:
+        return (
+            subprocess.run([*ssh, f"{checks} true"], capture_output=True, timeout=60).returncode
+            == 0
+        )
+    except subprocess.TimeoutExpired:  # a node still booting may not answer yet
+        return False
+
+
+def wait_units(nodes: dict[str, list[str]], units: dict[str, list[str]]) -> None:
+    """Every unit that ran on each node (`nodes`: its ssh command line) when it was saved runs
+    again, all within UNITS_TIMEOUT."""
+    deadline = time.monotonic() + UNITS_TIMEOUT
+    waiting = dict(nodes)
+    while waiting:
+        waiting = {n: ssh for n, ssh in waiting.items() if not all_active(ssh, units[n])}
+        if waiting and time.monotonic() > deadline:
+            node, ssh = next(iter(waiting.items()))
+            missing = sorted(set(units[node]) - set(running_units(node, ssh)))
+            raise LabError(
+                f"restore: {node}: not running after {UNITS_TIMEOUT:.0f} s: {', '.join(missing)}"
+            )
+        if waiting:
+            time.sleep(0.5)
 
 
 def save_layer(upper: Path) -> str:
@@ -229,28 +260,38 @@ def lowers(layers: list[str], lower: Path) -> list[Path]:
     return [*(LAYERS / layer for layer in layers), lower]
 
 
+def saved_controller_files(lab_dir: Path) -> list[Path]:
+    """The controller's files a snapshot holds: all of `.lab/` but the nodes, a removal under
+    way and ssh's sockets to the nodes (their own connections, which a restore opens anew)."""
+    top = [p for p in lab_dir.iterdir() if p.name != "nodes" and not p.name.startswith(RUNS)]
+    ssh = lab_dir / "ssh"
+    return [p for p in top if p != ssh] + sorted(p for p in ssh.glob("*") if p.name != "mux")
+
+
 def save_controller(lab_dir: Path, target: Path) -> None:
-    target.mkdir(parents=True)
-    for path in lab_dir.iterdir():
-        if not path.name.startswith(NOT_SAVED):
-            if path.is_dir():
-                shutil.copytree(path, target / path.name, symlinks=True, ignore=_sockets)
-            else:
-                shutil.copy2(path, target / path.name)
-
-
-def _sockets(_folder: str, names: list[str]) -> list[str]:
-    return [name for name in names if name in NOT_SAVED]
+    for path in saved_controller_files(lab_dir):
+        into = target / path.relative_to(lab_dir)
+        into.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_dir():
+            shutil.copytree(path, into, symlinks=True)
+        else:
+            shutil.copy2(path, into)
 
 
 def restore_controller(source: Path, lab_dir: Path) -> None:
-    for path in source.iterdir():
-        target = lab_dir / path.name
+    """`.lab/` as saved: what was saved put back, what came after it removed."""
+    for path in saved_controller_files(lab_dir):
         if path.is_dir():
-            shutil.rmtree(target, ignore_errors=True)
-            shutil.copytree(path, target, symlinks=True)
+            shutil.rmtree(path)
         else:
-            shutil.copy2(path, target)
+            path.unlink()
+    for path in saved_controller_files(source):
+        into = lab_dir / path.relative_to(source)
+        into.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_dir():
+            shutil.copytree(path, into, symlinks=True, dirs_exist_ok=True)
+        else:
+            shutil.copy2(path, into)
 
 
 def repositories(registry: Path) -> Path:
@@ -291,21 +332,9 @@ def drop_unused_layers() -> None:
 
 
 def remove_later(folders: list[Path]) -> None:
-    """Move `folders` out of the way at once and delete them in a detached process: a
-    snapshot's tens of thousands of files take seconds to delete, which nothing waits for."""
-    if not folders:
-        return
-    batch = SNAPSHOTS / f".removing-{time.time_ns()}"
-    batch.mkdir(parents=True)
-    for index, folder in enumerate(folders):
-        folder.rename(batch / f"{index}-{folder.name}")
-    subprocess.Popen(
-        ["rm", "-rf", "--one-file-system", *map(str, SNAPSHOTS.glob(".removing-*"))],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    """`folders` deleted in the background, with a save's partial folders an interruption left."""
+    partial = [p for p in SNAPSHOTS.glob(".*-*") if not p.name.startswith(REMOVING)]
+    sh.remove_in_background([*folders, *partial], SNAPSHOTS, REMOVING)
 
 
 def listing() -> list[str]:

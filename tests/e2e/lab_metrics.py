@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+import yaml
 
 if TYPE_CHECKING:
     from tests.e2e.conftest import Lab
@@ -55,7 +58,8 @@ def complete(lab: Lab, count: int) -> None:
     lab.ssh("node1", " & ".join([one] * count) + " & wait")
 
 
-SCRAPE_SECONDS = 2  # lab/serve.yml's metrics.scrape_interval
+LAB_SERVE = Path(__file__).resolve().parents[2] / "lab" / "serve.yml"
+SCRAPE_SECONDS = float(yaml.safe_load(LAB_SERVE.read_text())["metrics"]["scrape_interval"])
 
 
 def scraped_since(lab: Lab, moment: float, port: int, scrapes: int = 2) -> float:
@@ -64,5 +68,11 @@ def scraped_since(lab: Lab, moment: float, port: int, scrapes: int = 2) -> float
     from tests.e2e.waits import until  # a helper of the e2e tests, as this module is
 
     newest = f'timestamp(up{{job="vllm"}}) > {moment + (scrapes - 1) * SCRAPE_SECONDS:.3f}'
-    bound = 15 * SCRAPE_SECONDS
-    return until(lambda: answers(lab, [newest], port)[0], bound, f"{newest}: a vLLM scrape")[1]
+
+    def scraped() -> list[dict]:
+        try:
+            return answers(lab, [newest], port)[0]
+        except (AssertionError, ValueError):  # Prometheus not answering yet: a restart's start
+            return []
+
+    return until(scraped, 15 * SCRAPE_SECONDS, f"{newest}: a vLLM scrape")[1]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 from halo_cluster.node.facts import as_user
 from tests.e2e.conftest import ROOT, Lab
 from tests.e2e.waits import until
@@ -19,8 +21,8 @@ def health(lab: Lab, url: str = f"http://{HEAD}:8000") -> str:
     return lab.ssh("node1", f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {url}/health", False)
 
 
-# lab/serve.yml's serve.ready_timeout: the deploy's own wait for vLLM's engine and /health
-READY_TIMEOUT = 300
+# the deploy's own wait for vLLM's engine and /health (lab/serve.yml's serve.ready_timeout)
+READY_TIMEOUT = float(yaml.safe_load(SERVE)["serve"]["ready_timeout"])
 
 
 def wait_serving(lab: Lab, timeout: float = READY_TIMEOUT) -> float:

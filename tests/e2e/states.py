@@ -4,10 +4,11 @@ A state is a lab shape and the config deployed on it. `reach` brings the lab to 
 - the lab runs with the state's shape (the tests that need one state run one after another,
   `lab_needed` in conftest.py): a deploy of its config brings back what the tests before changed,
   a no-op when they changed nothing, as a user's re-run would (about 2 s);
-- the lab is down or of another shape: the state's snapshot is restored (`python -m lab restore`,
-  about 25 s to serving, no deploy); with no fresh snapshot (a first run, a changed source: the
-  key covers every file that shapes it, lab/snapshot.py) the state is deployed on fresh nodes,
-  or on its parent state, and saved (`python -m lab snapshot`) for the next time.
+- the lab is down or of another shape: the state's snapshot is restored (`python -m lab
+  restore`, about 14 s, vLLM serving about 4 s later, no deploy); with no fresh snapshot (a
+  first run, a changed source: the key covers every file that shapes it, lab/snapshot.py) the
+  state is deployed on fresh nodes, or on its parent state, and saved (`python -m lab
+  snapshot`) for the next time.
 
 A restore costs about what a deploy that restarts the services costs (docs/performance.md, "Lab
 snapshots"), so it is taken only where the old way was a converge from nothing. This file is one
@@ -56,7 +57,9 @@ def reach(state: State, clean: bool = False) -> Lab:
 
 
 def build(lab: Lab, state: State) -> None:
-    """Deploy `state` from its parent (restored) or from fresh nodes, then save it."""
+    """Deploy `state` from its parent (restored) or from fresh nodes, then save it (and throw
+    it away again when a source changed meanwhile: its key would not be what deployed it)."""
+    key = snapshot.key()
     if state.parent:
         reach(state.parent, clean=True)
     else:
@@ -65,3 +68,5 @@ def build(lab: Lab, state: State) -> None:
     if state.serving:
         wait_serving(lab)
     lab.lab("snapshot", state.name)
+    if snapshot.key() != key:
+        lab.lab("forget", state.name)

@@ -1,5 +1,5 @@
 """The head's stall watchdog on the serving lab (issue 37 item 5, issue 36 item 2), with short
-bounds: a worker's rank frozen for FREEZE s (`python -m lab freeze`: its GPU worker stopped, the
+bounds: a worker's rank frozen for 90 s (`python -m lab freeze`: its GPU worker stopped, the
 head's /health still 200, every request held at the next engine step, as vLLM's collectives hold
 them), with Ray; then with `serve.launcher: native` the worker's rank frozen, and killed (its
 unit restarts it alone, and the head's store holds the newcomer while the head waits for the old
@@ -29,10 +29,7 @@ FAST = (
 # from the first held completion to the restart's line: MISSES checks of TIMEOUT each, the
 # INTERVAL after each, and one INTERVAL the first probe may wait to start; 5 s for the lab's SSH
 BOUND = MISSES * (TIMEOUT + INTERVAL) + INTERVAL + 5
-# the freeze outlasts the watchdog's bound and the restart after it (serving again about 40 s
-# after the freeze began, with Ray): the restart, not the thaw, heals the cluster; well under
-# vLLM's VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS (300 s), after which the engine itself would die
-FREEZE = BOUND + 30
+FREEZE = 90
 HISTORY = "~vllm/.local/state/halo-cluster/history.jsonl"
 
 

@@ -6,12 +6,13 @@ the e2e test's (tests/e2e/test_snapshot.py)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from lab import command, snapshot
+from lab import command, rootfs, snapshot
 from lab.sh import LabError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,6 +31,7 @@ def saved(cache: Path, name: str, key: str, layers: list[str]) -> Path:
     for layer in layers:
         (cache / "layers" / layer).mkdir(parents=True, exist_ok=True)
     meta = {"key": key, "nodes": ["node1"], "link": "roce", "layers": {"node1": layers}}
+    meta["rootfs"] = snapshot.rootfs_build(rootfs.rootfs_path())
     (folder / snapshot.META).write_text(json.dumps({**meta, "saved": 0}))
     return folder
 
@@ -51,6 +53,23 @@ def test_a_stale_snapshot_is_refused_in_one_line_and_never_restored(cache: Path,
     assert "\n" not in err
     assert err.startswith("lab: restore serving: stale, saved from other sources (key 0123")
     assert err.endswith("take it again with `python -m lab snapshot serving`")
+
+
+def test_a_snapshot_over_another_build_of_the_root_filesystem_is_stale(
+    cache: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """Layers fit the lower they were written over: a rebuild under the same recipe is not it."""
+    lower = tmp_path / "rootfs-abc"
+    lower.mkdir()
+    (lower / ".complete").touch()
+    monkeypatch.setattr(rootfs, "rootfs_path", lambda: lower)
+    saved(cache, "serving", snapshot.key(), ["a1"])
+    assert snapshot.fresh("serving")
+    (lower / ".complete").unlink()
+    (lower / ".complete").touch()  # rebuilt: another moment
+    os.utime(lower / ".complete", ns=(1, 1))
+    with pytest.raises(LabError, match="stale, saved over another build of the root filesystem"):
+        snapshot.load("serving")
 
 
 def test_a_missing_snapshot_or_layer_is_refused(cache: Path) -> None:
@@ -110,8 +129,11 @@ def test_the_controllers_copy_leaves_out_the_nodes_and_the_ssh_sockets(tmp_path:
         "ssh/known_hosts",
     ]
     (lab / "cluster.yml").write_text("changed")
+    (lab / "builds.json").write_text("[a build published after the save]")
     snapshot.restore_controller(tmp_path / "saved", lab)
     assert (lab / "cluster.yml").read_text() == "cluster.yml"
+    assert not (lab / "builds.json").exists()
+    assert (lab / "ssh/mux/root@10.99.1.2").exists() and (lab / "nodes/node1/upper/etc/x").exists()
 
 
 def test_the_registrys_tags_are_saved_and_its_blobs_shared(tmp_path: Path) -> None:
