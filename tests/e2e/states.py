@@ -10,9 +10,9 @@ A state is a lab shape and the config deployed on it. `reach` brings the lab to 
   state is deployed on fresh nodes, or on its parent state, and saved (`python -m lab
   snapshot`) for the next time.
 
-A restore costs about what a deploy that restarts the services costs (docs/performance.md, "Lab
-snapshots"), so it is taken only where the old way was a converge from nothing. This file is one
-of the snapshots' key sources: a change to a state's recipe makes its snapshot stale.
+A restore costs about what a deploy that restarts the services costs (docs/performance.md,
+`make test`), so it is taken only where the old way was a converge from nothing. This file is
+one of the snapshots' key sources: a change to a state's recipe makes its snapshot stale.
 """
 
 from __future__ import annotations
