@@ -49,6 +49,12 @@ def head(digest: str | None = None, owned_by: str = "vllm") -> benchstore.Head:
     return bench.parse_head(found["halo1"], nodes)
 
 
+# a node that accepts the connection and never answers; the end of a shared connection (`-O
+# exit`) answers at once, as ssh does with no master on the socket (else each node's close waits
+# the transport's CLOSE_SECONDS: 10 s)
+SILENT = '[ "$3" = -O ] && exit 0\nexec /bin/sleep 30\n'
+
+
 def fake_ssh(tmp_path: Path, monkeypatch, body: str | None) -> None:
     """PATH with `ssh` as `body` (None: no ssh at all): the unit tests' one fake ssh (the bench's,
     status's and the transport's), given the transport's argv (`-F CONFIG ALIAS sh -s`, or

@@ -22,6 +22,7 @@ from tests.unit.helpers_bench import (
     HEAD_READS,
     REVISION,
     SERVING,
+    SILENT,
     cluster,
     fake_ssh,
     gather_answers,
@@ -334,7 +335,7 @@ def test_a_regression_is_never_the_next_comparison_base(tmp_path) -> None:
 def test_bench_that_cannot_reach_the_head_is_an_error_not_a_traceback(
     tmp_path, monkeypatch, capsys
 ) -> None:
-    fake_ssh(tmp_path, monkeypatch, "exec /bin/sleep 30\n")
+    fake_ssh(tmp_path, monkeypatch, SILENT)
     monkeypatch.setattr(transport, "READ_SECONDS", 0.2)
     monkeypatch.setattr(project, "ROOT", tmp_path)
     monkeypatch.setenv("CLUSTER_CONFIG", str(write(tmp_path, SERVING)))
