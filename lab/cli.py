@@ -15,16 +15,10 @@ from pathlib import Path
 
 from halo_cluster.config import lock
 from lab import image, network, node, promimage, rootfs, rpms, sh, throttle
+from lab.places import CACHE, CONFIG, KEY, KNOWN_HOSTS, LAB_DIR, MUX_DIR, PROJECT, STATE
 from lab.sh import LabError
 
-PROJECT = Path(__file__).resolve().parents[1]
-LAB_DIR = Path(os.environ.get("HALO_LAB_DIR", PROJECT / ".lab"))
-STATE = LAB_DIR / "state.json"
-KEY = LAB_DIR / "ssh" / "id_ed25519"
-KNOWN_HOSTS = LAB_DIR / "ssh" / "known_hosts"
-MUX_DIR = LAB_DIR / "ssh" / "mux"  # one shared connection per node and user (ssh_argv)
 MUX_PATH_MAX = 90  # sun_path holds 108 bytes, and ssh binds the path plus a random suffix first
-CONFIG = LAB_DIR / "cluster.yml"
 HOST_TOOLS = {  # command -> Debian package
     "systemd-nspawn": "systemd-container",
     "mmdebstrap": "mmdebstrap",
@@ -371,7 +365,7 @@ def lab_mounts() -> list[str]:
     found = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         fields = line.split(" ")
-        if " - overlay " in line and f"lowerdir={rootfs.CACHE}/" in line:
+        if " - overlay " in line and f"lowerdir={CACHE}/" in line:
             found.append(fields[4])
     return found
 

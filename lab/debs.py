@@ -1,5 +1,5 @@
 """Debian packages' files for the lab: real Prometheus, promtool and node_exporter, as the lab's
-nodes' suite (lab.rootfs.SUITE) ships them.
+nodes' suite (lab.places.SUITE) ships them.
 
 `apt-get download` fetches one package (no dependencies: the lab takes Go binaries, which need
 none) from the mirror this machine already uses, through an apt state of the lab's own under the
@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from lab import sh
-from lab.rootfs import CACHE, SUITE, apt_mirror
+from lab.places import CACHE, SUITE, apt_mirror
 
 DEBS = CACHE / f"debs-{SUITE}"
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"

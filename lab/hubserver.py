@@ -27,6 +27,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from lab import throttle
+from lab.places import LAB_DIR
 
 LFS_SUFFIXES = (".safetensors", ".bin")  # what a hub keeps in LFS: weights
 CHUNK = 64 * 1024  # a body is sent in these, the lab's throttle read before each
@@ -58,8 +59,6 @@ class Hub(ThreadingHTTPServer):
     ) -> None:
         super().__init__(address, _Handler)
         if rate_file is None:
-            from lab.cli import LAB_DIR  # not at the top: lab.cli's nodes import Repo from here
-
             rate_file = LAB_DIR / throttle.RATE_FILE
         self.repos = repos
         self.rate_file = rate_file

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from lab import sh
-from lab.rootfs import CACHE, SUITE, apt_mirror, folder_digest
+from lab.places import CACHE, SUITE, apt_mirror, folder_digest
 
 PACKAGES = ("sudo", "libcap2-bin", "passwd", "bash", "python3", "python3-venv", "procps")
 # Real Ray and huggingface_hub in the lab image, from PyPI; huggingface_hub 1.x is what current

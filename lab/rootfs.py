@@ -14,11 +14,10 @@ from pathlib import Path
 
 from halo_cluster.roles import all_packages
 from lab import sh
-from lab.rpms import FIRMWARE_PACKAGES
+from lab.places import CACHE, SUITE, apt_mirror, folder_digest
+from lab.rpms import FIRMWARE_PACKAGES, build_repo
 
-CACHE = Path("/var/cache/halo-cluster-lab")
 OVERLAY_FILES = Path(__file__).resolve().parent / "rootfs"
-SUITE = "trixie"
 LAB_USER = "vllm"
 PACKAGES = (
     # a booting, reachable node
@@ -53,31 +52,8 @@ def recipe_hash() -> str:
     return digest.hexdigest()[:12]
 
 
-def folder_digest(digest, folder: Path) -> None:
-    for path in sorted(folder.rglob("*")):
-        # the bytecode Python leaves beside a module it ran (the unit tests run the stand-in
-        # from lab/standin/) is no part of the recipe
-        if path.is_file() and "__pycache__" not in path.parts:
-            digest.update(str(path.relative_to(folder)).encode())
-            digest.update(path.read_bytes())
-
-
 def rootfs_path() -> Path:
     return CACHE / f"rootfs-{recipe_hash()}"
-
-
-def apt_mirror() -> str:
-    """The Debian mirror this machine already uses (first URIs: of its apt sources)."""
-    sources = sorted(Path("/etc/apt/sources.list.d").glob("*.sources"))
-    for path in sources:
-        for line in path.read_text().splitlines():
-            if line.startswith("URIs:") and "security" not in line:
-                return line.split()[1]
-    for line in Path("/etc/apt/sources.list").read_text().splitlines():
-        parts = line.split()
-        if parts[:1] == ["deb"] and "security" not in line:
-            return next(p for p in parts[1:] if "://" in p)
-    raise RuntimeError("no Debian mirror found in /etc/apt/sources.list*")
 
 
 def ensure_rootfs() -> Path:
@@ -195,8 +171,6 @@ def registry_storage(root: Path, image_key: str) -> Path:
 
 def ensure_repo() -> Path:
     """A dnf repository of small stand-in RPMs (cached beside the root filesystem)."""
-    from lab.rpms import build_repo
-
     repo = CACHE / f"repo-{recipe_hash()}"
     if not (repo / "repodata/repomd.xml").exists():
         build_repo(repo)

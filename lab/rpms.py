@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from halo_cluster.roles import all_packages
-from lab import sh
+from lab import debs, sh
 
 # one per package a role declares: adding a role never means editing the lab
 STAND_INS = all_packages()
@@ -143,8 +143,6 @@ rpm.execute("/usr/bin/systemd-sysusers", "/usr/lib/sysusers.d/node-exporter.conf
 
 
 def exporter_spec() -> str:
-    from lab import debs
-
     package = "prometheus-node-exporter"
     debian = debs.version(package)
     version = debian.split("-")[0].split("+")[0].split(":")[-1]

@@ -34,9 +34,10 @@ from pathlib import Path
 import yaml
 
 from lab import rootfs, sh
+from lab.places import CACHE
 from lab.sh import LabError
 
-SNAPSHOTS = rootfs.CACHE / "snapshots"
+SNAPSHOTS = CACHE / "snapshots"
 LAYERS = SNAPSHOTS / "layers"
 PROJECT = Path(__file__).resolve().parents[1]
 # everything a saved lab's files come from: the tool that deployed it, the lab that made it,

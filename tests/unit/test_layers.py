@@ -402,10 +402,11 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_no_import_cycle_among_halo_cluster_modules() -> None:
-    """No module of halo_cluster (the roles included) imports, at any depth, one that imports
-    it back: each layer and each module reads as built on what it imports."""
-    paths = sorted((ROOT / "halo_cluster").rglob("*.py")) + sorted((ROOT / "roles").rglob("*.py"))
+@pytest.mark.parametrize("folders", [("halo_cluster", "roles"), ("lab",)])
+def test_no_import_cycle(folders: tuple[str, ...]) -> None:
+    """No module of halo_cluster (the roles included), nor of the lab, imports, at any depth,
+    one that imports it back: each layer and each module reads as built on what it imports."""
+    paths = [p for folder in folders for p in sorted((ROOT / folder).rglob("*.py"))]
     modules = {module_name(p) for p in paths}
     graph = {module_name(p): imports_of(p, modules) for p in paths}
     assert cycles(graph) == []
@@ -415,3 +416,11 @@ def test_the_cycle_finder_finds_one() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_lab_stands_beside_the_tool_not_on_the_tests() -> None:
+    """lab/ drives the tool's nodes: it may use halo_cluster's knowledge (its config, its roles'
+    packages), never the tests or the benchmarks, which stand on the lab."""
+    for path in sorted((ROOT / "lab").rglob("*.py")):
+        for name in imported(path):
+            assert name.split(".")[0] not in ("tests", "bench"), f"{path} imports {name}"
