@@ -52,7 +52,46 @@ def limited(args: list[str]) -> bool:
     return any(arg in LIMITING or arg.startswith(tuple(f"{o}=" for o in LIMITING)) for arg in args)
 
 
+def unknown(args: list[str]) -> str | None:
+    """The first of ARGS that pyinfra's deploy does not take (an option its command line does
+    not declare, or a word where no option takes it), or None. Said before pyinfra, whose usage
+    is many lines, and before the terminal's question (`--bogus` is no answer to it)."""
+    own = {*text.names(OPTIONS), *ANSWERED}
+    if all(
+        arg in own or (SHORT_FLAGS.fullmatch(arg) and set(arg[1:]) <= set("vy")) for arg in args
+    ):
+        return None  # the common case, without pyinfra's import
+    from pyinfra_cli.main import cli  # pyinfra's own declaration of its options
+
+    flags: set[str] = set()
+    valued: set[str] = set()
+    for param in cli.params:
+        if param.param_type_name == "option":
+            names = (*param.opts, *param.secondary_opts)
+            (flags if param.is_flag or param.count else valued).update(names)  # type: ignore[attr-defined]
+    words = iter(args)
+    for arg in words:
+        if arg.partition("=")[0] in valued:
+            if "=" not in arg and next(words, None) is None:
+                return arg  # an option without its value
+        elif not (
+            arg in flags
+            or (SHORT_FLAGS.fullmatch(arg) and all(f"-{letter}" in flags for letter in arg[1:]))
+        ):
+            return arg
+    return None
+
+
 def main(args: list[str]) -> int:
+    if (wrong := unknown(args)) is not None:
+        from halo_cluster.config.quoting import quote
+
+        print(
+            f"halo-cluster deploy: {quote(wrong)}: unknown argument, or an option without its "
+            "value (halo-cluster deploy --help)",
+            file=sys.stderr,
+        )
+        return exits.USAGE
     if asks(args) and not sys.stdin.isatty():
         print(
             "halo-cluster deploy: no terminal to ask on: give --yes to apply, or --dry to see "
