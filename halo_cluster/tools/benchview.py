@@ -49,7 +49,8 @@ def failed(error: str, as_json: bool, nodes: dict[str, dict] | None = None) -> i
     (never 0)."""
     if as_json:
         found = {"exit_code": ERROR, "error": error, "verdict": None, "levels": None,
-                 "nodes": nodes or {}}  # fmt: skip
+                 "run": None, "compared_to": None, "changed": [], "regressions": [], "deltas": {},
+                 "chart": None, "nodes": nodes or {}}  # fmt: skip
         jsonout.emit("bench", found)
     if nodes is None:
         print(f"bench: {error}", file=sys.stderr)
@@ -68,4 +69,5 @@ def report_json(line: dict, comparison: benchresults.Comparison, previous: dict 
         "changed": list(comparison.changed),
         "regressions": list(comparison.reasons),
         "deltas": comparison.deltas,
+        "nodes": {},  # every node was read
     }

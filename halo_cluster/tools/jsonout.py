@@ -63,6 +63,13 @@ def stdout_to_stderr() -> Iterator[None]:
         os.close(_kept.pop())
 
 
+def said() -> str | None:
+    """What the command said on stderr so far, under `only_document`: the `error` of a
+    document that stopped before its work; None elsewhere, or when it said nothing."""
+    lines = sys.stderr.lines if isinstance(sys.stderr, _Said) else []
+    return "\n".join(lines) or None
+
+
 class _Said:
     """sys.stderr, keeping the last KEPT_LINES lines written through it."""
 

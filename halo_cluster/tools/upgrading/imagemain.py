@@ -125,7 +125,9 @@ def main_upgrade(argv: list[str], converged: bool = False) -> int:
     seen: dict = {}
     with jsonout.stdout_to_stderr():
         code = _run("upgrade", upgrade, refusal, seen)
-    jsonout.emit("upgrade", result(code, seen))
+    # refused: stopped before its work, for the reason it said
+    error = (jsonout.said() or "refused") if code == REFUSED else None
+    jsonout.emit("upgrade", result(code, seen) | {"error": error})
     return code
 
 
