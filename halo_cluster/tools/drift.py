@@ -238,9 +238,9 @@ def main(argv: list[str], entry: Path) -> int:
     if summary.get("left_out"):
         print(selection.left_out_line(parser.prog, summary["left_out"]), file=sys.stderr)
     summary["config"] = path
+    summary["error"] = "\n".join(summary.get("config_errors", [])) or None
     if args.json:
-        jsonout.emit("drift", summary | {"error": "\n".join(summary.get("config_errors", []))
-                                         or None})  # fmt: skip
+        jsonout.emit("drift", summary)
     elif summary.get("config_errors"):
         print("\n".join(f"drift: error: {e}" for e in summary["config_errors"]))
     else:
@@ -248,7 +248,7 @@ def main(argv: list[str], entry: Path) -> int:
     out = Path(args.json_out or reports() / "drift.json")
     if str(out) != os.devnull:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(summary, indent=2) + "\n")
+        out.write_text(json.dumps(jsonout.whole("drift", summary), indent=2) + "\n")
         Path(args.md_out or out.with_suffix(".md")).write_text(markdown(summary))
     return summary["exit_code"]
 

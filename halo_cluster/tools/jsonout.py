@@ -29,12 +29,15 @@ def document(command: str, exit_code: int, error: str | None = None, **fields: A
             **fields}  # fmt: skip
 
 
-def emit(command: str, fields: dict) -> None:
-    """COMMAND's document (FIELDS with `exit_code`, and `error` when it has one) on the real
-    stdout, once."""
+def whole(command: str, fields: dict) -> dict:
+    """COMMAND's document of FIELDS (with `exit_code`, and `error` when it has one)."""
     rest = {k: v for k, v in fields.items() if k not in ("exit_code", "error")}
-    found = document(command, fields["exit_code"], fields.get("error"), **rest)
-    text = json.dumps(found, indent=2) + "\n"
+    return document(command, fields["exit_code"], fields.get("error"), **rest)
+
+
+def emit(command: str, fields: dict) -> None:
+    """COMMAND's document of FIELDS (`whole`) on the real stdout."""
+    text = json.dumps(whole(command, fields), indent=2) + "\n"
     _emitted.append(command)
     if _kept:
         sys.stderr.flush()
