@@ -196,7 +196,7 @@ def test_json_is_one_document_on_a_missing_or_bad_config(folder: Path, name: str
 
 
 def test_json_is_one_document_on_a_usage_error(folder: Path) -> None:
-    found, out, err, _ = run(folder, "status", "--json", "--bogus")
+    found, out, _, _ = run(folder, "status", "--json", "--bogus")
     document = json.loads(out)
     assert found == document["exit_code"] == exits.ERROR
     assert "'--bogus': unknown argument" in document["error"]
