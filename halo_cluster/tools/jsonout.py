@@ -19,7 +19,8 @@ from typing import Any, TextIO
 
 VERSION = 1  # documents.py's schema version: raised when a field changes its type or goes
 KEPT_LINES = 20  # of what the command said on stderr, for an error document's `error`
-_kept: list[int] = []  # the real stdout's descriptor while stdout_to_stderr holds it
+# while stdout_to_stderr holds it: the real stdout's descriptor and Python's stdout object
+_kept: list[tuple[int, TextIO]] = []
 _emitted: list[str] = []  # the commands whose document was written in this process
 
 
@@ -39,31 +40,38 @@ def emit(command: str, fields: dict) -> None:
     """COMMAND's document of FIELDS (`whole`) on the real stdout."""
     text = json.dumps(whole(command, fields), indent=2) + "\n"
     _emitted.append(command)
-    if _kept:
+    descriptor, stream = _kept[0] if _kept else (1, sys.stdout)
+    try:  # a stream on descriptor 1 writes where 1 points now (stderr): the kept one instead
+        on_one = stream.fileno() == 1
+    except (OSError, ValueError, AttributeError):  # a stream of no file (a test's capture)
+        on_one = False
+    if _kept and on_one:
         sys.stderr.flush()
-        os.write(_kept[0], text.encode())
+        os.write(descriptor, text.encode())
     else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        stream.write(text)
+        stream.flush()
 
 
 @contextlib.contextmanager
 def stdout_to_stderr() -> Iterator[None]:
     """Within: file descriptor 1 is stderr's, for this process and every child it starts (a
-    child inherits the descriptor, not Python's sys.stdout); after: stdout again. Nested, the
-    outer one holds."""
+    child inherits the descriptor, not Python's sys.stdout), and sys.stdout is sys.stderr;
+    after: stdout again. Nested, the outer one holds."""
     if _kept:
         yield
         return
     sys.stdout.flush()
-    _kept.append(os.dup(1))
+    _kept.append((os.dup(1), sys.stdout))
     os.dup2(2, 1)
+    sys.stdout = sys.stderr
     try:
         yield
     finally:
         sys.stdout.flush()
-        os.dup2(_kept[0], 1)
-        os.close(_kept.pop())
+        descriptor, sys.stdout = _kept.pop()
+        os.dup2(descriptor, 1)
+        os.close(descriptor)
 
 
 def said() -> str | None:

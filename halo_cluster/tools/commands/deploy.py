@@ -52,28 +52,41 @@ def limited(args: list[str]) -> bool:
     return any(arg in LIMITING or arg.startswith(tuple(f"{o}=" for o in LIMITING)) for arg in args)
 
 
+# pyinfra's options, from its own click command, in a child: importing pyinfra_cli here would
+# patch this process for gevent (its package does at import)
+PYINFRA_OPTIONS = (
+    "import json; from pyinfra_cli.cli import cli; print(json.dumps([[[*p.opts, "
+    "*p.secondary_opts], bool(p.is_flag or p.count)] for p in cli.params "
+    "if p.param_type_name == 'option']))"
+)
+
+
 def unknown(args: list[str]) -> str | None:
     """The first of ARGS that pyinfra's deploy does not take (an option its command line does
-    not declare, or a word where no option takes it), or None. Said before pyinfra, whose usage
-    is many lines, and before the terminal's question (`--bogus` is no answer to it)."""
-    own = {*text.names(OPTIONS), *ANSWERED}
-    if all(
-        arg in own or (SHORT_FLAGS.fullmatch(arg) and set(arg[1:]) <= set("vy")) for arg in args
-    ):
-        return None  # the common case, without pyinfra's import
-    from pyinfra_cli.main import cli  # pyinfra's own declaration of its options
+    not declare, a word where no option takes it, an option without its value), or None. Said
+    before pyinfra, whose usage is many lines, and before the terminal's question (`--bogus`
+    is no answer to it)."""
+    flags = {*text.names(OPTIONS), *ANSWERED} - set(LIMITING)
+    valued = set(LIMITING)
+    if not _first_unknown(args, flags, valued):
+        return None  # the common case: no child needed
+    import json
+    import subprocess  # here: `halo-cluster --help` reads this module
 
-    flags: set[str] = set()
-    valued: set[str] = set()
-    for param in cli.params:
-        if param.param_type_name == "option":
-            names = (*param.opts, *param.secondary_opts)
-            (flags if param.is_flag or param.count else valued).update(names)  # type: ignore[attr-defined]
+    listed = subprocess.run(
+        [sys.executable, "-c", PYINFRA_OPTIONS], capture_output=True, text=True, check=False
+    )
+    for names, flag in json.loads(listed.stdout or "[]"):
+        (flags if flag else valued).update(names)
+    return _first_unknown(args, flags, valued)
+
+
+def _first_unknown(args: list[str], flags: set[str], valued: set[str]) -> str | None:
     words = iter(args)
     for arg in words:
         if arg.partition("=")[0] in valued:
             if "=" not in arg and next(words, None) is None:
-                return arg  # an option without its value
+                return arg
         elif not (
             arg in flags
             or (SHORT_FLAGS.fullmatch(arg) and all(f"-{letter}" in flags for letter in arg[1:]))
