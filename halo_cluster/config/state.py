@@ -37,7 +37,7 @@ def unwritable(given: str, folder: bool = False) -> str | None:
     written; None when it can be written."""
     from halo_cluster.config.quoting import quote
 
-    path = Path(given).absolute()
+    path = Path(given)  # its parents as given (a relative one ends in "."): said as typed
     found = next(p for p in (path, *path.parents) if p.exists())
     if found == path and path.is_dir() != folder:
         return f"{quote(given)}: is a {'file' if folder else 'folder'}: give a " + (
@@ -45,7 +45,7 @@ def unwritable(given: str, folder: bool = False) -> str | None:
         )
     if found != path and not found.is_dir():
         return f"{quote(given)}: is inside a file, {quote(str(found))}: give another path"
-    writes = found if found.is_dir() else found.parent  # a file is replaced in its folder
+    writes = found if found.is_dir() else found.absolute().parent  # a file is replaced there
     if not os.access(writes, os.W_OK | os.X_OK):
         return f"{quote(given)}: {quote(str(writes))} is not writable: give a path you can write"
     return None
