@@ -3,6 +3,7 @@ completion scripts, NO_COLOR, the deploy without a terminal, init."""
 
 from __future__ import annotations
 
+import io
 import os
 import pty
 import select
@@ -257,7 +258,7 @@ def test_a_deploy_option_pyinfra_does_not_take_is_one_line(
 ) -> None:
     """Not pyinfra's usage, nor "no terminal" (issue 45 item 14): one line naming it, exit 2,
     before anything runs; pyinfra's own options (read from its command line) pass."""
-    monkeypatch.setattr(sys, "stdin", open(os.devnull))  # no terminal: it must not be the reason
+    monkeypatch.setattr(sys, "stdin", io.StringIO())  # no terminal: it must not be the reason
     assert cli.main(["deploy", *argv]) == exits.USAGE
     lines = capsys.readouterr().err.splitlines()
     wrong = argv[-1]
