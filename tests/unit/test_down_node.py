@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from halo_cluster.config import lock as locks
-from halo_cluster.tools import project
+from halo_cluster.tools import jsonout, project
 from halo_cluster.tools.commands import documents, exits
 
 BOUND = 15  # seconds: the issue's bound from the first attempt to the summary
@@ -230,3 +230,27 @@ def test_where_json_is_one_document_from_the_config_alone(folder: Path) -> None:
     assert found["serving"] is True and found["head"] == "node1"
     code, out, _, _ = run(folder, "where", "--json", config="off.yml")
     assert code == exits.OK and json.loads(out)["serving"] is False
+
+
+def test_verify_document_of_a_node_reached_is_as_documented(folder: Path) -> None:
+    """A node reached has its checks' counts, one not reached null (not "unknown")."""
+    from tests.infra.conftest import Summary
+
+    found = Summary()
+    found.unreachable = {"node2": "node2 (127.0.0.2:22): cannot be reached: refused"}
+    found.reports = [
+        pytest.TestReport(
+            f"tests/infra/test_node.py::test_reached[{name}]",
+            ("t", 0, "t"),
+            {},
+            outcome,
+            None,
+            "call",
+            [],
+        )  # fmt: skip
+        for name, outcome in (("node1", "passed"), ("node2", "failed"))
+    ]
+    document = jsonout.whole("verify", found.document(project.load(folder / "cluster.yml")))
+    assert documents.problems("verify", document) == [], document
+    assert document["nodes"]["node1"]["checks"] == {"passed": 1, "FAILED": 0, "NOT VERIFIED": 0}
+    assert document["nodes"]["node2"]["checks"] is None
