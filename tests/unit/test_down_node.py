@@ -247,7 +247,7 @@ def test_verify_document_of_a_node_reached_is_as_documented(folder: Path) -> Non
             None,
             "call",
             [],
-        )  # fmt: skip
+        )
         for name, outcome in (("node1", "passed"), ("node2", "failed"))
     ]
     document = jsonout.whole("verify", found.document(project.load(folder / "cluster.yml")))
