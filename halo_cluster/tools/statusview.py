@@ -8,8 +8,8 @@ firmware the node runs and has installed (the deploy's InstalledVersions read), 
 the Ray nodes (address, alive, GPUs), vLLM's health, model and URL, and with metrics on the last
 5 minutes from Prometheus (statuslive.py). Exit 0 when everything is
 up, 2 when something is down (or serve.enabled is false), 1 when a node cannot be reached (one
-line naming it and SSH's reason; in --json what it could not say is "unknown") or the config is
-bad.
+line naming it and SSH's reason; in --json what it could not say is null) or the config is
+bad. With serve.enabled false it still reads each node: its reach, image and versions.
 """
 
 from __future__ import annotations
