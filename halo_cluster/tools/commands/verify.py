@@ -118,7 +118,8 @@ def _before_the_checks(args: list[str]) -> int | None:
     parser.flag("--json", "the summary as one JSON document on stdout")
     selection.add(parser)
     chosen = parser.parse_args(args)
-    cluster = project.load_or_say(project.config())
+    # as the checks load it: by its absolute path, which its problems name
+    cluster = project.load_or_say(os.path.abspath(project.config()))
     if cluster is None:
         return exits.BAD_CONFIG
     if change := project.next_deploy(cluster):
