@@ -6,11 +6,11 @@ import shlex
 
 import pytest
 
-from halo_cluster.config.serving import SERVING_CONTAINERS
 from halo_cluster.decide import cmdline
 from halo_cluster.node import toolbox
 from halo_cluster.roles import all_packages
 
+from . import memlock
 from .target import (
     ACTIVE_PROFILES,
     KEYFILE,
@@ -154,14 +154,9 @@ def test_memlock_unlimited_in_the_containers(node: Target, measured) -> None:
         )
         return
     found = node.services_memlock
-    measured(", ".join(f"{name} {value}" for name, value in found.items()) or "none running")
-    assert found, f"{node.name}: none of {', '.join(SERVING_CONTAINERS)} runs: re-run the deploy"
-    limited = {name: value for name, value in found.items() if value != "unlimited"}
-    assert not limited, (
-        f"{node.name}: locked memory {', '.join(f'{v} bytes in {n}' for n, v in limited.items())}"
-        f", expected unlimited: re-run the deploy (it restarts {user}'s systemd manager when that "
-        "runs limited), or reboot"
-    )
+    measured(memlock.measured(found))
+    problem = memlock.problem(node.name, user, found)
+    assert problem is None, problem
 
 
 def test_image_present(node: Target, measured) -> None:

@@ -3,22 +3,15 @@ PID 1's real /proc/1/limits (tests/plan/fixtures/SOURCES.md: systemd's own 64 Mi
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from halo_cluster.roles.serve.facts import UserManager
 from halo_cluster.roles.serve.usermanager import hard_memlock, needs_reexec, stale_because
-
-FIXTURES = Path(__file__).resolve().parents[1] / "plan" / "fixtures"
-PID1_LIMITS = (FIXTURES / "proc-1-limits-systemd-archlinux.txt").read_text()
-# the row the fact's grep prints, as the kernel printed it
-PID1_ROW = next(line for line in PID1_LIMITS.splitlines() if line.startswith("Max locked memory"))
-# CapEff of a host's PID 1 (all 41 capabilities) and of a Docker container's PID 1 (no
-# CAP_SYS_RESOURCE), as `grep Cap /proc/1/status` printed them (a learning-ebpf write-up, index
-# id 60786049322; its repository is not named by the index)
-HOST_CAPS, CONTAINER_CAPS = "000001ffffffffff", "00000000a80425fb"
-# the manager's row: /proc/PID/limits' format (the fixture's), at the kernel's and Fedora's
-# default of 8 MiB (`ulimit -l` 8192 on Fedora 40: systemd/systemd#33667); not a recording
-MANAGER_ROW = PID1_ROW.replace("67108864             67108864", "8388608              8388608 ")
+from tests.unit.helpers_limits import (
+    CONTAINER_CAPS,
+    HOST_CAPS,
+    MANAGER_ROW,
+    PID1_LIMITS,
+    PID1_ROW,
+)
 
 
 def fact(caps: str = HOST_CAPS, manager: bool = True) -> dict:
