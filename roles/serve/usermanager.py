@@ -5,9 +5,9 @@ rootless podman clamps `Ulimit=memlock=-1` to its hard limit (what it runs with:
 
 What decides is the manager's own hard limit (`/proc/PID/limits` of user@UID.service) against
 what the config asks (unlimited, with roce), never PID 1's: systemd gives itself 64 MiB, not
-unlimited (`HIGH_RLIMIT_MEMLOCK`, src/basic/def.h; since systemd 246 max(64 MiB, RAM/8)), and
-hands its services DefaultLimitMEMLOCK, which it may raise as it likes while it holds
-CAP_SYS_RESOURCE."""
+unlimited (`HIGH_RLIMIT_MEMLOCK`, src/basic/def.h; since systemd/systemd#15551 max(64 MiB,
+RAM/8)), and hands its services DefaultLimitMEMLOCK, which it may raise as it likes while it
+holds CAP_SYS_RESOURCE."""
 
 from __future__ import annotations
 
