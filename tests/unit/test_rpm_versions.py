@@ -130,7 +130,7 @@ KEY = "os.known_versions[0]"
             "without the arch: 6.18.9-200.fc43)",
         ),
         ({"versions": "['< 6.18.4.noarch']"}, "ends in the arch .noarch"),
-        ({"versions": "['=< 6.18.4']"}, "'=<' is not one of < <= > >="),
+        ({"versions": "['=< 6.18.4']"}, "'=<' is not one of = < <= > >="),
         (
             {"versions": "[]"},
             f"{KEY}.versions: [] lists no version (give at least one: 6.18.9-200.fc43, or a "
