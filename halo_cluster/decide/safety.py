@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from halo_cluster.config.docs import page
+
 INTEL_VENDOR = "0x8086"
 # E810 PCI device ids (field-notes.md): C backplane, C QSFP, C SFP, XXV backplane, QSFP, SFP
 E810_DEVICES = {"0x1591", "0x1592", "0x1593", "0x1599", "0x159a", "0x159b"}
@@ -93,7 +95,7 @@ def check_node(
         # which Fedora releases, and what each one gives: the os role's preflight (its releases)
         verdict.problems.append(
             f"not Fedora ({pretty}); halo-cluster provisions Fedora Linux (its releases: "
-            "docs/roles/os.md)"
+            f"{page('roles/os.md')})"
         )
         return verdict
     if problem := cluster_user_problem(passwd, data.get("halo_cluster_user")):

@@ -2,10 +2,10 @@
 snapshot) is judged by the releases table (`releases.py`: an unknown one refuses the node, one
 past its end of support is a warning, every node on one release), and picks the entries of the
 known-versions list the node is judged by. Its kernel and firmware: which versions a node runs,
-judged against the known-versions list before anything changes (a known-bad one refuses the node, with the symptom and the fix:
-`halo-cluster upgrade --os`, or dnf by hand; that upgrade's own deploy admits the version it
-replaces), the same versions on every node, and with `os.lock: true` dnf version locks on the
-running versions.
+judged against the known-versions list before anything changes (a known-bad one refuses the
+node, with the symptom and the fix: `halo-cluster upgrade --os`, or dnf by hand; that
+upgrade's own deploy admits the version it replaces), the same versions on every node, and
+with `os.lock: true` dnf version locks on the running versions.
 """
 
 from __future__ import annotations
@@ -80,9 +80,12 @@ def preflight(node_host: Any) -> list[Check]:
     info = cached(node_host, InstalledVersions)
     entries = known(node_host.data, release)
     targets = upgrade_targets(node_host.data, entries)
+    judged = releases.check(os_release, today())
+    # a release outside the table is refused for that alone, not also for differing
+    mixed = [] if judged.refuses else [same_release(node_host, release)]
     return [
-        releases.check(os_release, today()),
-        same_release(node_host, release),
+        judged,
+        *mixed,
         running_kernel(info, entries, targets.get(KERNEL)),
         *installed_kernels(info, entries, targets.get(KERNEL)),
         amdgpu_firmware(info, entries, targets.get(FIRMWARE)),

@@ -11,11 +11,12 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 
+from halo_cluster.config.docs import page
 from halo_cluster.decide.preflight import FAIL, OK, WARN, Check
 
 # the way forward when a release leaves support; `halo-cluster upgrade --os --release` is planned
 # (issue 43 item 4), so the line names the release and the page, not a command that is not there
-RELEASE_DOCS = "docs/roles/os.md"
+RELEASE_DOCS = page("roles/os.md")
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ RELEASES: tuple[Release, ...] = (
         False,
         "its os-release SUPPORT_END=2026-12-02 (CISOfy/lynis#1686; the schedule says 2026-12-09, "
         "parallaxsecond/rust-tss-esapi#632); podman 5.8 (podman#29456); kernels "
-        "(Barre/ZeroFS#584, kyuz0/amd-strix-halo-vllm-toolboxes docs/USB4_RDMA_PLAN.md)",
+        "(Barre/ZeroFS#584, kyuz0/amd-strix-halo-vllm-toolboxes' USB4_RDMA_PLAN.md)",
     ),
     Release(
         "44",
@@ -103,7 +104,7 @@ def support_end(os_release: dict[str, str], known: Release) -> tuple[str, str]:
 
 def way_forward(known: Release) -> str:
     if known is NEWEST:
-        return f"upgrade to the next Fedora release once halo-cluster supports it ({RELEASE_DOCS})"
+        return f"upgrade to the next Fedora release once it is supported ({RELEASE_DOCS})"
     return f"upgrade to Fedora {NEWEST.version} ({RELEASE_DOCS})"
 
 
@@ -116,8 +117,8 @@ def check(os_release: dict[str, str], today: datetime.date) -> Check:
         return Check(
             "release",
             FAIL,
-            f"{named(os_release)} is not a release halo-cluster supports (Fedora "
-            f"{supported_list()}): install or upgrade to Fedora {NEWEST.version} ({RELEASE_DOCS})",
+            f"{named(os_release)} is not a supported release (Fedora {supported_list()}): "
+            f"install or upgrade to Fedora {NEWEST.version} ({RELEASE_DOCS})",
             refuses=True,
         )
     end, where = support_end(os_release, known)

@@ -34,10 +34,11 @@ def date_problem(value: object) -> str | None:
 
 
 def release_problem(value: object) -> str | None:
-    """A release the tool supports, quoted as YAML reads `"45"` (a bare 45 is a number)."""
+    """A release the tool supports (quoted, `"45"`: YAML reads a bare 45 as a number, which the
+    type check refuses)."""
     if value in releases.SUPPORTED:
         return None
-    return f"{quote(value)} is not one of: {', '.join(releases.SUPPORTED)} (quote it: \"45\")"
+    return f"{quote(value)} is not one of: {', '.join(releases.SUPPORTED)}"
 
 
 # a symptom or a source: one printable line of a refusal
@@ -73,9 +74,9 @@ SECTION: tuple[Field, ...] = (
         "list of strings",
         REQUIRED,
         "At least one; each an EVR as rpm prints it without the arch (`6.18.9-200.fc43`), or "
-        "`OP VERSION` with OP one of `=` `<` `<=` `>` `>=` (`< 6.18.4`, `= 7.1.6`: that version at any "
-        "release): `[EPOCH:]VERSION-RELEASE`, "
-        "ASCII letters, digits and `._+~^`, at most 128 characters.",
+        "`OP VERSION` with OP one of `=` `<` `<=` `>` `>=` (`< 6.18.4`, `= 7.1.6`: that version "
+        "at any release): `[EPOCH:]VERSION-RELEASE`, ASCII letters, digits and `._+~^`, at most "
+        "128 characters.",
         rule=versions.version_problem,
     ),
     Field(

@@ -243,7 +243,10 @@ def missing_locks(wanted: dict[str, str], locks: dict[str, set[str]]) -> dict[st
 
 def markdown_table() -> str:
     """The repository's list as a docs table (docs/roles/os.md), in its order."""
-    rows = ["| package | versions | releases | verdict | symptom | source |", "|---|---|---|---|---|---|"]
+    rows = [
+        "| package | versions | releases | verdict | symptom | source |",
+        "|---|---|---|---|---|---|",
+    ]
     for e in repository_list():
         shown = ", ".join(f"`{v}`" for v in e.versions)
         rows.append(
