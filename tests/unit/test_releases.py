@@ -6,14 +6,17 @@ two releases refused on every node."""
 from __future__ import annotations
 
 import datetime
+from types import SimpleNamespace
 
 import pytest
 
 from halo_cluster.config.docs import page
 from halo_cluster.decide.preflight import FAIL, OK, WARN
-from halo_cluster.node.facts import OsRelease
+from halo_cluster.node.facts import OsRelease, TextFiles
 from halo_cluster.roles.os import releases, versions
-from tests.recorded import fixture
+from tests.infra.target import FILES, Target
+from tests.recorded import fixture, text_files_output
+from tests.unit.helpers_native import NATIVE
 
 F43 = OsRelease().process(fixture("os-release-fedora43-workstation.txt").splitlines())
 F44 = OsRelease().process(fixture("os-release-fedora44-workstation.txt").splitlines())
@@ -141,3 +144,14 @@ def test_the_docs_tables_name_every_release_and_entry() -> None:
     known = versions.markdown_table()
     assert "| kernel-core | `= 7.1.6` | every one | bad |" in known
     assert "| amd-gpu-firmware | `20260110-1.fc43` | 43 | good |" in known
+
+
+def test_verify_reads_each_nodes_release_in_its_one_read() -> None:
+    """`halo-cluster verify` (tests/infra) reads /etc/os-release with the other files, in the
+    node's one read, as the deploy's snapshot does."""
+    head = Target(NATIVE, NATIVE.head, None)
+    command = TextFiles().command(FILES)
+    assert command in head.first_reads([])
+    output = text_files_output({"/etc/os-release": fixture("os-release-fedora44-workstation.txt")})
+    head._read[command] = SimpleNamespace(rc=0, stdout="\n".join(output) + "\n")
+    assert head.release == "44"
