@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from halo_cluster.config.docs import page
+
 INTEL_VENDOR = "0x8086"
 # E810 PCI device ids (field-notes.md): C backplane, C QSFP, C SFP, XXV backplane, QSFP, SFP
 E810_DEVICES = {"0x1591", "0x1592", "0x1593", "0x1599", "0x159a", "0x159b"}
-SUPPORTED_FEDORA = "43"
 # login.defs on Fedora: UID_MIN 1000, UID_MAX 60000; outside are system accounts (and nobody,
 # 65534), whose home is / or /nonexistent: config time sees only the name, the node the number
 REGULAR_UIDS = range(1000, 60001)
@@ -91,15 +92,15 @@ def check_node(
     verdict = Verdict()
     if os_release.get("ID") != "fedora":
         pretty = os_release.get("PRETTY_NAME") or "unknown"
-        verdict.problems.append(f"not Fedora ({pretty}); halo-cluster provisions Fedora 43")
+        # which Fedora releases, and what each one gives: the os role's preflight (its releases)
+        verdict.problems.append(
+            f"not Fedora ({pretty}); halo-cluster provisions Fedora Linux (its releases: "
+            f"{page('roles/os.md')})"
+        )
         return verdict
     if problem := cluster_user_problem(passwd, data.get("halo_cluster_user")):
         verdict.problems.append(problem)
         return verdict
-    if os_release.get("VERSION_ID") != SUPPORTED_FEDORA:
-        verdict.warnings.append(
-            f"Fedora {os_release.get('VERSION_ID')}: only Fedora {SUPPORTED_FEDORA} is verified"
-        )
     name, problem = resolve_interface(
         interfaces, data["halo_data_interface"], data["halo_data_mac"]
     )

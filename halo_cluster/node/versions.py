@@ -12,7 +12,7 @@ from typing import TypedDict
 
 from pyinfra.api import FactBase
 
-# Fedora 43's kernel is these packages at one EVR (the kernel's own spec); irdma is in
+# Fedora's kernel is these packages at one EVR (the kernel's own spec); irdma is in
 # kernel-modules, ice in kernel-core, so they move with it (versions-notes.md section 2)
 KERNEL_PACKAGES = (
     "kernel",
@@ -43,7 +43,7 @@ class VersionsInfo(TypedDict):
 
     running: str  # uname -r: VERSION-RELEASE.ARCH of the booted kernel
     packages: list[Package]  # the kernel's and firmware's installed packages (rpm -q)
-    dnf5: bool  # dnf is dnf5 (Fedora 43: /etc/dnf/versionlock.toml), else dnf 4 (its plugin)
+    dnf5: bool  # dnf is dnf5 (Fedora 41 on: /etc/dnf/versionlock.toml), else dnf 4 (its plugin)
 
 
 def versions_command() -> str:

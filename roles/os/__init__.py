@@ -1,12 +1,16 @@
-"""Kernel and firmware: which versions a node runs, judged against the known-versions list
-before anything changes (a known-bad one refuses the node, with the symptom and the fix:
-`halo-cluster upgrade --os`, or dnf by hand; that upgrade's own deploy admits the version it
-replaces), the same versions on every node, and with `os.lock: true` dnf version locks on the
-running versions.
+"""The node's Fedora release and its kernel and firmware. The release (its /etc/os-release in the
+snapshot) is judged by the releases table (`releases.py`: an unknown one refuses the node, one
+past its end of support is a warning, every node on one release), and picks the entries of the
+known-versions list the node is judged by. Its kernel and firmware: which versions a node runs,
+judged against the known-versions list before anything changes (a known-bad one refuses the
+node, with the symptom and the fix: `halo-cluster upgrade --os`, or dnf by hand; that
+upgrade's own deploy admits the version it replaces), the same versions on every node, and
+with `os.lock: true` dnf version locks on the running versions.
 """
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from pyinfra import host, logger, state
@@ -18,7 +22,8 @@ from halo_cluster.decide.preflight import FAIL, NOT_VERIFIED, OK, WARN, Check
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.operations import text_file
-from halo_cluster.node.pyinfra_internals import active
+from halo_cluster.node.pyinfra_internals import active, run
+from halo_cluster.node.report import events
 from halo_cluster.node.versions import (
     FIRMWARE,
     FIRMWARE_PACKAGES,
@@ -31,11 +36,11 @@ from halo_cluster.node.versions import (
     running_package,
     upgrade_command,
 )
-from halo_cluster.roles.os import installonly, versions
+from halo_cluster.roles.os import installonly, releases, versions
 from halo_cluster.roles.os.versions import BAD, GOOD, Entry
 
 ORDER = 15
-PACKAGES = ()  # dnf5's versionlock is built in (Fedora 43)
+PACKAGES = ()  # dnf5's versionlock is built in (every supported release: releases.py)
 
 
 def paths(data) -> tuple[str, ...]:
@@ -46,20 +51,42 @@ def reads(data) -> tuple[tuple[type, dict], ...]:
     return ((InstalledVersions, {}),)
 
 
-def known(data: Any) -> tuple[Entry, ...]:
-    """The list the node is judged by: cluster.yml's entries, then the repository's."""
-    return tuple(versions.entry(item, item["mine"]) for item in data.halo_os_known_versions)
+def known(data: Any, release: str | None) -> tuple[Entry, ...]:
+    """The list a node of this release is judged by: cluster.yml's entries, then the
+    repository's, each of them about every release or about this one."""
+    entries = (versions.entry(item, item["mine"]) for item in data.halo_os_known_versions)
+    return versions.for_release(entries, release)
+
+
+def today() -> datetime.date:
+    """The day (UTC) a release's end of support is judged against (the plan tests set it)."""
+    return datetime.datetime.now(datetime.UTC).date()
+
+
+def release_of(node_host: Any) -> str | None:
+    """The node's Fedora VERSION_ID, from its os-release in the snapshot (the node's one read);
+    None for a node whose read found no Fedora (refused for that, or unreadable)."""
+    found = node_files(node_host).os_release()
+    return found.get("VERSION_ID") if found.get("ID") == "fedora" else None
 
 
 def preflight(node_host: Any) -> list[Check]:
-    """The node's kernel and firmware against the list, before anything changes: a known-bad
-    running or installed version is a FAIL that refuses the node, a WARN in the deploy of an
-    upgrade that replaces it; a version the list does not know is NOT VERIFIED; versions that
+    """The node's release, then its kernel and firmware against the list of its release, before
+    anything changes: an unknown release, or a release another node does not run, is a FAIL that
+    refuses the node, as is a known-bad running or installed version (a WARN in the deploy of an
+    upgrade that replaces it); a version the list does not know is NOT VERIFIED; versions that
     differ from another node's are a WARN."""
+    os_release = node_files(node_host).os_release()
+    release = os_release.get("VERSION_ID")
     info = cached(node_host, InstalledVersions)
-    entries = known(node_host.data)
+    entries = known(node_host.data, release)
     targets = upgrade_targets(node_host.data, entries)
+    judged = releases.check(os_release, today())
+    # a release outside the table is refused for that alone, not also for differing
+    mixed = [] if judged.refuses else [same_release(node_host, release)]
     return [
+        judged,
+        *mixed,
         running_kernel(info, entries, targets.get(KERNEL)),
         *installed_kernels(info, entries, targets.get(KERNEL)),
         amdgpu_firmware(info, entries, targets.get(FIRMWARE)),
@@ -195,6 +222,20 @@ def firmware_fix(info: VersionsInfo, entries: tuple[Entry, ...], evr: str) -> st
         specs = " ".join(f"{name}-{good}" for name in names)
         by_hand = f"`dnf {verb} {specs} && dracut -f --kver $(uname -r)`, then reboot"
     return f"{_upgrade_fix(FIRMWARE, good)}, or by hand {by_hand}"
+
+
+def same_release(node_host: Any, release: str | None) -> Check:
+    """The release every other node of the run has, as its own read found it: the nodes still
+    in the run and those already refused (a node refused for its release is still of this
+    cluster), so that each node of a mixed cluster is refused, whichever is judged first."""
+    reached = {event["node"] for event in events(run(), "reached")}
+    others = {
+        other.data.get("halo_node"): found
+        for other in state.inventory
+        if other is not node_host and (active(other) or other.data.get("halo_node") in reached)
+        if (found := release_of(other)) is not None
+    }
+    return releases.same_release(release, others)
 
 
 def same_versions(node_host: Any, info: VersionsInfo) -> Check:

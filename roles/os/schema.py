@@ -13,7 +13,7 @@ from halo_cluster.config import rules
 from halo_cluster.config.model import Cluster, Problems
 from halo_cluster.config.quoting import quote
 from halo_cluster.config.schema import REQUIRED, Field, variables
-from halo_cluster.roles.os import versions
+from halo_cluster.roles.os import releases, versions
 
 ENTRY = "os.known_versions[]"
 # a symptom or a source is one line of a refusal: longer detail belongs behind the source's link
@@ -31,6 +31,14 @@ def date_problem(value: object) -> str | None:
         except ValueError:
             return f"{quote(value)} is no day of the calendar (a real date: 2026-11-30)"
     return f"{quote(value)} is not a date YYYY-MM-DD (quote it: YAML reads a bare date as a date)"
+
+
+def release_problem(value: object) -> str | None:
+    """A release the tool supports (quoted, `"45"`: YAML reads a bare 45 as a number, which the
+    type check refuses)."""
+    if value in releases.SUPPORTED:
+        return None
+    return f"{quote(value)} is not one of: {', '.join(releases.SUPPORTED)}"
 
 
 # a symptom or a source: one printable line of a refusal
@@ -66,9 +74,18 @@ SECTION: tuple[Field, ...] = (
         "list of strings",
         REQUIRED,
         "At least one; each an EVR as rpm prints it without the arch (`6.18.9-200.fc43`), or "
-        "`OP VERSION` with OP one of `<` `<=` `>` `>=` (`< 6.18.4`): `[EPOCH:]VERSION-RELEASE`, "
-        "ASCII letters, digits and `._+~^`, at most 128 characters.",
+        "`OP VERSION` with OP one of `=` `<` `<=` `>` `>=` (`< 6.18.4`, `= 7.1.6`: that version "
+        "at any release): `[EPOCH:]VERSION-RELEASE`, ASCII letters, digits and `._+~^`, at most "
+        "128 characters.",
         rule=versions.version_problem,
+    ),
+    Field(
+        f"{ENTRY}.releases",
+        "list of strings",
+        [],
+        "The Fedora releases (`VERSION_ID`) the entry is about, [] for every one: a node is "
+        "judged by the entries of its own release only.",
+        rule=release_problem,
     ),
     Field(f"{ENTRY}.verdict", "string", REQUIRED, "Good or bad.", (versions.GOOD, versions.BAD)),
     Field(
@@ -95,6 +112,8 @@ SECTION: tuple[Field, ...] = (
         rule=date_problem,
     ),
 )
+# the page's generated tables beyond its keys (roles/docs.py writes them)
+TABLES = {"releases": releases.markdown_table, "known versions": versions.markdown_table}
 # host data it reads beyond its section: the other nodes' names (the versions each node runs are
 # compared with theirs); and `halo_os_upgrade`, which its `derive` below gives
 READS = ("halo_node", "halo_os_upgrade")

@@ -24,6 +24,7 @@ KNOWN_VERSIONS = Path(__file__).resolve().parent / "known-versions.yml"
 GOOD, BAD, UNKNOWN = "good", "bad", "unknown"
 PACKAGES = ("kernel-core", "amd-gpu-firmware")  # what an entry may name
 OPERATORS: dict[str, Callable[[int, int], bool]] = {
+    "=": operator.eq,  # `= 7.1.6`: that version at any release (every Fedora's build of it)
     "<": operator.lt,
     "<=": operator.le,
     ">": operator.gt,
@@ -100,13 +101,13 @@ def compare_evr(a: str, b: str) -> int:
 
 def version_problem(spec: object) -> str | None:
     """Why `spec` is not a version of the list: an EVR as rpm prints it without the arch
-    (`6.18.9-200.fc43`), or `OP VERSION[-RELEASE]` with OP one of < <= > >=, by rpm's ASCII
+    (`6.18.9-200.fc43`), or `OP VERSION[-RELEASE]` with OP one of = < <= > >=, by rpm's ASCII
     grammar (`rpmversion`)."""
     if not isinstance(spec, str) or " " not in spec:
         return rpmversion.problem(spec)
     op, _, bound = spec.partition(" ")
     if op not in OPERATORS:
-        return f"{quote(spec)}: {quote(op)} is not one of < <= > >= (< 6.18.4)"
+        return f"{quote(spec)}: {quote(op)} is not one of = < <= > >= (< 6.18.4)"
     found = rpmversion.problem(bound, example="6.18.4", release=False)
     return f"{quote(spec)}: {found}" if found else None
 
@@ -129,9 +130,13 @@ class Entry:
     source: str
     date: str
     mine: bool = False  # from cluster.yml, not the repository's list
+    releases: tuple[str, ...] = ()  # the Fedora releases (VERSION_ID) it is about; () every one
 
     def covers(self, package: str, evr: str) -> bool:
         return package == self.package and any(matches(s, evr) for s in self.versions)
+
+    def about(self, release: str | None) -> bool:
+        return not self.releases or release in self.releases
 
 
 def entry(item: dict[str, Any], mine: bool = False) -> Entry:
@@ -143,12 +148,19 @@ def entry(item: dict[str, Any], mine: bool = False) -> Entry:
         source=item["source"],
         date=str(item["date"]),
         mine=mine,
+        releases=tuple(str(r) for r in item.get("releases") or ()),
     )
 
 
 def repository_list() -> tuple[Entry, ...]:
     """The repository's list (roles/os/known-versions.yml, package data)."""
     return tuple(entry(item) for item in yaml.safe_load(KNOWN_VERSIONS.read_text()))
+
+
+def for_release(entries: Iterable[Entry], release: str | None) -> tuple[Entry, ...]:
+    """The entries a node of this Fedora release is judged by: a kernel or firmware of one
+    release is no fix for a node of another."""
+    return tuple(e for e in entries if e.about(release))
 
 
 def judge(entries: Iterable[Entry], package: str, evr: str) -> Entry | None:
@@ -227,3 +239,18 @@ def _plain(evr: str) -> str:
 def missing_locks(wanted: dict[str, str], locks: dict[str, set[str]]) -> dict[str, str]:
     """The {name: EVR} of `wanted` the lock file does not hold."""
     return {name: evr for name, evr in wanted.items() if evr not in locks.get(name, set())}
+
+
+def markdown_table() -> str:
+    """The repository's list as a docs table (docs/roles/os.md), in its order."""
+    rows = [
+        "| package | versions | releases | verdict | symptom | source |",
+        "|---|---|---|---|---|---|",
+    ]
+    for e in repository_list():
+        shown = ", ".join(f"`{v}`" for v in e.versions)
+        rows.append(
+            f"| {e.package} | {shown} | {', '.join(e.releases) or 'every one'} | {e.verdict} "
+            f"| {e.symptom or '-'} | {e.source} |"
+        )
+    return "\n".join(rows)

@@ -32,6 +32,7 @@ from halo_cluster.node.facts import (
     IMAGE_ID,
     Firewalld,
     NetworkInterfaces,
+    OsRelease,
     SshSessionInterfaces,
     TextFile,
     TextFiles,
@@ -52,6 +53,7 @@ MEMLOCK_DROPINS = tuple(
 )
 # every file the checks read, in one TextFiles read (the deploy's own fact)
 FILES = (
+    "/etc/os-release",  # the node's Fedora release (every node of a cluster runs one)
     "/etc/default/grub",
     f"{ENTRIES}*.conf",
     "/etc/kernel/cmdline",
@@ -183,6 +185,12 @@ class Target:
         """Every file of FILES that exists."""
         fact = TextFiles()
         return fact.process(self.out(fact.command(FILES)).splitlines())
+
+    @property
+    def release(self) -> str:
+        """The node's Fedora release (os-release's VERSION_ID), as the deploy reads it."""
+        found = OsRelease().process(self.text("/etc/os-release").splitlines())
+        return found.get("VERSION_ID") or "?"
 
     def text(self, path: str) -> str:
         found = self.files.get(path)

@@ -1,5 +1,5 @@
-"""Across nodes: full-size frames both ways, one MTU everywhere, one kernel and firmware
-everywhere, head-to-worker SSH."""
+"""Across nodes: full-size frames both ways, one MTU everywhere, one Fedora release, one kernel
+and firmware everywhere, head-to-worker SSH."""
 
 from __future__ import annotations
 
@@ -26,6 +26,16 @@ def test_full_size_frames(pair: tuple[Target, Target], measured) -> None:
 def test_same_mtu_everywhere(targets: dict[str, Target]) -> None:
     mtus = {t.name: int(t.out(f"cat /sys/class/net/{t.interface}/mtu")) for t in targets.values()}
     assert len(set(mtus.values())) == 1, f"MTUs differ: {mtus}: re-run the deploy"
+
+
+def test_same_release_everywhere(targets: dict[str, Target], measured) -> None:
+    """One kernel stream, podman and dnf repos: the deploy refuses a cluster of two releases
+    (docs/roles/os.md), and a node upgraded by hand since is found here."""
+    found = {t.name: t.release for t in targets.values()}
+    measured(", ".join(f"{name}: Fedora {release}" for name, release in found.items()))
+    assert len(set(found.values())) == 1, (
+        f"the nodes run different Fedora releases: {found}: upgrade them to one"
+    )
 
 
 def test_same_kernel_and_firmware_everywhere(targets: dict[str, Target], measured) -> None:

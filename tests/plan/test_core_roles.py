@@ -210,12 +210,6 @@ def test_not_fedora_is_refused() -> None:
     assert "not Fedora (Debian GNU/Linux 12 (bookworm))" in command
 
 
-def test_other_fedora_release_is_a_warning_only() -> None:
-    f42 = fixture("os-release-fedora43-workstation.txt").replace("VERSION_ID=43", "VERSION_ID=42")
-    result = plan_both(cluster(), files={"/etc/os-release": f42})
-    assert result.names("halo1")[0].startswith("Packages")
-
-
 @pytest.mark.parametrize("policy", ["never", "if-needed"])
 def test_reboot_policy(policy: str) -> None:
     result = plan_both(cluster(f"reboot: {policy}\n"))

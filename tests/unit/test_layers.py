@@ -88,8 +88,6 @@ SHARED = (
 )
 # Shared knowledge with one user that is no role, so no role's folder could hold it.
 ONE_USER = {
-    # the snapshot (nodefiles.py), which every role reads
-    "OsRelease",
     # the deploy's own (deploy.py, node/deployreads.py): the safety check, and the data port it
     # reads before any role runs
     "Hardware",

@@ -1,4 +1,4 @@
-"""os.lock keeps the locked kernel through dnf5's install-only rotation (roles/os/installonly.py)."""
+"""os.lock keeps the locked kernel through dnf5's install-only rotation (roles/os/installonly)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,12 @@ def test_the_lock_lifts_fedoras_limit_and_keeps_its_line() -> None:
     held = installonly.held(FEDORA)
     assert limit(held) == ["installonly_limit=0"]
     assert installonly.MARK + "installonly_limit=3" in held
-    assert held.replace(installonly.MARK + "installonly_limit=3\n", "").replace(
-        "installonly_limit=0", "installonly_limit=3"
-    ) == FEDORA
+    assert (
+        held.replace(installonly.MARK + "installonly_limit=3\n", "").replace(
+            "installonly_limit=0", "installonly_limit=3"
+        )
+        == FEDORA
+    )
 
 
 def test_holding_again_changes_nothing() -> None:

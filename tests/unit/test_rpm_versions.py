@@ -130,7 +130,7 @@ KEY = "os.known_versions[0]"
             "without the arch: 6.18.9-200.fc43)",
         ),
         ({"versions": "['< 6.18.4.noarch']"}, "ends in the arch .noarch"),
-        ({"versions": "['=< 6.18.4']"}, "'=<' is not one of < <= > >="),
+        ({"versions": "['=< 6.18.4']"}, "'=<' is not one of = < <= > >="),
         (
             {"versions": "[]"},
             f"{KEY}.versions: [] lists no version (give at least one: 6.18.9-200.fc43, or a "
@@ -160,6 +160,12 @@ KEY = "os.known_versions[0]"
         ({"source": '"\\u202e"'}, f"{KEY}.source: '\\u202e'"),
         ({"source": "y" * 301}, f"{KEY}.source: 'yyy"),
         ({"mine": "true"}, f"{KEY}.mine: unknown key"),
+        (
+            {"releases": "['42']"},
+            f"{KEY}.releases[0]: '42' is not one of: 43, 44, 45",
+        ),
+        # unquoted, YAML reads a number: refused by its type
+        ({"releases": "[45]"}, f"{KEY}.releases: expected list of strings, got list [45]"),
     ],
 )
 def test_a_hostile_entry_is_refused_in_one_line(
