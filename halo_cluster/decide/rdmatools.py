@@ -55,6 +55,13 @@ def port_state(devinfo: str, port: int = 1) -> str | None:
     return state.group(1) if state else None
 
 
+def ibv_devices(text: str) -> list[str]:
+    """The device names `ibv_devices` lists (rdma-core's libibverbs/examples/device_list.c: a
+    `device  node GUID` header, a dashed rule, then one `NAME GUID` row per device)."""
+    rows = [line.split() for line in text.splitlines()]
+    return [row[0] for row in rows if len(row) == 2 and not row[0].startswith("-")]
+
+
 def roce_v2_gid_index(devinfo: str, address: str) -> int | None:
     """The GID index whose GID is `address` (IPv4-mapped) with type RoCE v2, or None."""
     wanted = ipaddress.IPv4Address(address)

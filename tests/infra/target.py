@@ -266,6 +266,11 @@ class Target:
         """Id of the image the toolbox was made from ("" when there is no toolbox)."""
         return self.run(self.toolbox_image_command).stdout.strip()
 
+    def in_toolbox(self, command: str) -> str:
+        """`command` run inside the cluster's toolbox, as the cluster user."""
+        name = shlex.quote(self.cluster.toolbox)
+        return as_user(self.cluster.cluster_user, f"toolbox run -c {name} {command}")
+
     @property
     def inside_toolbox_command(self) -> str:
         # /dev/infiniband asked for on every node: the first read need not know if it exists

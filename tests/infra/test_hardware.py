@@ -59,6 +59,19 @@ def test_ibv_port_active(node: Target) -> None:
     assert state == "PORT_ACTIVE", f"{node.name}: {device} port 1 is {state}"
 
 
+def test_image_rdma_core_sees_the_device(node: Target, measured) -> None:
+    """The image brings its own rdma-core (kyuz0's v62 overlay: Ubuntu's 50 failed against the
+    host's irdma, its docs/VLLM_PATCH_MANIFEST.md): RCCL in it must list the host's device."""
+    roce_only(node)
+    device = rdma_device(node)
+    listed = rdmatools.ibv_devices(node.out(node.in_toolbox("ibv_devices")))
+    assert device in listed, (
+        f"{node.name}: the image's rdma-core lists {listed or 'no device'}, not {device}: its "
+        "libibverbs has no provider for the host's irdma; use an image with rdma-core 62 or newer"
+    )
+    measured(f"{device} listed inside the image")
+
+
 def test_roce_v2_gid(node: Target, measured) -> None:
     roce_only(node)
     device = rdma_device(node)

@@ -85,3 +85,8 @@ def test_bandwidth_units(name: str, gbps: float) -> None:
 def test_no_result_table() -> None:
     assert rdmatools.parse_latency("Couldn't connect to 192.168.100.2:18515") is None
     assert rdmatools.parse_bandwidth_gbps("") is None
+
+
+def test_the_devices_ibv_devices_lists() -> None:
+    assert rdmatools.ibv_devices(fixture("ibv_devices-irdma-e810.txt")) == ["irdma0", "irdma1"]
+    assert rdmatools.ibv_devices("    device                 node GUID\n    ------   ----\n") == []
