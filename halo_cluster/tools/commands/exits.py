@@ -51,7 +51,11 @@ EXITS: dict[str, tuple[tuple[int, str], ...]] = {
     "deploy": (
         (OK, "every node converged"),
         (ERROR, "a node refused or failed, a bad config, the deploy's files not found"),
-        (USAGE, "an option the deploy does not know, or no terminal to confirm on without --yes"),
+        (
+            USAGE,
+            "an option the deploy does not know, a --limit/--exclude node not in the config, or "
+            "no terminal to confirm on without --yes",
+        ),
     ),
     "drift": (
         (OK, "nothing would change on any node"),

@@ -12,7 +12,7 @@ from typing import Protocol
 from halo_cluster.config import lock as locks
 from halo_cluster.config.model import Node
 from halo_cluster.config.quoting import quote
-from halo_cluster.tools import project, transport
+from halo_cluster.tools import project, selection, transport
 from halo_cluster.tools.commands.exits import ABORTED, NOT_SERVING, OK, ROLLED_BACK
 from halo_cluster.tools.commands.exits import ERROR as REFUSED
 
@@ -55,7 +55,7 @@ def deploy_argv(data: Sequence[str] = (), limit: Sequence[str] = ()) -> list[str
     """The deploy as the upgrades run it: without asking, each of `data` a `--data` value,
     limited to the nodes of `limit` (all when empty)."""
     options = [arg for value in data for arg in ("--data", value)]
-    options += [arg for name in limit for arg in ("--limit", name)]
+    options += [arg for name in limit for arg in ("--limit", selection.pyinfra_name(name))]
     return [*project.PYINFRA, "-y", *options, "inventory.py", "deploy.py"]
 
 

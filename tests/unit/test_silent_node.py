@@ -1,0 +1,97 @@
+"""A node that accepts the TCP connection and never sends SSH's banner (issue 45 item 13): every
+command says it within docs/ci.md's 15 s, in one line naming the node, under the one bound
+declared once (hostdata.CONNECT_SECONDS): ssh's ConnectTimeout for the tool's own transport,
+paramiko's connect and banner timeouts for the deploy's pyinfra, and one wait, not two, where
+a pyinfra run's failure is then sorted by the tool's own probe (drift, deploy)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from halo_cluster.config.hostdata import CONNECT_SECONDS, host_data
+from halo_cluster.tools import project, sshconfig
+from halo_cluster.tools.commands import exits
+from tests.unit.test_down_node import BOUND, NODES, config_text, run
+
+
+@pytest.fixture(scope="module")
+def silent_port() -> Iterator[int]:
+    """A port on each node's loopback address that accepts every connection and never writes
+    to it."""
+    servers = []
+    for host in NODES.values():
+        server = socket.socket()
+        server.bind((host, servers[0].getsockname()[1] if servers else 0))
+        server.listen(16)
+        server.settimeout(0.2)
+        servers.append(server)
+    held: list[socket.socket] = []
+    done = threading.Event()
+
+    def accept(server: socket.socket) -> None:
+        while not done.is_set():
+            try:
+                held.append(server.accept()[0])
+            except (TimeoutError, OSError):
+                continue
+
+    threads = [threading.Thread(target=accept, args=(s,), daemon=True) for s in servers]
+    for thread in threads:
+        thread.start()
+    yield servers[0].getsockname()[1]
+    done.set()
+    for thread in threads:
+        thread.join()
+    for connection in [*held, *servers]:
+        connection.close()
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory, silent_port: int) -> Path:
+    found = tmp_path_factory.mktemp("silent")
+    (found / "ssh").mkdir()
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(found / "ssh" / "id_ed25519")],
+        check=True,
+    )
+    (found / "ssh" / "known_hosts").write_text("")
+    (found / "cluster.yml").write_text(config_text(silent_port))
+    return found
+
+
+def test_the_bound_is_declared_once_for_both_ways_to_a_node(folder: Path) -> None:
+    cluster = project.load(folder / "cluster.yml")
+    data = host_data(cluster, cluster.nodes[0])
+    assert data["ssh_paramiko_connect_kwargs"] == {
+        "timeout": CONNECT_SECONDS,
+        "banner_timeout": CONNECT_SECONDS,
+    }
+    written = sshconfig.write(cluster, folder).read_text().splitlines()
+    assert written.count(f"  ConnectTimeout {CONNECT_SECONDS}") == len(cluster.nodes)
+    assert CONNECT_SECONDS + 3 < BOUND  # the start of python and pyinfra within the rest
+
+
+# the transport's way (status), pyinfra's with the probe beside it (drift, deploy --dry)
+COMMANDS = {
+    "status": ["status"],
+    "drift": ["drift", "--json-out", "/dev/null"],
+    "deploy --dry": ["deploy", "--dry"],
+}
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_a_node_that_never_greets_is_said_within_the_bound(folder: Path, name: str) -> None:
+    code, out, err, seconds = run(folder, *COMMANDS[name])
+    text = out + err
+    assert "Traceback" not in text, text[-3000:]
+    assert code == exits.ERROR, text[-3000:]
+    for node in NODES:
+        said = [line for line in text.splitlines() if node in line and "timed out" in line]
+        assert len(said) == 1, (node, text[-3000:])
+    assert seconds < BOUND, f"{name}: {seconds:.1f} s"
