@@ -135,7 +135,11 @@ def main(argv: list[str] | None = None) -> int:
             os.environ[variable] = given
     if folder := os.environ.get(state.ENV):
         os.environ[state.ENV] = os.path.abspath(folder)  # the deploy runs in another folder
-    return run.main(args)
+    try:
+        return run.main(args)
+    except KeyboardInterrupt:  # the traceback would say nothing the user does not know
+        print(f"{PROG} {parsed.command}: interrupted (Ctrl-C)", file=sys.stderr)
+        return exits.INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -6,9 +6,6 @@ a pyinfra run's failure is then sorted by the tool's own probe (drift, deploy)."
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,52 +14,13 @@ import pytest
 from halo_cluster.config.hostdata import CONNECT_SECONDS, host_data
 from halo_cluster.tools import project, sshconfig
 from halo_cluster.tools.commands import exits
-from tests.unit.test_down_node import BOUND, NODES, config_text, run
+from tests.unit.helpers_down import BOUND, NODES, config_text, key_folder, run, silent_nodes
 
 
 @pytest.fixture(scope="module")
-def silent_port() -> Iterator[int]:
-    """A port on each node's loopback address that accepts every connection and never writes
-    to it."""
-    servers = []
-    for host in NODES.values():
-        server = socket.socket()
-        server.bind((host, servers[0].getsockname()[1] if servers else 0))
-        server.listen(16)
-        server.settimeout(0.2)
-        servers.append(server)
-    held: list[socket.socket] = []
-    done = threading.Event()
-
-    def accept(server: socket.socket) -> None:
-        while not done.is_set():
-            try:
-                held.append(server.accept()[0])
-            except (TimeoutError, OSError):
-                continue
-
-    threads = [threading.Thread(target=accept, args=(s,), daemon=True) for s in servers]
-    for thread in threads:
-        thread.start()
-    yield servers[0].getsockname()[1]
-    done.set()
-    for thread in threads:
-        thread.join()
-    for connection in [*held, *servers]:
-        connection.close()
-
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory: pytest.TempPathFactory, silent_port: int) -> Path:
-    found = tmp_path_factory.mktemp("silent")
-    (found / "ssh").mkdir()
-    subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(found / "ssh" / "id_ed25519")],
-        check=True,
-    )
-    (found / "ssh" / "known_hosts").write_text("")
-    (found / "cluster.yml").write_text(config_text(silent_port))
-    return found
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    with silent_nodes() as port:
+        yield key_folder(tmp_path_factory.mktemp("silent"), config_text(port))
 
 
 def test_the_bound_is_declared_once_for_both_ways_to_a_node(folder: Path) -> None:

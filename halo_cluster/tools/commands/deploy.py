@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -177,8 +178,25 @@ def _deploy_once(entry: os.PathLike, args: list[str]) -> tuple[int, list[dict]]:
     with tempfile.TemporaryDirectory(prefix="halo-deploy.") as folder:
         target = env.setdefault(report.REPORT_ENV, os.path.join(folder, "report.jsonl"))
         start = os.path.getsize(target) if os.path.exists(target) else 0
-        code = subprocess.run(argv, cwd=entry, env=env).returncode
+        code = _own_interrupt(lambda: subprocess.run(argv, cwd=entry, env=env).returncode)
         return code, report.read_events(target, start)
+
+
+def _own_interrupt(run: Callable[[], int]) -> int:
+    """RUN's exit code, a Ctrl-C meanwhile left to pyinfra (the terminal sends it there too),
+    which ends its run itself, and raised here once it has: pyinfra answers one at its prompt
+    with exit 0, which would read as a converged cluster (and run image_update's upgrade)."""
+    import signal
+
+    interrupted: list[int] = []
+    before = signal.signal(signal.SIGINT, lambda number, _: interrupted.append(number))
+    try:
+        code = run()
+    finally:
+        signal.signal(signal.SIGINT, before)
+    if interrupted:
+        raise KeyboardInterrupt
+    return code
 
 
 def _image_update(args: list[str]) -> int:

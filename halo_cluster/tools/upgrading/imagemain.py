@@ -89,7 +89,9 @@ def _started(
         print(f"halo-cluster {command}: {problem}", file=sys.stderr)
         return REFUSED
     lock_path = Path(cluster.container.lock)
-    with nodes.connected(cluster, project.config(), files, ImageNodes) as reached:
+    with nodes.connected(
+        f"halo-cluster {command}", cluster, project.config(), files, ImageNodes
+    ) as reached:
         # every node answers before anything runs: else each step would say the same node again
         down = reached.ssh.probe(reach.PROBE_SECONDS)
         for node in cluster.nodes:
