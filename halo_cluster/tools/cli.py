@@ -140,7 +140,11 @@ def main(argv: list[str] | None = None) -> int:
                 given_by = "--state" if after["--state"] or parsed.state else f"${state.ENV}"
                 parser.refuse(f"{given_by} {problem}")
             os.environ[state.ENV] = os.path.abspath(folder)  # the deploy runs in another folder
-        return run.main(args)
+        try:
+            return run.main(args)
+        except KeyboardInterrupt:  # the traceback would say nothing the user does not know
+            print(f"{PROG} {parsed.command}: interrupted (Ctrl-C)", file=sys.stderr)
+            return exits.INTERRUPTED
 
     if "--json" in args and "--json" in text.names(run.OPTIONS):
         from halo_cluster.tools import jsonout  # one document on stdout, whatever happens

@@ -105,6 +105,7 @@ ONE_USER = {
     "roce_v2_gid_index",
     "parse_latency",
     "parse_bandwidth_gbps",
+    "ibv_devices",
     "grub_cmdline",
     # the kernel role's edits of the boot files: they keep to the files' grammar (cmdline.py's
     # token and line patterns), which the reboot role and tests/infra read by
