@@ -14,6 +14,7 @@ from typing import TypedDict
 
 from pyinfra.api import FactBase
 
+from halo_cluster.decide.flowcontrol import parse_pause
 from halo_cluster.decide.safety import E810_DEVICES, INTEL_VENDOR
 from halo_cluster.node import firewalld
 
@@ -163,6 +164,7 @@ class HardwareInfo(TypedDict):
     cpu: str  # /proc/cpuinfo's model name
     vram: list[int]  # bytes of each GPU's carve-out (mem_info_vram_total)
     ethtool: dict[str, str]  # the data port's `ethtool -i`: driver, firmware-version, ...
+    pause: dict[str, str]  # its `ethtool -a` (flowcontrol.parse_pause): {} without pause support
     rdma: list[str]  # the data port's RDMA devices in sysfs
     thunderbolt: list[tuple[str, str]]  # (rx_speed, rx_lanes) of each thunderbolt device
     modules: list[str]  # loaded of ice, irdma, thunderbolt_net
@@ -181,6 +183,7 @@ class Hardware(FactBase[HardwareInfo]):
             cpu="",
             vram=[],
             ethtool={},
+            pause={},
             rdma=[],
             thunderbolt=[],
             modules=[],
@@ -202,6 +205,7 @@ def hardware_command(port: str) -> str:
         "for f in /sys/class/drm/card*/device/mem_info_vram_total; do "
         '[ -f "$f" ] && echo "vram $(cat "$f")"; done; '
         f"ethtool -i {port} 2>/dev/null | sed 's/^/ethtool /'; "
+        f"ethtool -a {port} 2>/dev/null | sed 's/^/pause /'; "
         f"ls /sys/class/net/{port}/device/infiniband 2>/dev/null | sed 's/^/rdma /'; "
         'for d in /sys/bus/thunderbolt/devices/*; do [ -f "$d/rx_speed" ] && '
         'echo "tb $(cat "$d/rx_speed" | tr -d " ") $(cat "$d/rx_lanes" 2>/dev/null)"; done; '
@@ -212,6 +216,7 @@ def hardware_command(port: str) -> str:
 
 def hardware_process(output: list[str]) -> HardwareInfo:
     found = Hardware.default()
+    pause = []
     for line in output:
         kind, _, rest = line.partition(" ")
         if kind in ("virt", "cpu"):
@@ -221,6 +226,8 @@ def hardware_process(output: list[str]) -> HardwareInfo:
         elif kind == "ethtool":
             key, _, value = rest.partition(":")
             found["ethtool"][key.strip()] = value.strip()
+        elif kind == "pause":
+            pause.append(rest)
         elif kind == "rdma":
             found["rdma"].append(rest.strip())
         elif kind == "tb":
@@ -230,6 +237,7 @@ def hardware_process(output: list[str]) -> HardwareInfo:
             found["modules"].append(rest.strip())
         elif kind == "infiniband":
             found["infiniband"] = True
+    found["pause"] = parse_pause("\n".join(pause))
     return found
 
 

@@ -25,6 +25,7 @@ from testinfra.backend.base import CommandResult
 
 from halo_cluster.config.model import Cluster, Node
 from halo_cluster.config.serving import SERVE_ENV
+from halo_cluster.decide import flowcontrol
 from halo_cluster.decide.safety import resolve_interface
 from halo_cluster.node import batch, toolbox, vllmworld
 from halo_cluster.node.facts import (
@@ -142,8 +143,35 @@ class Target:
                 f"su - {user} -c 'ulimit -l'",
                 f"ls /sys/class/net/{interface}/device/infiniband",
                 "rdma link show",
+                self.pause_command,
             ]
         return reads
+
+    @property
+    def pause_command(self) -> str:
+        return f"ethtool -a {self.interface}"
+
+    @cached_property
+    def pause(self) -> dict[str, str]:
+        """The data port's link-level flow control as `ethtool -a` reports it ({}: none)."""
+        return flowcontrol.parse_pause(self.run(self.pause_command).stdout)
+
+    def flow_control_problem(self) -> str | None:
+        """What is wrong with the data port's flow control: RX and TX must be on."""
+        if not self.pause:
+            result = self.run(self.pause_command)
+            said = (result.stderr or result.stdout).strip()[-200:]
+            return (
+                f"{self.name}: `{self.pause_command}` reports no pause parameters ({said}): "
+                f"is {self.interface} on ice?"
+            )
+        if not flowcontrol.applied(self.pause):
+            return (
+                f"{self.name}: flow control {flowcontrol.describe(self.pause)} on "
+                f"{self.interface}, expected RX on TX on: see `journalctl -t halo-flow-control`, "
+                "then re-run the deploy"
+            )
+        return None
 
     @cached_property
     def container(self) -> str | None:

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from halo_cluster.decide import rdmatools
+from halo_cluster.decide import flowcontrol, rdmatools
 
 from .target import Target
 
@@ -109,6 +109,16 @@ def test_rdma_bandwidth(head: Target, worker: Target, measured) -> None:
         f"{head.name} -> {worker.name}: {gbps:.1f} Gb/s, expected at least "
         f"{limit}: check the PCIe link width (x4 riser) and MTU"
     )
+
+
+def test_flow_control(node: Target, measured) -> None:
+    """Link-level flow control on the E810 port, as `ethtool -a` reports it (the dispatcher
+    script sets it: NetworkManager's own pause settings are refused by ice on a DAC link)."""
+    roce_only(node)
+    node.not_verified("flow control (the lab's veth has no pause support)")
+    problem = node.flow_control_problem()
+    assert problem is None, problem
+    measured(f"{node.interface} {flowcontrol.describe(node.pause)}")
 
 
 def tool_output_problem(output: str) -> str:

@@ -134,12 +134,13 @@ def test_roce_keyfile() -> None:
         "method=manual",
         "address1=192.168.100.1/30",
         "never-default=true",
-        "pause-rx=true",
-        "pause-tx=true",
         "method=disabled",
+        "autoconnect-priority=100",
     ):
         assert f"\n{line}\n" in keyfile
     assert "mac-address" not in keyfile
+    # NetworkManager's pause-* would turn pause autonegotiation off, which ice refuses
+    assert "\n[ethtool]\n" not in keyfile and "\npause-" not in keyfile
 
 
 def test_keyfile_bound_by_mac() -> None:
