@@ -8,6 +8,7 @@ from pyinfra.api import deploy
 from pyinfra.operations import server
 
 from halo_cluster.decide import flowcontrol
+from halo_cluster.decide.safety import THUNDERBOLT_NET
 from halo_cluster.node import firewalld
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.facts import Firewalld, NetworkInterfaces
@@ -68,7 +69,8 @@ def apply(node: NodeContext) -> None:
             mode="755",
         )
 
-    bound = None if host.data.halo_data_mac else node.data_interface
+    driver = _thunderbolt_link(node)
+    bound = None if host.data.halo_data_mac or driver else node.data_interface
     wanted = render(
         "halo-data.nmconnection.j2",
         node=host.data.halo_node,
@@ -76,6 +78,7 @@ def apply(node: NodeContext) -> None:
         connection=host.data.halo_network_connection,
         uuid=host.data.halo_network_uuids[host.data.halo_node],
         interface=bound and keyfile_string(bound),
+        driver=driver,
         mac=host.data.halo_data_mac,
         priority=AUTOCONNECT_PRIORITY,
         dispatcher=FLOW_CONTROL,
@@ -95,6 +98,17 @@ def apply(node: NodeContext) -> None:
         activate_connection(name=f"Activate {connection} on {interface}", connection=connection)
     elif interface and host.data.halo_interconnect == "roce":
         _flow_control(node, interface, connection)
+
+
+def _thunderbolt_link(node: NodeContext) -> str | None:
+    """thunderbolt-net's driver name when the profile binds to the host-to-host link itself:
+    thunderbolt-net names its interfaces in the order they come (thunderbolt1 when a dock's link
+    came first), so a name would miss it; bound by MAC, or on an interface of another driver
+    named so (the lab's veth), the binding stays as configured."""
+    if host.data.halo_interconnect != "thunderbolt" or host.data.halo_data_mac:
+        return None
+    found = node.interfaces.get(node.interface or "")
+    return THUNDERBOLT_NET if found is None or found["driver"] == THUNDERBOLT_NET else None
 
 
 def _flow_control(node: NodeContext, interface: str, connection: str) -> None:

@@ -39,6 +39,7 @@ from halo_cluster.node.facts import (
     as_user,
 )
 from halo_cluster.node.image import ContainerImage, ContainerImages
+from halo_cluster.node.thunderbolt import thunderbolt_links_command
 from halo_cluster.node.versions import VersionsInfo, versions_command, versions_process
 from halo_cluster.roles import all_packages
 from halo_cluster.tools.status import ray_nodes_command
@@ -145,6 +146,8 @@ class Target:
                 "rdma link show",
                 self.pause_command,
             ]
+            if self.cluster.interconnect == "thunderbolt":
+                reads.append(thunderbolt_links_command())
         return reads
 
     @property

@@ -164,7 +164,9 @@ def test_thunderbolt_plan() -> None:
     result = plan(cluster(interconnect="thunderbolt", data="{}"), {"halo1": node, "halo2": node})
     uploads = result.uploads("halo1")
     assert uploads["/etc/modules-load.d/thunderbolt-net.conf"].splitlines()[-1] == "thunderbolt_net"
-    assert "interface-name=thunderbolt0\n" in uploads[KEYFILE]
+    # bound to the host-to-host link itself (thunderbolt-net's), not to its name
+    assert "\n[match]\n" in uploads[KEYFILE] and "\ndriver=thunderbolt-net\n" in uploads[KEYFILE]
+    assert "interface-name" not in uploads[KEYFILE]
     assert "address1=192.168.2.1/30\n" in uploads[KEYFILE]
     assert "[ethtool]" not in uploads[KEYFILE]
 
@@ -172,7 +174,7 @@ def test_thunderbolt_plan() -> None:
 def test_thunderbolt_missing_interface_writes_files_without_activation() -> None:
     node = fresh_node(interfaces=[LOOPBACK, MGMT])
     result = plan(cluster(interconnect="thunderbolt", data="{}"), {"halo1": node, "halo2": node})
-    assert KEYFILE in result.uploads("halo1")
+    assert "\ndriver=thunderbolt-net\n" in result.uploads("halo1")[KEYFILE]
     assert not any(name.startswith("Data link | Activate") for name in result.names("halo1"))
 
 

@@ -109,3 +109,22 @@ def test_an_unbound_profile_that_outranks_ours_is_said_so(caplog) -> None:
         "other profiles on enp194s0np0, left as they are: 'Wired: any' "
         "(any Ethernet port, autoconnect priority 200, not below ours (100))"
     )
+
+
+def test_the_link_under_another_name_is_bound_and_activated_where_it_is() -> None:
+    # a dock's link came first: thunderbolt-net named the host-to-host link thunderbolt1
+    link = dict(TB, name="thunderbolt1")
+    node = fresh_node(interfaces=[LOOPBACK, MGMT, link])
+    result = plan(cluster(interconnect="thunderbolt", data="{}"), {"halo1": node, "halo2": node})
+    assert "Data link | Activate halo-data on thunderbolt1" in result.names("halo1")
+    assert "\ndriver=thunderbolt-net\n" in result.uploads("halo1")[KEYFILE]
+    env = result.uploads("halo1")["/etc/halo-cluster/cluster.env"]
+    assert "\nNCCL_SOCKET_IFNAME=thunderbolt1\n" in env
+
+
+def test_the_labs_veth_named_thunderbolt0_keeps_its_name() -> None:
+    veth = {"name": "thunderbolt0", "mac": "02:00:00:00:00:01"}  # no device: driver "-"
+    node = fresh_node(interfaces=[LOOPBACK, MGMT, veth])
+    result = plan(cluster(interconnect="thunderbolt", data="{}"), {"halo1": node, "halo2": node})
+    keyfile = result.uploads("halo1")[KEYFILE]
+    assert "interface-name=thunderbolt0\n" in keyfile and "[match]" not in keyfile
