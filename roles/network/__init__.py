@@ -25,7 +25,8 @@ ORDER = 30
 PACKAGES = ()
 CONNECTIONS = "/etc/NetworkManager/system-connections"
 THUNDERBOLT_MODULES = "/etc/modules-load.d/thunderbolt-net.conf"
-# NetworkManager runs it after each activation (root's, 755: it runs no other)
+# NetworkManager runs it after each activation; it runs only root-owned scripts no one else may
+# write, hence root 0755
 FLOW_CONTROL = "/etc/NetworkManager/dispatcher.d/90-halo-flow-control.sh"
 # above every profile that may also autoconnect on the data port: 0 is NetworkManager's default,
 # -999 its own default profiles'; ours wins without changing theirs
