@@ -274,3 +274,31 @@ def container_image_line(name: str = "podman-container-inspect-foobar-excerpt.js
 
 
 KEYS = ("Name", "ImageName", "Image")
+
+
+# `nmcli connection show`'s TYPE column as `nmcli -t` prints it
+NMCLI_TERSE_TYPES = {"ethernet": "802-3-ethernet", "wifi": "802-11-wireless"}
+
+
+def nm_profiles_output(name: str, priority: int = 0) -> list[str]:
+    """The NmProfiles fact's output for a recorded `nmcli connection show` table (`name`: its
+    fixture): each row as `nmcli -t -f UUID,TYPE,DEVICE,NAME` prints it (':' in a name escaped),
+    then its settings. The recording has no settings: each profile is taken as bound to the
+    device it is active on (as NetworkManager binds its own default profiles: interface-name),
+    autoconnect, with `priority` (NOT VERIFIED: no `nmcli -t` recording was found)."""
+    lines = fixture(name).splitlines()
+    header = lines[0]
+    starts = [header.index(column) for column in ("NAME", "UUID", "TYPE", "DEVICE")]
+    output = []
+    for row in lines[1:]:
+        cells = [row[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
+        title, uuid, kind, device = cells
+        device = "" if device == "--" else device
+        escaped = title.replace("\\", "\\\\").replace(":", "\\:")
+        output += [
+            f"profile {uuid}:{NMCLI_TERSE_TYPES.get(kind, kind)}:{device}:{escaped}",
+            f"setting connection.interface-name:{device}",
+            "setting connection.autoconnect:yes",
+            f"setting connection.autoconnect-priority:{priority}",
+        ]
+    return output

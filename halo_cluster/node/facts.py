@@ -14,8 +14,10 @@ from typing import TypedDict
 
 from pyinfra.api import FactBase
 
+from halo_cluster.decide.flowcontrol import parse_pause
 from halo_cluster.decide.safety import E810_DEVICES, INTEL_VENDOR
 from halo_cluster.node import firewalld
+from halo_cluster.node.thunderbolt import thunderbolt_links, thunderbolt_links_command
 
 
 @dataclass(frozen=True)
@@ -163,8 +165,10 @@ class HardwareInfo(TypedDict):
     cpu: str  # /proc/cpuinfo's model name
     vram: list[int]  # bytes of each GPU's carve-out (mem_info_vram_total)
     ethtool: dict[str, str]  # the data port's `ethtool -i`: driver, firmware-version, ...
+    pause: dict[str, str]  # its `ethtool -a` (flowcontrol.parse_pause): {} without pause support
     rdma: list[str]  # the data port's RDMA devices in sysfs
-    thunderbolt: list[tuple[str, str]]  # (rx_speed, rx_lanes) of each thunderbolt device
+    # each host-to-host Thunderbolt link: (interface, XDomain, rx_speed, rx_lanes)
+    thunderbolt: list[tuple[str, str, str, str]]
     modules: list[str]  # loaded of ice, irdma, thunderbolt_net
     infiniband: bool  # /dev/infiniband exists
 
@@ -181,6 +185,7 @@ class Hardware(FactBase[HardwareInfo]):
             cpu="",
             vram=[],
             ethtool={},
+            pause={},
             rdma=[],
             thunderbolt=[],
             modules=[],
@@ -202,9 +207,9 @@ def hardware_command(port: str) -> str:
         "for f in /sys/class/drm/card*/device/mem_info_vram_total; do "
         '[ -f "$f" ] && echo "vram $(cat "$f")"; done; '
         f"ethtool -i {port} 2>/dev/null | sed 's/^/ethtool /'; "
+        f"ethtool -a {port} 2>/dev/null | sed 's/^/pause /'; "
         f"ls /sys/class/net/{port}/device/infiniband 2>/dev/null | sed 's/^/rdma /'; "
-        'for d in /sys/bus/thunderbolt/devices/*; do [ -f "$d/rx_speed" ] && '
-        'echo "tb $(cat "$d/rx_speed" | tr -d " ") $(cat "$d/rx_lanes" 2>/dev/null)"; done; '
+        f"{thunderbolt_links_command()}; "
         'for m in ice irdma thunderbolt_net; do [ -d /sys/module/$m ] && echo "module $m"; '
         "done; [ -e /dev/infiniband ] && echo infiniband; true"
     )
@@ -212,6 +217,7 @@ def hardware_command(port: str) -> str:
 
 def hardware_process(output: list[str]) -> HardwareInfo:
     found = Hardware.default()
+    pause = []
     for line in output:
         kind, _, rest = line.partition(" ")
         if kind in ("virt", "cpu"):
@@ -221,15 +227,17 @@ def hardware_process(output: list[str]) -> HardwareInfo:
         elif kind == "ethtool":
             key, _, value = rest.partition(":")
             found["ethtool"][key.strip()] = value.strip()
+        elif kind == "pause":
+            pause.append(rest)
         elif kind == "rdma":
             found["rdma"].append(rest.strip())
         elif kind == "tb":
-            speed, _, lanes = rest.partition(" ")
-            found["thunderbolt"].append((speed, lanes.strip()))
+            found["thunderbolt"] += thunderbolt_links([line])
         elif kind == "module":
             found["modules"].append(rest.strip())
         elif kind == "infiniband":
             found["infiniband"] = True
+    found["pause"] = parse_pause("\n".join(pause))
     return found
 
 

@@ -30,7 +30,7 @@ from halo_cluster.node.memory import ModelWeights, NodeMemory
 from halo_cluster.node.versions import InstalledVersions
 from halo_cluster.roles import all_packages
 from halo_cluster.roles.metrics.facts import Units
-from halo_cluster.roles.network.facts import NmActiveConnections
+from halo_cluster.roles.network.facts import NmActiveConnections, NmProfiles
 from halo_cluster.roles.serve import watchdog
 from halo_cluster.roles.serve.controller import make_token
 from halo_cluster.roles.serve.facts import (
@@ -65,6 +65,8 @@ ENTRY_F35 = "/boot/loader/entries/62a337f0-5.16.5-200.fc35.x86_64.conf"
 ENTRY_RHEL = "/boot/loader/entries/45701212-6.12.0-55.40.1.el10_0.x86_64.conf"
 
 KEYFILE = "/etc/NetworkManager/system-connections/halo-data.nmconnection"
+
+FLOW_CONTROL = "/etc/NetworkManager/dispatcher.d/90-halo-flow-control.sh"
 
 # The E810-CQDA1 port of the recorded Fedora 43 Strix Halo (ethtool -i enp194s0np0), PCI id
 # 8086:1592 as recorded by lspci for the E810-C QSFP.
@@ -111,8 +113,16 @@ def cluster(
     return parse_cluster(yaml.safe_load(text))
 
 
-def strix_halo_hardware(rdma: str = "irdma1", infiniband: bool = True) -> list[str]:
-    """The Hardware fact's output on a Strix Halo with an E810, from recorded outputs."""
+# `ethtool -a` of an ice port as it comes (flow control off), and with it applied (DAC link)
+PAUSE_OFF = "ethtool-a-include-statistics-ice-pause-off.txt"
+PAUSE_ON = "ethtool-a-ice-dac-25g-pause-on.txt"
+
+
+def strix_halo_hardware(
+    rdma: str = "irdma1", infiniband: bool = True, pause: str | None = PAUSE_OFF
+) -> list[str]:
+    """The Hardware fact's output on a Strix Halo with an E810, from recorded outputs; `pause`:
+    the recorded `ethtool -a` of its port (None: a port without pause support)."""
     model = fixture("cpuinfo-model-name-strix-halo.txt").split(":", 1)[1].strip()
     vram = fixture("sysfs-mem_info-gtt-vram-strix-halo-nixos-uma512m-annotated.txt")
     vram_bytes = vram.split("mem_info_vram_total")[1].split()[0]
@@ -122,6 +132,7 @@ def strix_halo_hardware(rdma: str = "irdma1", infiniband: bool = True) -> list[s
         f"cpu  {model}",
         f"vram {vram_bytes}",
         *[f"ethtool {line}" for line in ethtool],
+        *[f"pause {line}" for line in (fixture(pause).splitlines() if pause else [])],
         f"rdma {rdma}",
         "module ice",
         "module irdma",
@@ -179,6 +190,7 @@ def fresh_node(**over) -> Node:
         NetworkInterfaces: interfaces_output(interfaces),
         SshSessionInterfaces: over.pop("sessions", ["10.0.0.11 eno1"]),
         NmActiveConnections: over.pop("active", ["eno1:eno1"]),
+        NmProfiles: over.pop("profiles", []),
         RpmPackages: rpm_lines(over.pop("rpms", RPMS)),
         # the os role's: a Strix Halo on a known-good kernel and firmware (tests/recorded.py)
         InstalledVersions: over.pop("versions", None) or versions_output(*strix_halo_versions()),
@@ -232,8 +244,11 @@ def plan_by_mac() -> Plan:
     return plan(c, {"halo1": fresh_node(), "halo2": fresh_node(interfaces=[LOOPBACK, MGMT, other])})
 
 
-def converged_node(mtu: int = 9000, firewall: list[str] | None = None) -> Node:
-    """halo1 as the first run leaves it: files in place, packages in, link up."""
+def converged_node(
+    mtu: int = 9000, firewall: list[str] | None = None, pause: str | None = PAUSE_ON
+) -> Node:
+    """halo1 as the first run leaves it: files in place, packages in, link up, flow control on
+    (`pause`: the port's recorded `ethtool -a`)."""
     uploads = plan_both(cluster()).uploads("halo1")
     boot = {
         path: text
@@ -244,11 +259,12 @@ def converged_node(mtu: int = 9000, firewall: list[str] | None = None) -> Node:
     link = dict(E810, mtu=mtu, addresses=["192.168.100.1/30"])
     return fresh_node(
         boot=boot,
-        files={KEYFILE: (uploads[KEYFILE], "600")},
+        files={KEYFILE: (uploads[KEYFILE], "600"), FLOW_CONTROL: (uploads[FLOW_CONTROL], "755")},
         rpms=RPMS + [f"{p}-1.0-1.fc43" for p in OUR_PACKAGES],
         active=["eno1:eno1", "halo-data:enp194s0np0"],
         interfaces=[LOOPBACK, MGMT, link],
         firewall=firewall or firewalld_output(trusted={"interfaces": "enp194s0np0"}),
+        hardware=strix_halo_hardware(pause=pause),
     )
 
 

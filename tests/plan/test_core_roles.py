@@ -134,12 +134,13 @@ def test_roce_keyfile() -> None:
         "method=manual",
         "address1=192.168.100.1/30",
         "never-default=true",
-        "pause-rx=true",
-        "pause-tx=true",
         "method=disabled",
+        "autoconnect-priority=100",
     ):
         assert f"\n{line}\n" in keyfile
     assert "mac-address" not in keyfile
+    # NetworkManager's pause-* would turn pause autonegotiation off, which ice refuses
+    assert "\n[ethtool]\n" not in keyfile and "\npause-" not in keyfile
 
 
 def test_keyfile_bound_by_mac() -> None:
@@ -163,7 +164,9 @@ def test_thunderbolt_plan() -> None:
     result = plan(cluster(interconnect="thunderbolt", data="{}"), {"halo1": node, "halo2": node})
     uploads = result.uploads("halo1")
     assert uploads["/etc/modules-load.d/thunderbolt-net.conf"].splitlines()[-1] == "thunderbolt_net"
-    assert "interface-name=thunderbolt0\n" in uploads[KEYFILE]
+    # bound to the host-to-host link itself (thunderbolt-net's), not to its name
+    assert "\n[match]\n" in uploads[KEYFILE] and "\ndriver=thunderbolt-net\n" in uploads[KEYFILE]
+    assert "interface-name" not in uploads[KEYFILE]
     assert "address1=192.168.2.1/30\n" in uploads[KEYFILE]
     assert "[ethtool]" not in uploads[KEYFILE]
 
@@ -171,7 +174,7 @@ def test_thunderbolt_plan() -> None:
 def test_thunderbolt_missing_interface_writes_files_without_activation() -> None:
     node = fresh_node(interfaces=[LOOPBACK, MGMT])
     result = plan(cluster(interconnect="thunderbolt", data="{}"), {"halo1": node, "halo2": node})
-    assert KEYFILE in result.uploads("halo1")
+    assert "\ndriver=thunderbolt-net\n" in result.uploads("halo1")[KEYFILE]
     assert not any(name.startswith("Data link | Activate") for name in result.names("halo1"))
 
 
