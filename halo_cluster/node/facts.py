@@ -164,6 +164,7 @@ class HardwareInfo(TypedDict):
     vram: list[int]  # bytes of each GPU's carve-out (mem_info_vram_total)
     ethtool: dict[str, str]  # the data port's `ethtool -i`: driver, firmware-version, ...
     rdma: list[str]  # the data port's RDMA devices in sysfs
+    pci: str  # the data port's PCI function as rdma_rename reads it (rdmatools.parse_pci), or ""
     thunderbolt: list[tuple[str, str]]  # (rx_speed, rx_lanes) of each thunderbolt device
     modules: list[str]  # loaded of ice, irdma, thunderbolt_net
     infiniband: bool  # /dev/infiniband exists
@@ -182,6 +183,7 @@ class Hardware(FactBase[HardwareInfo]):
             vram=[],
             ethtool={},
             rdma=[],
+            pci="",
             thunderbolt=[],
             modules=[],
             infiniband=False,
@@ -203,6 +205,15 @@ def hardware_command(port: str) -> str:
         '[ -f "$f" ] && echo "vram $(cat "$f")"; done; '
         f"ethtool -i {port} 2>/dev/null | sed 's/^/ethtool /'; "
         f"ls /sys/class/net/{port}/device/infiniband 2>/dev/null | sed 's/^/rdma /'; "
+        # what rdma_rename names the RDMA device by at its next add (rdmatools.persistent_name)
+        f"pcidev=/sys/class/net/{port}/device; "
+        'if [ "$(basename "$(readlink -f "$pcidev/subsystem" 2>/dev/null)")" = pci ]; then '
+        'echo "pci $(basename "$(readlink -f "$pcidev")")'
+        ' ari=$(cat "$pcidev/ari_enabled" 2>/dev/null)'
+        " header=$(od -An -tx1 -j14 -N1 \"$pcidev/config\" 2>/dev/null | tr -d ' ')"
+        ' vf=$([ -e "$pcidev/physfn" ] && echo 1 || echo 0)'
+        ' onboard=$(cat "$pcidev/acpi_index" 2>/dev/null || cat "$pcidev/index" 2>/dev/null)"; '
+        "fi; "
         'for d in /sys/bus/thunderbolt/devices/*; do [ -f "$d/rx_speed" ] && '
         'echo "tb $(cat "$d/rx_speed" | tr -d " ") $(cat "$d/rx_lanes" 2>/dev/null)"; done; '
         'for m in ice irdma thunderbolt_net; do [ -d /sys/module/$m ] && echo "module $m"; '
@@ -223,6 +234,8 @@ def hardware_process(output: list[str]) -> HardwareInfo:
             found["ethtool"][key.strip()] = value.strip()
         elif kind == "rdma":
             found["rdma"].append(rest.strip())
+        elif kind == "pci":
+            found["pci"] = rest.strip()
         elif kind == "tb":
             speed, _, lanes = rest.partition(" ")
             found["thunderbolt"].append((speed, lanes.strip()))

@@ -101,7 +101,7 @@ def test_the_ranks_keep_the_transport_pinning_without_ray_variables() -> None:
             "GLOO_SOCKET_IFNAME=enp194s0np0",
             "NCCL_NET=IB",
             "NCCL_IB_GID_INDEX=1",
-            "NCCL_IB_HCA==irdma1:1",
+            "NCCL_IB_HCA==irdma1:1,rocep194s0:1",
             "VLLM_RPC_BASE_PATH=/run/halo-cluster/vllm-rpc",
         ):
             assert line in env, (name, line)
