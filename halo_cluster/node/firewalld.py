@@ -37,6 +37,33 @@ def management_zones(state: dict, ssh_interfaces, data_interface: str | None) ->
     }
 
 
+def zones_in_effect(state: dict, interfaces, data_interface: str | None) -> dict[str, list[str]]:
+    """Every zone traffic can reach this node through, with what puts it there: the zone of
+    each interface but loopback and the data link (one in no zone is in the default zone), and
+    each zone with a source, whose traffic it takes on any interface (now or after a reload)."""
+    found: dict[str, list[str]] = {}
+    for interface in sorted(interfaces):
+        if interface not in (data_interface, "lo"):
+            found.setdefault(zone_of(state, interface), []).append(interface)
+    for view in ("runtime", "permanent"):
+        for zone, settings in state.get(view, {}).items():
+            for source in settings.get("sources", []):
+                if f"source {source}" not in found.get(zone, []):
+                    found.setdefault(zone, []).append(f"source {source}")
+    return dict(sorted(found.items()))
+
+
+def port_entries(state: dict, zone: str, ports: list[int]) -> list[str]:
+    """A zone's port entries (`1025-65535/tcp`) that let any of `ports` in, in either view."""
+    entries = {
+        entry
+        for view in ("runtime", "permanent")
+        for entry in state.get(view, {}).get(zone, {}).get("ports", [])
+        if open_ports({"ports": [entry]}, ports)
+    }
+    return sorted(entries)
+
+
 def zones_with_service(state: dict, service: str, view: str) -> set[str]:
     return {z for z, s in state.get(view, {}).items() if service in s.get("services", [])}
 

@@ -50,8 +50,9 @@ def known(data: Any) -> tuple[Entry, ...]:
     return tuple(versions.entry(item, item["mine"]) for item in data.halo_os_known_versions)
 
 
-def preflight(node_host: Any) -> list[Check]:
-    """The node's kernel and firmware against the list, before anything changes: a known-bad
+def preflight(node_host: Any, node: NodeContext) -> list[Check]:
+    """The node's kernel and firmware against the list, before anything changes (`node` is
+    the hook's, unread here: the versions are read from `node_host`): a known-bad
     running or installed version is a FAIL that refuses the node, a WARN in the deploy of an
     upgrade that replaces it; a version the list does not know is NOT VERIFIED; versions that
     differ from another node's are a WARN."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from halo_cluster.node import firewalld
 from halo_cluster.node.facts import Firewalld
+from tests.recorded import FEDORA_WORKSTATION as FEDORA
 from tests.recorded import firewalld_output
 
 RAY = [6379, 6380, 10001, 10002, 10199]
@@ -46,3 +47,25 @@ def test_zones_with_our_service_per_view() -> None:
     found["permanent"]["public"]["services"] = ["ssh"]
     assert firewalld.zones_with_service(found, "halo-vllm", "runtime") == {"public"}
     assert firewalld.zones_with_service(found, "halo-vllm", "permanent") == set()
+
+
+def test_zones_in_effect_are_every_networks_and_every_sources() -> None:
+    found = state(
+        trusted={"interfaces": "enp1s0f0np0"},
+        home={"interfaces": "wlan0"},
+        internal={"sources": "10.1.0.0/16"},
+    )
+    zones = firewalld.zones_in_effect(found, ["eno1", "enp1s0f0np0", "lo", "wlan0"], "enp1s0f0np0")
+    # eno1 is in no zone (the default, public); the data link and loopback are left out
+    assert zones == {"home": ["wlan0"], "internal": ["source 10.1.0.0/16"], "public": ["eno1"]}
+
+
+def test_fedora_workstations_zone_file_lets_rays_ports_in_by_its_tcp_range() -> None:
+    found = Firewalld().process(
+        firewalld_output(default="FedoraWorkstation", added={"FedoraWorkstation": FEDORA})
+    )
+    assert firewalld.zone_of(found, "eno1") == "FedoraWorkstation"
+    assert firewalld.exposed_in(found, "FedoraWorkstation", RAY) == RAY
+    # the tcp entry is the one to remove; the udp range lets no TCP port in
+    assert firewalld.port_entries(found, "FedoraWorkstation", RAY) == ["1025-65535/tcp"]
+    assert firewalld.port_entries(found, "public", RAY) == []
