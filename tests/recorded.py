@@ -134,21 +134,28 @@ def _zone_file(text: str, changes: dict[str, str]) -> str:
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode")
 
 
-# Fedora Workstation's own zone, which its firewalld package installs and makes the default
-# (firewalld's copy of Fedora's file: fixtures/README.md)
+# Fedora Workstation's own zone, which its firewalld package installs and makes the default,
+# and libvirt's, where libvirt puts its bridges (firewalld's copies of both: fixtures/README.md)
 FEDORA_WORKSTATION = FIXTURES / "firewalld-zones-fedora" / "FedoraWorkstation.xml"
+LIBVIRT = FIXTURES / "firewalld-zones-fedora" / "libvirt.xml"
 
 
 def loaded_zone_listing(text: str) -> dict[str, list[str]]:
     """How `firewall-cmd --list-all` lists a zone firewalld loaded from this file and nothing
-    changed since: its target, services, ports and forward flag, every other list empty."""
+    changed since: its target, services, protocols, ports, forward flag and its rules of a
+    priority and a bare action (libvirt's `rule priority="32767" reject`, as the recorded
+    nm-shared zone lists it), every other list empty."""
     root = ET.fromstring(text)
-    listing = {key: [] for key in _VARIANTS if key != "rich rules"}
+    listing = {key: [] for key in _VARIANTS}
     listing |= {flag: ["no"] for flag in ("masquerade", "icmp-block-inversion")}
     listing |= {number: ["0"] for number in ("ingress-priority", "egress-priority")}
     listing["target"] = [root.get("target", "default")]
     listing["services"] = sorted(e.get("name", "") for e in root.findall("service"))
     listing["ports"] = [f"{e.get('port')}/{e.get('protocol')}" for e in root.findall("port")]
+    listing["protocols"] = sorted(e.get("value", "") for e in root.findall("protocol"))
+    listing["rich rules"] = [
+        f'rule priority="{rule.get("priority")}" {rule[0].tag}' for rule in root.findall("rule")
+    ]
     listing["forward"] = ["yes" if root.find("forward") is not None else "no"]
     return listing
 

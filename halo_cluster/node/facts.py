@@ -314,7 +314,8 @@ class Firewalld(FactBase[FirewalldZones]):
     """firewalld's zones, runtime and permanent (`FirewalldZones`), where settings
     maps `firewall-cmd --list-all-zones` keys (target, interfaces, sources, services, ports,
     protocols, forward, masquerade, forward-ports, source-ports, icmp-block-inversion,
-    icmp-blocks, ingress-priority, egress-priority; not rich rules) to lists.
+    icmp-blocks, ingress-priority, egress-priority, rich rules: all at runtime, a zone file's
+    of an action alone) to lists.
 
     Read without firewall-cmd, a Python start of 0.4-0.6 s per call on the node: the runtime
     view from firewalld itself over D-Bus with busctl (getDefaultZone answers: running), the

@@ -16,11 +16,12 @@ from tests.plan.nodes import (
     serve_cluster,
     user_node,
 )
-from tests.recorded import FEDORA_WORKSTATION, firewalld_output
+from tests.recorded import FEDORA_WORKSTATION, LIBVIRT, firewalld_output
 
 SERVICE_FILE = "/etc/firewalld/services/halo-vllm.xml"
 OPEN_ALL = ", listen: all, api_key_file: key"
 WIFI = {"name": "wlp1s0", "mac": "9c:6b:00:00:00:02", "addresses": ["192.168.1.20/24"]}
+VIRBR = {"name": "virbr0", "mac": "52:54:00:00:00:01", "addresses": ["192.168.122.1/24"]}
 FIX = (
     "remove 1025-65535/tcp from it (firewall-cmd --permanent --zone=FedoraWorkstation "
     "--remove-port=1025-65535/tcp && firewall-cmd --reload) or put eno1 in a stricter zone"
@@ -112,6 +113,27 @@ def test_a_zone_with_a_source_refuses_whatever_interface_it_comes_on(tmp_path) -
     assert result.refused["halo1"].startswith(
         "zone home (source 192.168.1.0/24) lets Ray's ports in (6379-6385, 10001-10199)"
     ), result.refused["halo1"]
+
+
+def test_an_accept_zone_refuses_with_only_the_stricter_zone_to_fix_it(tmp_path) -> None:
+    firewall = firewalld_output(trusted={"interfaces": "wlp1s0"})
+    result = plan_serving("", tmp_path, firewall, interfaces=[LOOPBACK, MGMT, E810, WIFI])
+    assert result.refused["halo1"] == (
+        "zone trusted (wlp1s0) lets Ray's ports in (6379-6385, 10001-10199): anyone there can "
+        "run code on the cluster; put wlp1s0 in a stricter zone (`nmcli connection modify "
+        "PROFILE connection.zone public`; for the default zone's, `firewall-cmd "
+        "--set-default-zone=public`)"
+    )
+
+
+def test_libvirts_accept_zone_refuses_the_host_what_it_does_not_list(tmp_path, caplog) -> None:
+    # libvirt's zone (its real file): target ACCEPT for what is forwarded, and a last rich rule
+    # that rejects whatever else comes to the host
+    caplog.set_level("INFO")
+    firewall = firewalld_output(added={"libvirt": LIBVIRT}, libvirt={"interfaces": "virbr0"})
+    result = plan_serving("", tmp_path, firewall, interfaces=[LOOPBACK, MGMT, E810, VIRBR])
+    assert result.refused == {}
+    assert "lets Ray's ports in: libvirt (virbr0), public (eno1))" in caplog.text
 
 
 def test_the_data_link_alone_in_the_open_zone_is_no_refusal(tmp_path, caplog) -> None:

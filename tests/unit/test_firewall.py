@@ -32,6 +32,12 @@ def test_port_lists_and_targets() -> None:
     assert firewalld.open_ports({"ports": ["6379/tcp", "8000/tcp"]}, RAY) == [6379]
     assert firewalld.open_ports({"target": ["ACCEPT"], "ports": []}, RAY) == RAY
     assert firewalld.open_ports({"target": ["default"], "ports": []}, RAY) == []
+    # a bare rule rejecting the rest: ACCEPT is for what is forwarded (libvirt's, nm-shared's)
+    last = ['rule priority="32767" reject']
+    assert firewalld.open_ports({"target": ["ACCEPT"], "rich rules": last}, RAY) == []
+    # one family's, or one with a match, leaves the other traffic accepted
+    ipv4 = ['rule family="ipv4" reject', 'rule service name="ssh" reject']
+    assert firewalld.open_ports({"target": ["ACCEPT"], "rich rules": ipv4}, RAY) == RAY
 
 
 def test_exposed_counts_the_permanent_view_and_the_trusted_zone() -> None:
