@@ -5,6 +5,7 @@ PY     := $(VENV)/bin/python
 CLI    := $(VENV)/bin/halo-cluster
 NODES  ?= 2
 LINK   ?= roce
+FEDORA ?=
 NODE   ?= node1
 CLUSTER_CONFIG ?= cluster.yml
 LAB_CONFIG := .lab/cluster.yml
@@ -33,7 +34,7 @@ test: lint
 	$(PY) -m tests.suite reports/junit.xml
 
 lab-up: venv
-	$(PY) -m lab up --nodes $(NODES) --link $(LINK)
+	$(PY) -m lab up --nodes $(NODES) --link $(LINK) $(if $(FEDORA),--fedora $(FEDORA))
 
 lab-down: venv
 	$(PY) -m lab down

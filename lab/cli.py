@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from halo_cluster.config import lock
-from lab import image, network, node, promimage, rootfs, rpms, sh, throttle
+from lab import image, network, node, promimage, releases, rootfs, sh, throttle
 from lab.places import CACHE, CONFIG, KEY, KNOWN_HOSTS, LAB_DIR, MUX_DIR, PROJECT, STATE
 from lab.sh import LabError
 
@@ -23,6 +23,8 @@ HOST_TOOLS = {  # command -> Debian package
     "systemd-nspawn": "systemd-container",
     "mmdebstrap": "mmdebstrap",
     "rpmbuild": "rpm",
+    "rpmsign": "rpm",
+    "gpg": "gpg",
     "createrepo_c": "createrepo-c",
     "ip": "iproute2",
     "ssh": "openssh-client",
@@ -133,15 +135,20 @@ def wait_booted(state: dict, name: str, timeout: float = BOOT_TIMEOUT) -> float:
     )
 
 
-def shared_folders() -> tuple[Path, node.Shared, Path]:
-    """The cached root filesystem, the folders every node sees, and the Prometheus image's tar
-    (each built first when its recipe changed)."""
+def lab_release(state: dict) -> releases.Release:
+    """The Fedora release the lab of `state` presents (a lab from before releases: 43)."""
+    return releases.release(state.get("fedora"))
+
+
+def shared_folders(release: releases.Release) -> tuple[Path, node.Shared, Path]:
+    """`release`'s cached root filesystem, the folders every node sees, and the Prometheus
+    image's tar (each built first when its recipe changed)."""
     ensure_host()
-    lower = rootfs.ensure_rootfs()
+    lower = rootfs.ensure_rootfs(release)
     shared = node.Shared(
-        rootfs.ensure_repo(),
+        rootfs.ensure_repo(release),
         image.ensure_image(),
-        rootfs.registry_storage(lower, image.image_hash()),
+        rootfs.registry_storage(lower, image.image_hash(), release),
     )
     prometheus = promimage.ensure(shared.image)  # beside the seed image, which every node mounts
     return lower, shared, prometheus
@@ -157,20 +164,20 @@ def boot(state: dict, shared: node.Shared) -> float:
     return time.monotonic() - started
 
 
-def up(count: int, link: str) -> None:
+def up(count: int, link: str, release: releases.Release = releases.DEFAULT) -> None:
     ensure_host()
-    if is_up(count, link):
-        print(f"lab: {count} nodes already up ({link})")
+    if is_up(count, link, release):
+        print(f"lab: {count} nodes already up ({link}, Fedora {release.version})")
         return
     wanted = node_names(count)
     down(quiet=True)
-    lower, shared, prometheus = shared_folders()
+    lower, shared, prometheus = shared_folders(release)
     KEY.parent.mkdir(parents=True, exist_ok=True)
     if not KEY.exists():
         sh.run(
             "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "halo-cluster-lab", "-f", str(KEY)
         )
-    state = {"nodes": wanted, "link": link}
+    state = {"nodes": wanted, "link": link, "fedora": release.version}
     network.create(wanted, link)
     known_hosts = []
     for name in wanted:
@@ -185,7 +192,7 @@ def up(count: int, link: str) -> None:
     seconds = boot(state, shared)
     seed_registry(state, shared)
     seed_prometheus(state, shared, prometheus)
-    print(f"lab: {count} nodes up ({link}) in {seconds:.1f} s")
+    print(f"lab: {count} nodes up ({link}, Fedora {release.version}) in {seconds:.1f} s")
     write_cluster_config(state)
     print(f"lab: wrote {CONFIG.relative_to(PROJECT) if CONFIG.is_relative_to(PROJECT) else CONFIG}")
 
@@ -286,11 +293,12 @@ def all_running(state: dict) -> bool:
     return all(node.is_running(node_dirs(n)) for n in state.get("nodes", []))
 
 
-def is_up(count: int, link: str) -> bool:
-    """A lab of `count` nodes on `link` runs: `up` keeps it as it is."""
+def is_up(count: int, link: str, release: releases.Release = releases.DEFAULT) -> bool:
+    """A lab of `count` nodes on `link` presenting `release` runs: `up` keeps it as it is."""
     state = load_state()
     wanted = node_names(count)
-    return state.get("nodes") == wanted and state.get("link") == link and all_running(state)
+    same = state.get("nodes") == wanted and state.get("link") == link
+    return same and lab_release(state) == release and all_running(state)
 
 
 def node_names(count: int) -> list[str]:
@@ -437,10 +445,9 @@ def kernel_release(version: str) -> str:
     given as rpm prints it (6.18.16-200.fc43, the issue's and `upgrade --os`'s form) or with
     the arch; one the lab's repository does not offer would silently match nothing."""
     evr = version.removesuffix(".x86_64")
-    if evr not in rpms.KERNELS:
-        raise LabError(
-            f"break-kernel {version}: the lab offers the kernels {', '.join(rpms.KERNELS)}"
-        )
+    kernels = lab_release(load_state()).kernels
+    if evr not in kernels:
+        raise LabError(f"break-kernel {version}: the lab offers the kernels {', '.join(kernels)}")
     return f"{evr}.x86_64"
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lab import cli, freeze, saving, snapshot, throttle
+from lab import cli, freeze, releases, saving, snapshot, throttle
 from lab.sh import LabError
 
 
@@ -16,6 +16,13 @@ def main(argv: list[str]) -> int:
     p_up = sub.add_parser("up", help="start the lab nodes and write .lab/cluster.yml")
     p_up.add_argument("--nodes", type=int, default=2)
     p_up.add_argument("--link", choices=("roce", "thunderbolt"), default="roce")
+    p_up.add_argument(
+        "--fedora",
+        type=int,
+        choices=sorted(releases.RELEASES),
+        default=releases.DEFAULT.version,
+        help="the Fedora release the nodes present (docs/lab.md)",
+    )
     sub.add_parser("down", help="remove everything the lab created")
     sub.add_parser("status", help="show each node and its state")
     p_reboot = sub.add_parser("reboot", help="reboot one node")
@@ -56,7 +63,7 @@ def main(argv: list[str]) -> int:
                     f"--nodes {args.nodes} --link thunderbolt: Thunderbolt links are point to "
                     "point; a thunderbolt lab has 2 nodes (use --link roce for a switch)"
                 )
-            cli.up(args.nodes, args.link)
+            cli.up(args.nodes, args.link, releases.release(args.fedora))
         elif args.command == "down":
             cli.down()
         elif args.command == "status":

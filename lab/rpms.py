@@ -17,7 +17,8 @@ import tempfile
 from pathlib import Path
 
 from halo_cluster.roles import all_packages
-from lab import debs, sh
+from lab import debs, sh, signing
+from lab.releases import Release
 
 # one per package a role declares: adding a role never means editing the lab
 STAND_INS = all_packages()
@@ -37,10 +38,8 @@ install it on a simulated node. It contains no software.
 %files
 """
 
-# the versions docs/design/day-after.md section 7 names: what a node starts with (lab/rootfs.py
-# installs them) and what its repository offers beside
-KERNELS = ("6.18.5-200.fc43", "6.18.6-200.fc43", "6.18.9-200.fc43", "6.18.16-200.fc43")
-FIRMWARES = ("20251111-1.fc43", "20251125-1.fc43", "20260110-1.fc43")
+# a package the lab leaves unsigned in a signed release's repository: a node must refuse it
+UNSIGNED = "halo-lab-unsigned"
 FIRMWARE_PACKAGES = ("amd-gpu-firmware", "linux-firmware", "linux-firmware-whence")
 KERNEL_INSTALL = "/usr/local/libexec/lab-kernel-install"
 
@@ -151,16 +150,16 @@ def exporter_spec() -> str:
     )
 
 
-def specs() -> dict[str, str]:
-    """Every stand-in's spec by a file name of its own."""
+def specs(fedora: Release) -> dict[str, str]:
+    """Every stand-in's spec by a file name of its own: `fedora`'s kernels and firmware."""
     found = {name: SPEC.format(name=name) for name in STAND_INS}
     found[EXPORTER] = exporter_spec()
-    for evr in KERNELS:
+    for evr in fedora.kernels:
         version, release = evr.split("-")
         found[f"kernel-core-{evr}"] = KERNEL_SPEC.format(
             version=version, release=release, install=KERNEL_INSTALL
         )
-    for evr in FIRMWARES:
+    for evr in fedora.firmwares:
         version, release = evr.split("-")
         for name in FIRMWARE_PACKAGES:
             found[f"{name}-{evr}"] = FIRMWARE_SPEC.format(
@@ -169,27 +168,39 @@ def specs() -> dict[str, str]:
     return found
 
 
-def build_repo(repo: Path) -> None:
-    """Build every stand-in RPM and the repository metadata into `repo`."""
+def rpmbuild(work: Path, staging: Path) -> tuple[str, ...]:
+    """rpmbuild's command line up to the spec: build in `work`, the RPM into `staging`."""
+    return (
+        "rpmbuild",
+        "-bb",
+        "--quiet",
+        "--define",
+        f"_topdir {work / 'build'}",
+        "--define",
+        f"_rpmdir {staging}",
+        "--define",
+        "_build_name_fmt %{NAME}-%{VERSION}-%{RELEASE}.%{ARCH}.rpm",
+    )
+
+
+def build_repo(repo: Path, release: Release) -> None:
+    """Build every stand-in RPM of `release` and the repository metadata into `repo`, each RPM
+    signed with the lab's key when the release enforces signatures (lab/signing.py), and beside
+    them one left unsigned, which such a node refuses."""
     work = Path(tempfile.mkdtemp(prefix="halo-lab-rpm-"))
     try:
         staging = work / "repo"
         staging.mkdir()
-        for name, text in specs().items():
+        for name, text in specs(release).items():
             spec = work / f"{name}.spec"
             spec.write_text(text)
-            sh.run(
-                "rpmbuild",
-                "-bb",
-                "--quiet",
-                "--define",
-                f"_topdir {work / 'build'}",
-                "--define",
-                f"_rpmdir {staging}",
-                "--define",
-                "_build_name_fmt %{NAME}-%{VERSION}-%{RELEASE}.%{ARCH}.rpm",
-                str(spec),
-            )
+            sh.run(*rpmbuild(work, staging), str(spec))
+        if release.signed:
+            signing.sign(sorted(staging.glob("*.rpm")))
+            unsigned = work / f"{UNSIGNED}.spec"
+            unsigned.write_text(SPEC.format(name=UNSIGNED))
+            sh.run(*rpmbuild(work, staging), str(unsigned))
+            signing.export_key(staging / signing.KEY_FILE)
         sh.run("createrepo_c", "--quiet", str(staging))
         shutil.rmtree(repo, ignore_errors=True)
         repo.parent.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,7 @@ def save(name: str) -> float:
     state = cli.load_state()
     if not state or not cli.all_running(state):
         raise LabError(f"snapshot {name}: the lab is not up (`python -m lab up` first)")
-    lower, shared, _ = cli.shared_folders()
+    lower, shared, _ = cli.shared_folders(cli.lab_release(state))
     units = {each: snapshot.running_units(each, ssh) for each, ssh in reach(state).items()}
     power_off(state)
     snapshot.SNAPSHOTS.mkdir(parents=True, exist_ok=True)
@@ -41,6 +41,7 @@ def save(name: str) -> float:
         "rootfs": snapshot.rootfs_build(lower),
         "nodes": state["nodes"],
         "link": state["link"],
+        "fedora": cli.lab_release(state).version,
         "layers": {each: save_root(each, lower) for each in state["nodes"]},
         "units": units,
         "boots": {each: cli.node_dirs(each).boots() for each in state["nodes"]},
@@ -84,8 +85,8 @@ def restore(name: str) -> float:
     source = snapshot.folder(name)
     cli.down(quiet=True, poweroff=0)
     snapshot.drop_unused_layers()  # a forgotten snapshot's, which the lab ran on until now
-    lower, shared, _ = cli.shared_folders()
-    state = {"nodes": meta["nodes"], "link": meta["link"]}
+    state = {"nodes": meta["nodes"], "link": meta["link"], "fedora": meta.get("fedora")}
+    lower, shared, _ = cli.shared_folders(cli.lab_release(state))
     network.create(state["nodes"], state["link"])
     snapshot.copy_all(
         [(source / "nodes" / n / sub, cli.node_dirs(n).root / sub) for n, sub in folders(state)]

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import yaml
 
-from lab import rootfs, sh
+from lab import releases, rootfs, sh
 from lab.places import CACHE
 from lab.sh import LabError
 
@@ -120,7 +120,7 @@ def load(name: str) -> dict:
             f"restore {name}: stale, saved from other sources (key {meta.get('key')}, "
             f"the sources now {key()}): take it again with `python -m lab snapshot {name}`"
         )
-    if meta.get("rootfs") != rootfs_build(rootfs.rootfs_path()):
+    if meta.get("rootfs") != rootfs_build(rootfs.rootfs_path(releases.release(meta.get("fedora")))):
         raise LabError(
             f"restore {name}: stale, saved over another build of the root filesystem "
             f"({meta.get('rootfs')}): take it again with `python -m lab snapshot {name}`"

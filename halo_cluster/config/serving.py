@@ -131,6 +131,8 @@ PINNED_VARIABLES = frozenset(
         "HUGGINGFACE_HUB_CACHE",
         "NCCL_DEBUG",
         "NCCL_DEBUG_SUBSYS",
+        # vllm-engine.env: vLLM's engine start bound, from serve.ready_timeout and the model
+        "VLLM_ENGINE_READY_TIMEOUT_S",
         # secrets.env.j2: never in a 0644 file
         "VLLM_API_KEY",
         "HF_TOKEN",
@@ -150,6 +152,7 @@ PINNED_KEYS = {
     "NCCL_NET": "serve.transport",
     "NCCL_IB_DISABLE": "serve.transport",
     "NCCL_DEBUG_SUBSYS": "serve.nccl_debug",
+    "VLLM_ENGINE_READY_TIMEOUT_S": "serve.ready_timeout",
 }
 # variables the tool sets only when `serve.env` does not: the user's value wins
 DEFAULTED_VARIABLES = {"HF_HUB_OFFLINE": "serve.download"}

@@ -23,3 +23,29 @@ def folder(config_folder: Path) -> Path:
     in it are not (a symlink in the lock's place is the lock's reader's to judge)."""
     given = os.environ.get(ENV)
     return Path(given).resolve() if given else config_folder.resolve() / NAME
+
+
+def problem(given: str) -> str | None:
+    """What is wrong with GIVEN as the state folder, said before any command's work (a file
+    there would end the run in a traceback once it writes its reports), or None."""
+    return unwritable(given, folder=True)
+
+
+def unwritable(given: str, folder: bool = False) -> str | None:
+    """What is wrong with GIVEN as a FOLDER (else a file) to be made or replaced: a file where
+    a folder must be (or the other way), a path through a file, a folder that cannot be
+    written; None when it can be written."""
+    from halo_cluster.config.quoting import quote
+
+    path = Path(given)  # its parents as given (a relative one ends in "."): said as typed
+    found = next(p for p in (path, *path.parents) if p.exists())
+    if found == path and path.is_dir() != folder:
+        return f"{quote(given)}: is a {'file' if folder else 'folder'}: give a " + (
+            "folder" if folder else "file's path"
+        )
+    if found != path and not found.is_dir():
+        return f"{quote(given)}: is inside a file, {quote(str(found))}: give another path"
+    writes = found if found.is_dir() else found.absolute().parent  # a file is replaced there
+    if not os.access(writes, os.W_OK | os.X_OK):
+        return f"{quote(given)}: {quote(str(writes))} is not writable: give a path you can write"
+    return None

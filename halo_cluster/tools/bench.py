@@ -36,6 +36,7 @@ from halo_cluster.tools import (
     benchresults,
     benchstore,
     benchview,
+    jsonout,
     options,
     project,
     reach,
@@ -313,7 +314,7 @@ def main(argv: list[str]) -> int:
         print(change, file=sys.stderr)
     folder = reports()
     if args.compare:
-        return benchview.compare_only(cluster, folder)
+        return benchview.compare_only(cluster, folder, args.json)
     if not cluster.serve.enabled:
         said_ = f"serve.enabled is false in {cluster.source}: nothing serves"
         return benchview.failed(said_, args.json)
@@ -337,7 +338,7 @@ def main(argv: list[str]) -> int:
     chart = folder / benchchart.FILE
     if args.json:
         document = benchview.report_json(line, comparison, previous) | {"chart": str(chart)}
-        print(json.dumps(document, indent=2))
+        jsonout.emit("bench", document)
         return comparison.exit_code
     print("\n".join(benchview.said(line, comparison, previous)))
     print(f"bench: report {folder / 'report.md'}")

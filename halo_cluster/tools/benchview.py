@@ -3,12 +3,11 @@ verdict, as text or as one JSON document (`--json`), and a run that measured not
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from halo_cluster.config.model import Cluster
-from halo_cluster.tools import benchresults, benchstore, reach
+from halo_cluster.tools import benchresults, benchstore, jsonout
 from halo_cluster.tools.commands.exits import ERROR
 
 
@@ -30,29 +29,29 @@ def said(line: dict, comparison: benchresults.Comparison, previous: dict | None)
     return out
 
 
-def compare_only(cluster: Cluster, folder: Path) -> int:
+def compare_only(cluster: Cluster, folder: Path, as_json: bool = False) -> int:
     lines = benchstore.read_index(folder)
     if not lines:
-        print(
-            f"bench: no runs yet in {folder / 'index.jsonl'}: run halo-cluster bench",
-            file=sys.stderr,
-        )
-        return ERROR
+        return failed(f"no runs yet in {folder / 'index.jsonl'}: run halo-cluster bench", as_json)
     latest = lines[-1]
     previous = benchresults.previous_of(lines, latest)
     comparison = benchresults.compare(latest, previous, cluster.bench.tolerance)
-    print("\n".join(said(latest, comparison, previous)))
+    if as_json:
+        jsonout.emit("bench", report_json(latest, comparison, previous) | {"chart": None})
+    else:
+        print("\n".join(said(latest, comparison, previous)))
     return comparison.exit_code
 
 
 def failed(error: str, as_json: bool, nodes: dict[str, dict] | None = None) -> int:
     """A run that measured nothing: its line on stderr (each node's own, said already, when
-    NODES were not reached), and with --json the document that says so, its numbers "unknown"
+    NODES were not reached), and with --json the document that says so, its numbers null
     (never 0)."""
     if as_json:
-        found = {"exit_code": ERROR, "error": error, "verdict": reach.UNKNOWN,
-                 "levels": reach.UNKNOWN, "nodes": nodes or {}}  # fmt: skip
-        print(json.dumps(found, indent=2))
+        found = {"exit_code": ERROR, "error": error, "verdict": None, "levels": None,
+                 "run": None, "compared_to": None, "changed": [], "regressions": [], "deltas": {},
+                 "chart": None, "nodes": nodes or {}}  # fmt: skip
+        jsonout.emit("bench", found)
     if nodes is None:
         print(f"bench: {error}", file=sys.stderr)
     return ERROR
@@ -70,4 +69,5 @@ def report_json(line: dict, comparison: benchresults.Comparison, previous: dict 
         "changed": list(comparison.changed),
         "regressions": list(comparison.reasons),
         "deltas": comparison.deltas,
+        "nodes": {},  # every node was read
     }

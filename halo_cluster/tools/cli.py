@@ -22,7 +22,7 @@ import sys
 
 from halo_cluster.config import state
 from halo_cluster.tools import options
-from halo_cluster.tools.commands import NAMES, command, exits
+from halo_cluster.tools.commands import NAMES, command, exits, text
 
 PROG = "halo-cluster"
 HELP = ("-h", "--help")
@@ -128,14 +128,25 @@ def main(argv: list[str] | None = None) -> int:
     if helped:
         print(run.HELP)
         return exits.OK
-    for name, (_, _, variable) in GLOBAL.items():
-        given = _one(parser, name, [*(getattr(parsed, name[2:]) or []), *after[name]])
-        if given is not None:
-            # every command reads the variable, and so do the deploy and the checks it starts
-            os.environ[variable] = given
-    if folder := os.environ.get(state.ENV):
-        os.environ[state.ENV] = os.path.abspath(folder)  # the deploy runs in another folder
-    return run.main(args)
+
+    def started() -> int:
+        for name, (_, _, variable) in GLOBAL.items():
+            given = _one(parser, name, [*(getattr(parsed, name[2:]) or []), *after[name]])
+            if given is not None:
+                # every command reads the variable, and so do the deploy and the checks it starts
+                os.environ[variable] = given
+        if folder := os.environ.get(state.ENV):
+            if problem := state.problem(folder):  # before the work, not a traceback after it
+                given_by = "--state" if after["--state"] or parsed.state else f"${state.ENV}"
+                parser.refuse(f"{given_by} {problem}")
+            os.environ[state.ENV] = os.path.abspath(folder)  # the deploy runs in another folder
+        return run.main(args)
+
+    if "--json" in args and "--json" in text.names(run.OPTIONS):
+        from halo_cluster.tools import jsonout  # one document on stdout, whatever happens
+
+        return jsonout.only_document(parsed.command, started)
+    return started()
 
 
 if __name__ == "__main__":

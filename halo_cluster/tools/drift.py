@@ -23,10 +23,11 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from halo_cluster.config import state
 from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.rules import file_path
 from halo_cluster.node.report import REPORT_ENV
-from halo_cluster.tools import options, reach, selection, transport
+from halo_cluster.tools import jsonout, options, reach, selection, transport
 from halo_cluster.tools.project import PYINFRA, config, load, next_deploy, reports
 
 NO_DRIFT, ERROR, DRIFT = 0, 1, 2
@@ -106,8 +107,8 @@ def summarize(nodes: list[str], result: subprocess.CompletedProcess, events: lis
             entry.update(status=REFUSED, reason=refusal, changes=[], files={}, images=[])
         elif node not in reached:
             reason = _connect_error(result.stderr, node)
-            # what a dry run that did not reach the node cannot say
-            unknown = dict.fromkeys(("changes", "files", "images"), reach.UNKNOWN)
+            # what a dry run that did not reach the node cannot say: null, never a list's "unknown"
+            unknown = dict.fromkeys(("changes", "files", "images"))
             entry.update(status=UNREACHABLE, reason=reason, **unknown)
         elif node not in planned:
             entry.update(status=FAILED, reason=_last_error(result.stderr), changes=[], files={})
@@ -154,8 +155,12 @@ def report(summary: dict) -> str:
 
 def _verdict(summary: dict) -> str:
     pending = [e for e in summary["nodes"].values() if e["status"] == PENDING]
+    if summary["exit_code"] == ERROR and summary.get("config_errors"):
+        return "drift: error: the config is refused"
     if summary["exit_code"] == ERROR:
-        return f"drift: error on {len(summary['errors'])} node(s); the others are listed above"
+        others = len(summary["nodes"]) - len(summary["errors"])
+        tail = f"; the other {others} are listed above" if others else ""
+        return f"drift: error on {len(summary['errors'])} node(s){tail}"
     if not pending:
         return "drift: none, every node is converged"
     count = sum(len(e["changes"]) for e in pending)
@@ -187,7 +192,8 @@ def run(config: str, entry: Path, limit: Sequence[str] = (), exclude: Sequence[s
         cluster = load(config)
     except ConfigError as error:
         problems = error.problems
-        return {"exit_code": ERROR, "errors": problems, "config_errors": problems, "nodes": {}}
+        return {"exit_code": ERROR, "errors": problems, "config_errors": problems, "nodes": {},
+                "next_deploy": None, "left_out": []}  # fmt: skip
     try:
         chosen = selection.select(cluster, limit, exclude)
     except selection.Refused as refused:
@@ -207,7 +213,11 @@ def run(config: str, entry: Path, limit: Sequence[str] = (), exclude: Sequence[s
     for node, why in reach.probe_names(cluster, down).items():
         summary["nodes"][node]["reason"] = why
     summary["errors"] = _errors(summary)
-    return summary | {"next_deploy": next_deploy(cluster), "left_out": left_out}
+    return summary | {
+        "config_errors": [],
+        "next_deploy": next_deploy(cluster),
+        "left_out": left_out,
+    }
 
 
 def main(argv: list[str], entry: Path) -> int:
@@ -217,6 +227,9 @@ def main(argv: list[str], entry: Path) -> int:
     parser.flag("--json", "the summary as JSON on stdout instead of text")
     selection.add(parser)
     args = parser.parse_args(argv)
+    for option, given in (("--json-out", args.json_out), ("--md-out", args.md_out)):
+        if given and given != os.devnull and (wrong := state.unwritable(given)):
+            parser.refuse(f"{option} {wrong}")  # before the dry run, not a traceback after it
     path = config()
     summary = run(path, entry, args.limit, args.exclude)
     if "usage_error" in summary:
@@ -225,8 +238,9 @@ def main(argv: list[str], entry: Path) -> int:
     if summary.get("left_out"):
         print(selection.left_out_line(parser.prog, summary["left_out"]), file=sys.stderr)
     summary["config"] = path
+    summary["error"] = "\n".join(summary.get("config_errors", [])) or None
     if args.json:
-        print(json.dumps(summary, indent=2))
+        jsonout.emit("drift", summary)
     elif summary.get("config_errors"):
         print("\n".join(f"drift: error: {e}" for e in summary["config_errors"]))
     else:
@@ -234,7 +248,7 @@ def main(argv: list[str], entry: Path) -> int:
     out = Path(args.json_out or reports() / "drift.json")
     if str(out) != os.devnull:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(summary, indent=2) + "\n")
+        out.write_text(json.dumps(jsonout.whole("drift", summary), indent=2) + "\n")
         Path(args.md_out or out.with_suffix(".md")).write_text(markdown(summary))
     return summary["exit_code"]
 

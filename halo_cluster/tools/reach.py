@@ -4,7 +4,7 @@ Every command that reaches nodes over the tool's transport (transport.py) says a
 node the same way (`said`, `line`, `down`), its reason sorted from ssh's own stderr by
 transport.py's `reason`, and bounds the attempt: ssh's ConnectTimeout and ServerAlive settings, and
 `PROBE_SECONDS` for the probe `verify` runs before its checks. In `--json` output what could not
-be read from such a node is `UNKNOWN`, never "absent" or 0.
+be read from such a node is null (a word's field, as Ray's state, `UNKNOWN`), never "absent" or 0.
 """
 
 from __future__ import annotations

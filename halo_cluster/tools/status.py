@@ -26,8 +26,9 @@ from halo_cluster.tools.commands.exits import DOWN, ERROR, OK
 UP, UNREACHABLE = OK, ERROR  # status's names for them: 2 is DOWN, something is down
 VERDICTS = {UP: "up", DOWN: "something is down", UNREACHABLE: "a node cannot be reached"}
 SERVICES = ("halo-ray", "halo-vllm")
-# what --json says of a node it could not reach: none of it was read
-NOT_READ = ("ray", "gpus", "units", "vllm", "memory", "versions", "images", "live", "watchdog")
+# what --json says of a node it could not reach: none of it was read, so null (never a list's
+# or a number's "unknown": commands/documents.py); `ray`, a word, stays "unknown"
+NOT_READ = ("gpus", "units", "vllm", "memory", "versions", "images", "live", "watchdog")
 # each command of the read is stopped after PART_SECONDS (a frozen user manager, Ray or
 # Prometheus: that part is said, the others are read), the node's whole read after
 # READ_SECONDS (a node whose SSH session itself says nothing)
@@ -67,7 +68,7 @@ class NodeStatus:
     reachable: bool = True
     unreachable: str = ""  # the one line saying why it cannot be reached (reach.py)
     ray: str = reach.UNKNOWN  # alive, dead, absent (not among Ray's nodes), unknown (not read)
-    gpus: float | str = reach.UNKNOWN
+    gpus: float | None = None  # None: not read
     units: list[Unit] = field(default_factory=list)
     vllm: dict = field(default_factory=dict)  # head only: health, models, url
     memory: dict = field(default_factory=dict)  # the memory budget (decide/budget.py)
@@ -109,6 +110,8 @@ def gather_commands(cluster: Cluster, node: Node) -> dict[str, str]:
         "memory": memory_command(user, cluster.serve.model),
         "versions": versions_command(),
     }
+    if not cluster.serve.enabled:  # no services to read: what the node runs, as deployed
+        return {name: commands[name] for name in ("images", "versions")}
     if node.role == "head":
         ray, url = ray_nodes_command(), cluster.serve.head_url
         commands |= {
@@ -175,12 +178,14 @@ def read_node(
         status.reachable, status.unreachable = False, reach.down(result)
         return status, []
     status.silent = [name for name, part in found.items() if part.status in STOPPED]
+    status.versions = dict(versions_process(found["versions"].filled))
+    status.images = {n: i["reference"] for n, i in parse_images(found["images"].filled).items()}
+    if not cluster.serve.enabled:
+        return status, []
     status.units = parse_units(found["units"].lines, found["errors"].filled)
     if "units" in status.silent:  # not "absent": the user manager did not answer
         status.units = [Unit(name, state=reach.UNKNOWN) for name in SERVICES]
     status.memory = asdict(node_budget(cluster, node, found["memory"].filled))
-    status.versions = dict(versions_process(found["versions"].filled))
-    status.images = {n: i["reference"] for n, i in parse_images(found["images"].filled).items()}
     status.units = [u for u in status.units if u.name in statusranks.services(cluster, node)]
     if node.role == "worker":
         return status, []
@@ -228,8 +233,8 @@ def collect(cluster: Cluster) -> list[NodeStatus]:
         read = ssh.read_all(lambda node: bounded(gather_commands(cluster, node)), READ_SECONDS)
     results = [read_node(cluster, n, *read[n.name]) for n in cluster.nodes]
     statuses = [status for status, _ in results]
-    if statusranks.native(cluster):  # no Ray: each rank is placed on the whole config (main)
-        return statuses
+    if statusranks.native(cluster) or not cluster.serve.enabled:
+        return statuses  # no Ray: each rank is placed on the whole config (main), or none
     head = next((s for s in statuses if s.role == "head"), None)
     if head is None or not head.reachable:
         # Ray's nodes are read on the head (left out, or unreachable): every node's stays unknown
@@ -245,9 +250,9 @@ def collect(cluster: Cluster) -> list[NodeStatus]:
 
 
 def as_json(status: NodeStatus) -> dict:
-    """A node in --json: what was not read from an unreachable node is "unknown"."""
+    """A node in --json: what was not read from an unreachable node is null."""
     found = asdict(status)
-    return found if status.reachable else found | dict.fromkeys(NOT_READ, reach.UNKNOWN)
+    return found if status.reachable else found | dict.fromkeys(NOT_READ)
 
 
 def exit_code(cluster: Cluster, statuses: list[NodeStatus]) -> int:

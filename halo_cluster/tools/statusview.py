@@ -8,13 +8,12 @@ firmware the node runs and has installed (the deploy's InstalledVersions read), 
 the Ray nodes (address, alive, GPUs), vLLM's health, model and URL, and with metrics on the last
 5 minutes from Prometheus (statuslive.py). Exit 0 when everything is
 up, 2 when something is down (or serve.enabled is false), 1 when a node cannot be reached (one
-line naming it and SSH's reason; in --json what it could not say is "unknown") or the config is
-bad.
+line naming it and SSH's reason; in --json what it could not say is null) or the config is
+bad. With serve.enabled false it still reads each node: its reach, image and versions.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -24,7 +23,15 @@ from halo_cluster.config.docs import page
 from halo_cluster.config.model import Cluster
 from halo_cluster.decide import budget
 from halo_cluster.node.versions import firmware, summary
-from halo_cluster.tools import options, selection, statuslive, statusranks, statuswatchdog
+from halo_cluster.tools import (
+    jsonout,
+    options,
+    reach,
+    selection,
+    statuslive,
+    statusranks,
+    statuswatchdog,
+)
 from halo_cluster.tools.project import config, load_or_say, next_deploy
 from halo_cluster.tools.status import (
     DOWN,
@@ -141,7 +148,7 @@ def table(cluster: Cluster, statuses: list[NodeStatus], lock: locks.Lock | None 
             vllm = f"health {health or 'no answer'}, {' '.join(s.vllm['models']) or 'no model'}"
             vllm += f", {s.vllm['url']}"
         image = image_cell(s.images, lock)
-        gpus = f"{s.gpus:g}" if isinstance(s.gpus, float | int) else s.gpus
+        gpus = reach.UNKNOWN if s.gpus is None else f"{s.gpus:g}"
         ray = statusranks.cell(s) if native else s.ray
         rows.append((s.name, s.role, ray, s.address, gpus, image, services, vllm))
     rows = rows if len(rows) > 1 else []  # no node read: no table
@@ -168,34 +175,49 @@ def main(argv: list[str]) -> int:
         return UNREACHABLE  # its usage error
     if out := selection.left_out_line(parser.prog, selection.left_out(cluster, chosen)):
         print(out, file=sys.stderr)
-    if not cluster.serve.enabled:
-        said = f"serve.enabled is false in {cluster.source}: no services to show"
-        if args.json:
-            print(json.dumps({"exit_code": DOWN, "serving": False, "reason": said, "nodes": []}))
-        else:
-            print(f"status: {said}")
-        return DOWN
     statuses = collect(replace(cluster, nodes=tuple(chosen)))  # only the selected nodes read
-    if statusranks.native(cluster):
+    serving = cluster.serve.enabled
+    # serving off: no services to judge, but each node's reach, image and versions are read
+    off = None if serving else f"serve.enabled is false in {cluster.source}: no services to show"
+    if statusranks.native(cluster) and serving:
         statusranks.place(cluster, statuses)
-    code = exit_code(cluster, statuses)
+    code = exit_code(cluster, statuses) if serving else off_code(statuses)
     if args.json:
         nodes = [as_json(s) for s in statuses]
         out = selection.left_out(cluster, chosen)
-        document = {"exit_code": code, "serving": True, "nodes": nodes, "left_out": out}
-        print(json.dumps(document, indent=2))
-    else:
-        for s in statuses:
-            if not s.reachable:
-                print(s.unreachable)
-        for said in silent_lines(statuses):
-            print(said)
-        lock, _ = locks.read(Path(cluster.container.lock))
-        parts = [table(cluster, statuses, lock), watchdog_line(statuses), live_table(statuses),
-                 memory_table(statuses), versions_table(statuses)]  # fmt: skip
-        print("\n".join(part for part in parts if part))
-        print(f"status: {VERDICTS[code]}")
+        jsonout.emit("status", {"exit_code": code, "serving": serving, "reason": off,
+                                "nodes": nodes, "left_out": out})  # fmt: skip
+        return code
+    for s in statuses:
+        if not s.reachable:
+            print(s.unreachable)
+    for said in silent_lines(statuses):
+        print(said)
+    lock, _ = locks.read(Path(cluster.container.lock))
+    parts = [table(cluster, statuses, lock), watchdog_line(statuses), live_table(statuses),
+             memory_table(statuses), versions_table(statuses)]  # fmt: skip
+    if not serving:
+        parts = [image_line(lock), off_table(statuses, lock), versions_table(statuses)]
+    print("\n".join(part for part in parts if part))
+    print(f"status: {off or VERDICTS[code]}")
     return code
+
+
+def off_code(statuses: list[NodeStatus]) -> int:
+    """Serving off: a node not reached is still UNREACHABLE; else DOWN, nothing serves."""
+    return UNREACHABLE if not all(s.reachable for s in statuses) else DOWN
+
+
+def off_table(statuses: list[NodeStatus], lock: locks.Lock | None) -> str:
+    """Serving off: each node reached and the image its containers run, if any."""
+    rows = [(s.name, s.role, s.address, image_cell(s.images, lock)) for s in statuses
+            if s.reachable]  # fmt: skip
+    if not rows:
+        return ""
+    rows.insert(0, ("node", "role", "node ip", "image"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -71,9 +71,12 @@ def document(cluster: Cluster, config: str | Path) -> dict:
     """The same as `lines`, for `where --json`: from the config alone (no node is asked)."""
     serve = cluster.serve
     if not serve.enabled:
-        return {"serving": False, "reason": lines(cluster, config)[0], "head": cluster.head.name}
+        none = dict.fromkeys(("model", "url", "listen", "try", "status"))
+        return {"serving": False, "reason": lines(cluster, config)[0], "head": cluster.head.name,
+                **none}  # fmt: skip
     return {
         "serving": True,
+        "reason": None,
         "model": serve.served_model_name,
         "url": url(cluster),
         "listen": serve.listen,

@@ -16,6 +16,10 @@ collective over every rank, as tensor parallelism's are. Installed beside the st
   300 s; v1/executor/multiproc_executor.py: collective_rpc) with "RPC call to execute_model timed
   out.": the engine is dead, /health answers 503 and the API server exits 5 s later
   (vllm/entrypoints/launcher.py: watchdog_loop).
+- The API server waits for its engine to be ready (every rank joined, the weights loaded) up to
+  VLLM_ENGINE_READY_TIMEOUT_S (vllm/envs.py, 600 s; v1/engine/core_client.py: MPClient, its
+  poll of the engines' ready messages), then raises "Timed out waiting for engine core processes
+  to start" and exits 1, whichever launcher runs the ranks (`ready_bound`).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from vllm_metrics import CACHE_CONFIG, Metrics
 
 # vllm/envs.py: the stand-in reads the same variable, so tests shorten it as an operator would
 EXECUTE_MODEL_TIMEOUT = int(os.environ.get("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "300"))
+ENGINE_READY_TIMEOUT = int(os.environ.get("VLLM_ENGINE_READY_TIMEOUT_S", "600"))
 MAX_NUM_SEQS = 256  # vllm/engine/arg_utils.py: the API server's default on a GPU
 KV_CAPACITY = int(CACHE_CONFIG["num_gpu_blocks"]) * int(CACHE_CONFIG["block_size"])  # tokens
 TIMED_OUT = "TimeoutError: RPC call to execute_model timed out."
@@ -45,6 +50,34 @@ class EngineDeadError(RuntimeError):
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+def not_ready() -> str:
+    """vLLM's error when its engine is not ready in time (v1/engine/core_client.py)."""
+    return (
+        "TimeoutError: Timed out waiting for engine core processes to start. This is often "
+        f"caused by slow weight loading for large models. Waited {ENGINE_READY_TIMEOUT}s "
+        "(configured by VLLM_ENGINE_READY_TIMEOUT_S). To increase the timeout, set the "
+        "environment variable: VLLM_ENGINE_READY_TIMEOUT_S=<seconds>"
+    )
+
+
+@contextlib.contextmanager
+def ready_bound() -> Iterator[None]:
+    """The API server's wait for its engine: past ENGINE_READY_TIMEOUT it gives up with vLLM's
+    error and exits 1, its engine's processes with it (a Ray driver's actors go with it)."""
+
+    def give_up() -> None:
+        log(f"ERROR {not_ready()}")
+        os._exit(1)
+
+    timer = threading.Timer(ENGINE_READY_TIMEOUT, give_up)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 class Peer:

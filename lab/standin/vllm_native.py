@@ -11,7 +11,7 @@ vLLM 0.33.0's contracts between the nodes as its source has them:
   free within it (vllm/distributed/parallel_state.py: init_distributed_environment);
 - the head's HTTP server listens only once every rank joined and the engine is ready, which the
   API server waits for up to VLLM_ENGINE_READY_TIMEOUT_S (600 s, vllm/envs.py,
-  v1/engine/core_client.py);
+  v1/engine/core_client.py: vllm_engine.ENGINE_READY_TIMEOUT, shared with the Ray launcher);
 - a headless rank serves no HTTP at all and exits only when one of its local workers dies, with
   status 0 (entrypoints/cli/serve.py: run_headless; v1/executor/multiproc_executor.py:
   start_worker_monitor(inline=True)); the head's death neither ends it nor lets it rejoin;
@@ -40,14 +40,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from vllm_engine import Core, Peer, answer, exchange
+from vllm_engine import ENGINE_READY_TIMEOUT, Core, Peer, answer, exchange, not_ready
 
 DP_RPC_PORT = 29550  # ParallelConfig.data_parallel_rpc_port: a headless DP engine's front-end
 NNODES_BACKENDS = ("mp", "uni", "external_launcher")  # config/parallel.py: __post_init__
 PG_TIMEOUT = 600  # torch's default for the NCCL world group when no --distributed-timeout-seconds
 HANDSHAKE_TIMEOUT_MINS = 5  # vllm/v1/engine/core.py
-# vllm/envs.py: the stand-in reads the same variables, so tests shorten them as an operator would
-ENGINE_READY_TIMEOUT = int(os.environ.get("VLLM_ENGINE_READY_TIMEOUT_S", "600"))
 # a local GPU worker: runs each step its launcher passes it, until its launcher goes (the end of
 # its connection is vLLM's death pipe)
 WORKER = """import json, os
@@ -134,10 +132,7 @@ def gave_up(store: int, joined: int, world: int) -> str:
     """Whose timeout ends the head's wait for the world first: the API server's for its engine,
     or the process group's for the store's clients (torch's message)."""
     if store > ENGINE_READY_TIMEOUT:
-        return (
-            "TimeoutError: Timed out waiting for engine core processes to start "
-            f"(VLLM_ENGINE_READY_TIMEOUT_S={ENGINE_READY_TIMEOUT})."
-        )
+        return not_ready()
     return (
         f"DistStoreError: Timed out after {store + 1} seconds waiting for clients. "
         f"{joined}/{world} clients joined."

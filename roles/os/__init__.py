@@ -17,6 +17,7 @@ from halo_cluster.config import rpmversion
 from halo_cluster.decide.preflight import FAIL, NOT_VERIFIED, OK, WARN, Check
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.nodefiles import cached, node_files
+from halo_cluster.node.operations import text_file
 from halo_cluster.node.pyinfra_internals import active
 from halo_cluster.node.versions import (
     FIRMWARE,
@@ -30,7 +31,7 @@ from halo_cluster.node.versions import (
     running_package,
     upgrade_command,
 )
-from halo_cluster.roles.os import versions
+from halo_cluster.roles.os import installonly, versions
 from halo_cluster.roles.os.versions import BAD, GOOD, Entry
 
 ORDER = 15
@@ -38,7 +39,7 @@ PACKAGES = ()  # dnf5's versionlock is built in (Fedora 43)
 
 
 def paths(data) -> tuple[str, ...]:
-    return (versions.DNF5_LOCKS, versions.DNF4_LOCKS)
+    return (versions.DNF5_LOCKS, versions.DNF4_LOCKS, installonly.DNF_CONF)
 
 
 def reads(data) -> tuple[tuple[type, dict], ...]:
@@ -236,9 +237,11 @@ def wanted_locks(info: VersionsInfo) -> dict[str, str]:
 
 @deploy("Kernel and firmware versions")
 def apply(node: NodeContext) -> None:
+    info = cached(host, InstalledVersions)
+    if info["dnf5"]:
+        keep_installonly(bool(host.data.halo_os_lock))
     if not host.data.halo_os_lock:
         return
-    info = cached(host, InstalledVersions)
     if running_package(info) is None:
         logger.warning(
             f"{host.print_prefix}os.lock: the running kernel {info['running']} is no installed "
@@ -263,4 +266,17 @@ def apply(node: NodeContext) -> None:
     else:
         server.shell(
             name=f"Lock the kernel and firmware versions in {path}: {listed}", commands=[command]
+        )
+
+
+def keep_installonly(lock: bool) -> None:
+    """No install-only rotation while the lock holds (roles/os/installonly.py), the user's
+    limit back when it goes."""
+    text = node_files(host).text(installonly.DNF_CONF)
+    wanted = installonly.held(text) if lock else installonly.released(text)
+    if wanted is not None:
+        text_file(
+            name=f"Install-only rotation in {installonly.DNF_CONF}",
+            path=installonly.DNF_CONF,
+            text=wanted,
         )

@@ -14,6 +14,7 @@ from halo_cluster.decide.rdmatools import RdmaLink, parse_rdma_link
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.memory import model_dir
 from halo_cluster.roles.serve.files import UNITS
+from halo_cluster.roles.serve.usermanager import MEMLOCK_ROW, hard_memlock
 
 Departure = Literal["present", "absent", "unreachable"]
 SSH_UNREACHABLE = 255  # ssh's own exit status: no connection, or a host key it does not pin
@@ -91,29 +92,32 @@ class ManagerLimits(TypedDict):
 
     gids: NotRequired[list[int]]  # the running manager's groups
     memlock: NotRequired[str]  # its hard memlock limit: "unlimited" or bytes
-    pid1_memlock: NotRequired[str]  # PID 1's
+    pid1_memlock: NotRequired[str]  # PID 1's (systemd's own 64 MiB on a real node)
+    pid1_caps: NotRequired[int]  # PID 1's effective capabilities (CapEff)
     default_memlock: NotRequired[str]  # DefaultLimitMEMLOCK: what a restarted manager gets
 
 
 class UserManager(FactBase[ManagerLimits]):
     """What the user's systemd manager (user@UID.service, parent of its services) runs with,
-    when it runs, and PID 1's hard memlock limit and DefaultLimitMEMLOCK (what a restarted
-    manager would get) in any case."""
+    when it runs, and PID 1's hard memlock limit, capabilities and DefaultLimitMEMLOCK (what a
+    restarted manager would get) in any case. The limits rows as the kernel prints them, read
+    with usermanager.hard_memlock."""
 
     @staticmethod
     def default() -> ManagerLimits:
         return ManagerLimits()
 
     def command(self, user: str) -> str:
+        row = f"grep '^{MEMLOCK_ROW}'"
         return (
-            "limit() { sed -n 's/^Max locked memory *[^ ]* *\\([^ ]*\\).*/\\1/p' \"$1\"; }; "
-            'echo "pid1_memlock=$(limit /proc/1/limits)"; '
+            f'echo "pid1_memlock=$({row} /proc/1/limits)"; '
+            "echo \"pid1_caps=$(sed -n 's/^CapEff:[[:space:]]*//p' /proc/1/status)\"; "
             'echo "default_memlock=$(systemctl show -p DefaultLimitMEMLOCK --value)"; '
             f"uid=$(id -u {shlex.quote(user)} 2>/dev/null) || exit 0; "
             'pid=$(systemctl show -p MainPID --value "user@$uid.service"); '
             '[ "${pid:-0}" -gt 0 ] || exit 0; '
             'echo "gids=$(sed -n \'s/^Groups:[[:space:]]*//p\' "/proc/$pid/status")"; '
-            'echo "memlock=$(limit "/proc/$pid/limits")"'
+            f'echo "memlock=$({row} "/proc/$pid/limits")"'
         )
 
     def process(self, output: list[str]) -> ManagerLimits:
@@ -122,7 +126,11 @@ class UserManager(FactBase[ManagerLimits]):
             key, _, value = line.partition("=")
             if key == "gids":
                 found["gids"] = [int(g) for g in value.split()]
-            elif key in ("memlock", "pid1_memlock", "default_memlock"):
+            elif key in ("memlock", "pid1_memlock") and (limit := hard_memlock(value)):
+                found[key] = limit
+            elif key == "pid1_caps" and value.strip():
+                found["pid1_caps"] = int(value, 16)
+            elif key == "default_memlock":
                 found[key] = value.strip()
         return found
 

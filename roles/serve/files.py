@@ -60,6 +60,9 @@ FILES = (
     ),
     # which model the node holds: a change fetches it; the services read the model elsewhere
     ServiceFile("model", f"{SERVICE_CONFIG}/model", "644", ()),
+    # vLLM's engine start bound (enginestart.py): read at vLLM's start only, a change restarts
+    # nothing (a running engine is past its start; a restarting one takes the new bound)
+    ServiceFile("engine_env", f"{SERVICE_CONFIG}/vllm-engine.env", "644", (), head_only=True),
 )
 BY_NAME = {f.name: f for f in FILES}
 VLLM_FILES = tuple(f.name for f in FILES if f.head_only)

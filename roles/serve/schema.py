@@ -158,7 +158,9 @@ SECTION: tuple[Field, ...] = (
         "integer",
         1800,
         "Seconds the deploy waits for vLLM's /health (a real model load takes minutes); "
-        "`--data halo_serve_wait=false` skips the wait.",
+        "`--data halo_serve_wait=false` skips the wait. Also the most vLLM's own engine start "
+        "may take (`VLLM_ENGINE_READY_TIMEOUT_S`: 600 s plus 10 s a GiB of the node's share "
+        "of the weights, at least vLLM's 600 s).",
         rule=rules.ready_timeout,
         unmeasured=DEPLOY,
     ),

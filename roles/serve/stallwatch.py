@@ -36,9 +36,6 @@ ALERT = "VllmGenerationStalled"  # the metrics role's stalled-group alert
 TOKENS = "vllm:generation_tokens_total"  # vLLM's counter of generated tokens (its /metrics)
 STEP_SECONDS = 120  # one systemctl of a restart step (a stop waits out StopTimeout, 30-45 s)
 KEY = "VLLM_API_KEY="  # secrets.env's one line (templates/serve/secrets.env.j2)
-# a head not ready this long while its unit runs waits for ranks that will not come: vLLM itself
-# gives its engine 600 s to be ready (VLLM_ENGINE_READY_TIMEOUT_S, envs.py), plus a restart's margin
-NOT_READY_SECONDS = 900
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pyinfra import host
 
-from halo_cluster.roles.serve import flags, metricsfence
+from halo_cluster.roles.serve import enginestart, flags, metricsfence
 from halo_cluster.roles.serve.ray import launches, render, secret_line
 
 # what Ray may take to place vLLM's GPUs with every node up before the head's Ray is restarted
@@ -29,14 +29,17 @@ def files(ray_context: dict) -> dict[str, str]:
     }
     unit = render("halo-vllm.container.j2", **values)
     fence = {"metrics_fence": Path(metricsfence.__file__).read_text()} if values["fence"] else {}
+    engine = {"engine_env": enginestart.env_file()}  # either launcher: the API server's bound
     if not launches(host.data):
         found = {"vllm_unit": unit, "vllm_start": render("vllm-rank-start.sh.j2", **values)}
-        return found | fence | ({"secrets": _secrets()} if host.data.halo_role == "head" else {})
+        secrets = {"secrets": _secrets()} if host.data.halo_role == "head" else {}
+        return found | engine | fence | secrets
     return {
         "vllm_unit": unit,
         "vllm_start": render("vllm-start.sh.j2", **values),
         "vllm_prestart": render("vllm-prestart.sh.j2", **values),
         "secrets": _secrets(),
+        **engine,
         **fence,
     }
 

@@ -16,7 +16,7 @@ from halo_cluster.config.lock import HISTORY
 from halo_cluster.config.serving import SECRETS_ENV, SERVICE_CONFIG
 from halo_cluster.node.nodefiles import cached
 from halo_cluster.node.operations import text_file
-from halo_cluster.roles.serve import stallwatch
+from halo_cluster.roles.serve import enginestart, stallwatch
 from halo_cluster.roles.serve.facts import UserUnits, over_data_link
 from halo_cluster.roles.serve.files import RAY, VLLM
 from halo_cluster.roles.serve.lifecycle import remove, running
@@ -73,7 +73,9 @@ def settings(data, home: str) -> dict:
         # with metrics.listen: all, the metrics role's 0600 file of the header Prometheus asks
         # for: read at each query (a new password needs no restart), never copied here
         "authorization": f"{home}/{path}" if (path := data.halo_metrics_authorization) else "",
-        "down_seconds": stallwatch.NOT_READY_SECONDS,
+        # a head not ready this long while its unit runs waits for ranks that will not come:
+        # vLLM's own engine start bound, plus a restart's margin
+        "down_seconds": enginestart.for_node() + enginestart.WATCHDOG_MARGIN,
     }
 
 

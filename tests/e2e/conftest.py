@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from halo_cluster.tools.commands import verify as verify_command
-from lab import cli
+from lab import cli, releases
 
 ROOT = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).parent / "pyinfra")
@@ -55,9 +55,14 @@ def lab_needed(item: pytest.Item) -> int:
 class Lab:
     """Drive the lab and the deploy the way a user does: `python -m lab`, pyinfra, ssh."""
 
-    def __init__(self, nodes: int, link: str) -> None:
+    def __init__(self, nodes: int, link: str, fedora: int | None = None) -> None:
         self.nodes = cli.node_names(nodes)
         self.link = link
+        self.release = releases.release(fedora)
+
+    def up_args(self) -> tuple[str, ...]:
+        shape = ("up", "--nodes", str(len(self.nodes)), "--link", self.link)
+        return (*shape, "--fedora", str(self.release.version))
 
     def lab(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         result = subprocess.run(
@@ -69,7 +74,7 @@ class Lab:
     def fresh(self) -> Lab:
         """New nodes from the cached root filesystem: nothing of an earlier test remains."""
         self.lab("down")
-        self.lab("up", "--nodes", str(len(self.nodes)), "--link", self.link)
+        self.lab(*self.up_args())
         return self
 
     def converged(self) -> Lab:
@@ -80,8 +85,8 @@ class Lab:
     def ensure_up(self) -> Lab:
         """These nodes running, whatever an earlier test did (`lab up` keeps a lab of this shape
         as it is, and makes a new one otherwise; asked here first, which costs no `lab` start)."""
-        if not cli.is_up(len(self.nodes), self.link):
-            self.lab("up", "--nodes", str(len(self.nodes)), "--link", self.link)
+        if not cli.is_up(len(self.nodes), self.link, self.release):
+            self.lab(*self.up_args())
         return self
 
     def ensure_converged(self, extra: str = "") -> Lab:

@@ -151,6 +151,9 @@ def test_ray_runs_on_both_nodes_as_the_cluster_user_at_the_data_addresses(served
     # lab/serve.yml: `transport: sockets` (no RDMA device in the lab), chosen, not a fallback
     assert env["NCCL_NET"] == "Socket" and env["NCCL_IB_DISABLE"] == "1"
     assert env["RAY_ADDRESS"] == f"{HEAD}:6379"
+    # vllm-engine.env (roles/serve/enginestart.py): lab/serve.yml's ready_timeout 300 is below
+    # vLLM's own 600 s, which stays
+    assert env["VLLM_ENGINE_READY_TIMEOUT_S"] == "600"
 
 
 def test_rerun_changes_nothing(served: Lab) -> None:

@@ -31,7 +31,7 @@ def test_converged_lab_passes_with_hardware_not_verified(lab: Lab) -> None:
             "rdma_link_active",
             "ibv_port_active",
             "roce_v2_gid",
-            "memlock_unlimited_in_login_sessions",
+            "memlock_unlimited_in_the_containers",
         ):
             assert rows[(node, check)] == "NOT VERIFIED", (node, check)
     assert rows[("node2", "rdma_latency")] == "NOT VERIFIED"

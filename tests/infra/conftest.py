@@ -14,7 +14,6 @@ are not run, and the run exits 1. `--json` prints the summary as one JSON docume
 from __future__ import annotations
 
 import inspect
-import json
 import re
 import sys
 import tempfile
@@ -27,7 +26,7 @@ import testinfra
 
 from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.model import Cluster
-from halo_cluster.tools import project, reach, selection, sshconfig
+from halo_cluster.tools import jsonout, project, reach, selection, sshconfig
 from halo_cluster.tools.commands.exits import BAD_CONFIG, NO_CHECKS
 
 from .target import NOT_VERIFIED, Target
@@ -133,7 +132,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         serving = [item for item in kept if SERVING in item.nodeid]
         kept = [item for item in kept if item not in serving]
         if serving:
-            print(f"serving checks left out: serve.enabled is false in {cluster.source}")
+            # on stderr: with --json, stdout is the document's alone
+            print(f"serving checks left out: serve.enabled is false in {cluster.source}",
+                  file=sys.stderr)  # fmt: skip
     kept = launchers_checks(cluster, kept)
     down = set(summary.unreachable)
     if down:
@@ -155,7 +156,8 @@ def launchers_checks(cluster: Cluster, items: list[pytest.Item]) -> list[pytest.
     other = "test_ray_" if native else "test_native_"
     left = [item for item in items if SERVING in item.nodeid and item.name.startswith(other)]
     if left and native:  # with Ray, the native checks are simply not this cluster's
-        print(f"Ray's checks left out: serve.launcher is native in {cluster.source}")
+        print(f"Ray's checks left out: serve.launcher is native in {cluster.source}",
+              file=sys.stderr)  # fmt: skip
     return [item for item in items if item not in left]
 
 
@@ -180,6 +182,10 @@ def needs(cluster: Cluster, item: pytest.Item) -> set[str]:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     cluster: Cluster = metafunc.config.halo_cluster  # type: ignore[attr-defined]
     names = [n.name for n in cluster.nodes]
+    if "reached_name" in metafunc.fixturenames:  # every node chosen, reached or not
+        summary: Summary = metafunc.config.pluginmanager.get_plugin("halo-summary")  # type: ignore[assignment]
+        chosen = [name for name in names if name not in summary.left_out]
+        metafunc.parametrize("reached_name", chosen, ids=chosen)
     if "node" in metafunc.fixturenames:
         metafunc.parametrize("node_name", names, ids=names)
     if "worker" in metafunc.fixturenames:
@@ -286,7 +292,7 @@ class Summary:
         )
 
     def document(self, cluster: Cluster | None) -> dict:
-        """The summary as --json prints it: a node not reached has its checks "unknown"."""
+        """The summary as --json prints it: a node not reached has its checks null."""
         rows = [_row(r) for r in self.reports]
         nodes: dict[str, dict] = {}
         for node in cluster.nodes if cluster else ():
@@ -294,7 +300,7 @@ class Summary:
                 continue
             if node.name in self.unreachable:
                 line = self.unreachable[node.name]
-                nodes[node.name] = {"reachable": False, "reason": line, "checks": reach.UNKNOWN}
+                nodes[node.name] = {"reachable": False, "reason": line, "checks": None}
             else:
                 own = [r for r in rows if r[0] == node.name]
                 nodes[node.name] = {"reachable": True, "reason": None, "checks": _counts(own)}
@@ -310,7 +316,7 @@ class Summary:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self.json:
-            print(json.dumps(self.document(getattr(config, "halo_cluster", None)), indent=2))
+            jsonout.emit("verify", self.document(getattr(config, "halo_cluster", None)))
 
 
 def _counts(rows: list[tuple[str, str, str, str]]) -> dict[str, int]:

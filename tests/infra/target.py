@@ -24,7 +24,7 @@ import testinfra
 from testinfra.backend.base import CommandResult
 
 from halo_cluster.config.model import Cluster, Node
-from halo_cluster.config.serving import SERVE_ENV
+from halo_cluster.config.serving import SERVE_ENV, SERVING_CONTAINERS
 from halo_cluster.decide.safety import resolve_interface
 from halo_cluster.node import batch, toolbox, vllmworld
 from halo_cluster.node.facts import (
@@ -40,6 +40,7 @@ from halo_cluster.node.facts import (
 from halo_cluster.node.image import ContainerImage, ContainerImages
 from halo_cluster.node.versions import VersionsInfo, versions_command, versions_process
 from halo_cluster.roles import all_packages
+from halo_cluster.roles.serve.usermanager import MEMLOCK_ROW, hard_memlock
 from halo_cluster.tools.status import ray_nodes_command
 
 NOT_VERIFIED = "NOT VERIFIED"
@@ -133,13 +134,13 @@ class Target:
 
     def second_reads(self) -> list[str]:
         """The commands that name what the first read found."""
-        interface, user = self.interface, self.cluster.cluster_user
+        interface = self.interface
         reads = [f"cat /sys/class/net/{interface}/mtu", f"ip addr show {interface}"]
         if self.node.role == "head" and self.cluster.serve.enabled:
             reads.append(self.serve_env_command)
         if not self.container:
             reads += [
-                f"su - {user} -c 'ulimit -l'",
+                *([self.services_memlock_command] if self.cluster.serve.enabled else []),
                 f"ls /sys/class/net/{interface}/device/infiniband",
                 "rdma link show",
             ]
@@ -273,6 +274,24 @@ class Target:
     def inside_toolbox(self) -> str:
         """The GPU/RDMA device nodes present inside the toolbox, then `memlock=<ulimit -l>`."""
         return self.run(self.inside_toolbox_command).stdout.strip()
+
+    @property
+    def services_memlock_command(self) -> str:
+        """Each service container of ours running here, then its main process's memlock row:
+        what RCCL in it gets (rootless podman clamps `Ulimit=memlock=-1` to its manager's)."""
+        script = (
+            f"for c in {' '.join(SERVING_CONTAINERS)}; do "
+            "pid=$(podman inspect --format '{{.State.Pid}}' \"$c\" 2>/dev/null) || continue; "
+            '[ "${pid:-0}" -gt 0 ] && '
+            f"echo \"$c $(grep '^{MEMLOCK_ROW}' /proc/$pid/limits)\"; done; true"
+        )
+        return as_user(self.cluster.cluster_user, f"sh -c {shlex.quote(script)}")
+
+    @cached_property
+    def services_memlock(self) -> dict[str, str | None]:
+        """Running service container -> its hard memlock limit ("unlimited" or bytes)."""
+        lines = self.run(self.services_memlock_command).stdout.splitlines()
+        return {name: hard_memlock(row) for name, _, row in (ln.partition(" ") for ln in lines)}
 
     @property
     def toolbox_record_command(self) -> str:

@@ -16,6 +16,7 @@ from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.serving import SECRETS_ENV
 from halo_cluster.node import batch
 from halo_cluster.tools import bench, benchresults, benchstore, benchview, project, transport
+from halo_cluster.tools.commands import documents
 from tests.recorded import fixture, skopeo_digest, strix_halo_versions
 from tests.unit.configs import VALID_ROCE, write
 from tests.unit.helpers_bench import (
@@ -385,8 +386,15 @@ def test_compare_takes_the_latest_and_the_one_before_of_its_config(tmp_path, cap
     out = capsys.readouterr().out
     assert f"changed: image_digest: {skopeo_digest()} -> {OTHER}" in out
     assert "-30.0 %" in out and out.rstrip().endswith("bench: regression")
+    assert benchview.compare_only(the_cluster, tmp_path, as_json=True) == 3  # one document
+    document = json.loads(capsys.readouterr().out)
+    assert documents.problems("bench", document) == [] and document["verdict"] == "regression"
 
 
 def test_compare_without_runs_is_an_error(tmp_path, capsys) -> None:
     assert benchview.compare_only(cluster(tmp_path), tmp_path) == 1
     assert "no runs yet" in capsys.readouterr().err
+    assert benchview.compare_only(cluster(tmp_path), tmp_path, as_json=True) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert documents.problems("bench", document) == [] and document["levels"] is None
+    assert "no runs yet" in document["error"]

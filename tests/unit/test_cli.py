@@ -372,3 +372,63 @@ def test_a_deploy_refused_for_another_reason_runs_once(
     monkeypatch.setattr(subprocess, "run", pyinfra)
     monkeypatch.setattr(deploy, "_not_reached", lambda *_: None)  # it probes SSH: not here
     assert cli.main(["deploy", "--config", str(lab_config), "-y"]) == 1 and len(runs) == 1
+
+
+def exit_of(argv: list[str]) -> int | str | None:
+    """The exit code of `halo-cluster ARGV`, as the console script's caller sees it (a usage
+    error leaves by SystemExit)."""
+    try:
+        return cli.main(argv)
+    except SystemExit as stopped:
+        return stopped.code
+
+
+@pytest.mark.parametrize("command", ["where", "status", "drift"])
+def test_a_state_that_is_a_file_is_one_line_before_the_work(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    """--state FILE, or a path through a file: one line, exit 2, before the config is read or
+    a node contacted; no traceback after the work (issue 45 item 14)."""
+    monkeypatch.setenv("HALO_STATE", "")  # restored after: the dispatcher sets it
+    monkeypatch.chdir(tmp_path)
+    Path("file").write_text("")
+    for given, said in (
+        ("file", "'file': is a file: give a folder"),
+        ("file/below", "'file/below': is inside a file, 'file': give another path"),
+    ):
+        assert exit_of(["--state", given, command]) == exits.USAGE
+        err = capsys.readouterr().err
+        assert err.startswith(f"halo-cluster: --state {said}") and err.count("\n") == 1, err
+    monkeypatch.setenv("HALO_STATE", "file")
+    assert exit_of([command]) == exits.USAGE
+    assert capsys.readouterr().err.startswith("halo-cluster: $HALO_STATE 'file': is a file")
+
+
+def test_drifts_bad_json_out_is_one_line_before_the_dry_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from halo_cluster.tools import drift
+
+    monkeypatch.setattr(drift, "run", lambda *_: pytest.fail("the dry run ran"))
+    monkeypatch.chdir(tmp_path)
+    Path("file").write_text("")
+    Path("folder").mkdir()
+    for option, given, said in (
+        ("--json-out", "folder", "is a folder: give a file's path"),
+        ("--md-out", "file/x.md", "is inside a file, 'file': give another path"),
+    ):
+        assert exit_of(["drift", option, str(given)]) == exits.ERROR
+        err = capsys.readouterr().err
+        assert err.startswith(f"halo-cluster drift: {option} '{given}': {said}"), err
+        assert err.count("\n") == 1
+
+
+def test_verify_refuses_an_option_it_does_not_take_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Not pytest's many-line usage (issue 45 item 14): verify's own line, exit 4."""
+    assert exit_of(["verify", "--tb=short"]) == exits.NO_CHECKS
+    assert capsys.readouterr().err == (
+        "halo-cluster verify: '--tb=short': unknown argument (its options: -k, -x, -v, --json, "
+        "--limit, --exclude; --help)\n"
+    )

@@ -3,6 +3,7 @@ completion scripts, NO_COLOR, the deploy without a terminal, init."""
 
 from __future__ import annotations
 
+import io
 import os
 import pty
 import select
@@ -225,3 +226,45 @@ def test_init_widens_the_subnet_for_more_nodes() -> None:
     assert str(init.subnet(2)) == "192.168.100.0/30"
     assert str(init.subnet(3)) == "192.168.100.0/29"
     assert str(init.subnet(7)) == "192.168.100.0/28"
+
+
+def test_init_writes_the_config_named_by_config_or_the_environment(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`init` takes --config as every command does, and $CLUSTER_CONFIG (issue 45 item 14); a
+    folder or a missing folder is one line, nothing written."""
+    Path("sub").mkdir()
+    assert cli.main(["init", "10.0.0.11", "--config", "sub/mine.yml"]) == exits.OK
+    assert project.load("sub/mine.yml").head.ssh_host == "10.0.0.11"
+    assert "next: halo-cluster deploy --dry --config " in capsys.readouterr().out
+    monkeypatch.setenv("CLUSTER_CONFIG", "sub/env.yml")
+    assert cli.main(["init", "10.0.0.12"]) == exits.OK
+    assert project.load("sub/env.yml").head.ssh_host == "10.0.0.12"
+    assert not Path("cluster.yml").exists()
+    capsys.readouterr()
+    assert cli.main(["init", "10.0.0.11", "--config", "sub"]) == exits.ERROR
+    assert cli.main(["init", "10.0.0.11", "--config", "none/x.yml"]) == exits.ERROR
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "halo-cluster init: --config 'sub': is a folder: give a file's path",
+        f"halo-cluster init: {Path.cwd() / 'none'} does not exist: make it first",
+    ]
+    assert sorted(os.listdir("sub")) == ["env.yml", "mine.yml"]
+
+
+@pytest.mark.parametrize("argv", [["--bogus"], ["--yes", "--bogus=1"], ["-yz"], ["node1"]])
+def test_a_deploy_option_pyinfra_does_not_take_is_one_line(
+    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not pyinfra's usage, nor "no terminal" (issue 45 item 14): one line naming it, exit 2,
+    before anything runs; pyinfra's own options (read from its command line) pass."""
+    monkeypatch.setattr(sys, "stdin", io.StringIO())  # no terminal: it must not be the reason
+    assert cli.main(["deploy", *argv]) == exits.USAGE
+    lines = capsys.readouterr().err.splitlines()
+    wrong = argv[-1]
+    assert lines == [
+        f"halo-cluster deploy: '{wrong}': unknown argument, or an option without its value "
+        "(halo-cluster deploy --help)"
+    ]
+    assert deploy.unknown(["--parallel", "3", "--diff", "-vvy", "--limit", "node1"]) is None
+    assert deploy.unknown(["--dry", "--limit"]) == "--limit"

@@ -61,3 +61,15 @@ def test_ci_md_says_every_commands_exit_codes_as_the_code_declares_them() -> Non
     assert set(rows) == set(EXITS)
     for command, codes in EXITS.items():
         assert rows[command] == "; ".join(f"{code} {meaning}" for code, meaning in codes), command
+
+
+def test_ci_md_lists_every_json_field_as_the_code_declares_them() -> None:
+    """docs/ci.md's table of the --json documents is documents.py's, row for row, with its
+    version field (issue 45 item 10)."""
+    from halo_cluster.tools.commands import documents
+
+    text = (ROOT / "docs" / "ci.md").read_text()
+    section = text.partition("\n## The --json documents\n")[2].partition("\n## ")[0]
+    table = "\n".join(line for line in section.splitlines() if line.startswith("|"))
+    assert table == documents.table()
+    assert "| every | `version` | int |" in table

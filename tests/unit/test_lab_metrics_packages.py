@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import debs, promimage, rpms
+from lab import debs, promimage, releases, rpms
 from lab.sh import LabError
 
 
@@ -28,7 +28,7 @@ def fetched() -> None:
 
 def test_node_exporter_has_fedoras_names_and_layout(tmp_path: Path) -> None:
     spec = tmp_path / "node-exporter.spec"
-    spec.write_text(rpms.specs()[rpms.EXPORTER])
+    spec.write_text(rpms.specs(releases.DEFAULT)[rpms.EXPORTER])
     subprocess.run(
         ["rpmbuild", "-bb", "--quiet", "--define", f"_topdir {tmp_path / 'build'}",
          "--define", f"_rpmdir {tmp_path / 'rpms'}", str(spec)],

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import command, rootfs, snapshot
+from lab import command, releases, rootfs, snapshot
 from lab.sh import LabError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ def saved(cache: Path, name: str, key: str, layers: list[str]) -> Path:
     for layer in layers:
         (cache / "layers" / layer).mkdir(parents=True, exist_ok=True)
     meta = {"key": key, "nodes": ["node1"], "link": "roce", "layers": {"node1": layers}}
-    meta["rootfs"] = snapshot.rootfs_build(rootfs.rootfs_path())
+    meta["rootfs"] = snapshot.rootfs_build(rootfs.rootfs_path(releases.DEFAULT))
     (folder / snapshot.META).write_text(json.dumps({**meta, "saved": 0}))
     return folder
 
@@ -62,7 +62,7 @@ def test_a_snapshot_over_another_build_of_the_root_filesystem_is_stale(
     lower = tmp_path / "rootfs-abc"
     lower.mkdir()
     (lower / ".complete").touch()
-    monkeypatch.setattr(rootfs, "rootfs_path", lambda: lower)
+    monkeypatch.setattr(rootfs, "rootfs_path", lambda release: lower)
     saved(cache, "serving", snapshot.key(), ["a1"])
     assert snapshot.fresh("serving")
     (lower / ".complete").unlink()

@@ -168,7 +168,7 @@ def test_bench_and_verify_say_what_the_next_deploy_records_and_write_no_lock(
     said = "halo-cluster.lock: halo3 left the config: the next deploy records it"
     monkeypatch.setenv("CLUSTER_CONFIG", str(config(tmp_path, 2)))
     monkeypatch.setattr(project, "ROOT", tmp_path)
-    monkeypatch.setattr(benchview, "compare_only", lambda cluster, folder: 0)
+    monkeypatch.setattr(benchview, "compare_only", lambda cluster, folder, as_json: 0)
     assert bench.main(["--compare"]) == 0
     assert capsys.readouterr().err.splitlines()[0].startswith(said)
 

@@ -60,7 +60,8 @@ def test_the_defaults_are_vllms(monkeypatch) -> None:
     monkeypatch.delenv("VLLM_ENGINE_READY_TIMEOUT_S", raising=False)
     native = load("standin_native_defaults", STANDIN.parent / "vllm_native.py")
     engine = load("standin_engine_defaults", STANDIN.parent / "vllm_engine.py")
-    assert (engine.EXECUTE_MODEL_TIMEOUT, native.ENGINE_READY_TIMEOUT) == (300, 600)
+    assert (engine.EXECUTE_MODEL_TIMEOUT, engine.ENGINE_READY_TIMEOUT) == (300, 600)
+    assert native.ENGINE_READY_TIMEOUT == 600  # the one the Ray launcher's bound reads too
     assert (native.PG_TIMEOUT, native.HANDSHAKE_TIMEOUT_MINS, native.DP_RPC_PORT) == (600, 5, 29550)
 
 
@@ -144,6 +145,35 @@ def test_a_rank_alone_waits_out_the_timeout_then_fails(
     assert alone.process.wait(timeout=15) == 1
     assert message in alone.stderr()
     assert status(alone.url + "/health") == 0
+
+
+@pytest.mark.parametrize(("work", "code"), [(30, 1), (0, 0)])
+def test_the_api_servers_wait_for_its_engine_is_vllms(work: int, code: int) -> None:
+    """Either launcher's engine start (the Ray driver's placement group and ranks: `vllm`) runs
+    within vllm_engine.ready_bound: past VLLM_ENGINE_READY_TIMEOUT_S the API server exits 1
+    with vLLM's error (vllm/v1/engine/core_client.py), a start within it goes on."""
+    script = (
+        f"import sys, time; sys.path.insert(0, {str(STANDIN.parent)!r}); "
+        "from vllm_engine import ready_bound\n"
+        f"with ready_bound(): time.sleep({work})\n"
+        "print('ready')"
+    )
+    env = {**os.environ, "VLLM_ENGINE_READY_TIMEOUT_S": "1"}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=20
+    )
+    assert done.returncode == code, done.stderr
+    if code:
+        assert time.monotonic() - started < 10, "it gives up at the bound, not after the work"
+        assert (
+            "ERROR TimeoutError: Timed out waiting for engine core processes to start. This is "
+            "often caused by slow weight loading for large models. Waited 1s (configured by "
+            "VLLM_ENGINE_READY_TIMEOUT_S)."
+        ) in done.stderr
+        assert "ready" not in done.stdout
+    else:
+        assert done.stdout == "ready\n"
 
 
 def test_a_dead_rank_blocks_the_head_until_the_rpc_timeout(cluster: Cluster) -> None:

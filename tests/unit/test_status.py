@@ -11,17 +11,17 @@ from halo_cluster.config.docs import page
 from halo_cluster.config.loader import parse_cluster
 from halo_cluster.node import batch
 from halo_cluster.node.image import parse_images
-from halo_cluster.tools import status, statusview
+from halo_cluster.tools import jsonout, status, statusview
+from halo_cluster.tools.commands import documents
 from tests.recorded import container_image_line, skopeo_digest
 from tests.unit.helpers_bench import fake_ssh
 
-CLUSTER = parse_cluster(
-    yaml.safe_load(
-        "cluster_user: vllm\nserve: {enabled: true, model: org/model}\nnodes:\n"
-        "  - {name: a, ssh: {host: h1}, data: {interface: eth1}}\n"
-        "  - {name: b, ssh: {host: h2}, data: {interface: eth1}}\n"
-    )
+CONFIG = (
+    "cluster_user: vllm\nserve: {enabled: true, model: org/model}\nnodes:\n"
+    "  - {name: a, ssh: {host: h1}, data: {interface: eth1}}\n"
+    "  - {name: b, ssh: {host: h2}, data: {interface: eth1}}\n"
 )
+CLUSTER = parse_cluster(yaml.safe_load(CONFIG))
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # argv: -F CONFIG ALIAS sh -s (or -O exit ALIAS): node a answers its read, node b refuses
 FAKE_SSH = """
@@ -225,5 +225,40 @@ def test_collect_reads_every_node_through_the_transport_and_says_a_down_one(
         "b (h2:22): cannot be reached: refused "
         "(ssh: connect to host h2 port 22: Connection refused)"
     )
-    assert status.as_json(worker)["gpus"] == "unknown"
+    assert status.as_json(worker)["gpus"] is None  # not read: null, never a number's "unknown"
     assert status.exit_code(CLUSTER, [head, worker]) == status.UNREACHABLE
+    nodes = [status.as_json(head), status.as_json(worker)]
+    found = jsonout.document("status", 1, serving=True, reason=None, nodes=nodes, left_out=[])
+    assert documents.problems("status", found) == []
+    assert documents.problems("status", found | {"nodes": [nodes[0] | {"units": "unknown"}]}) == [
+        "nodes[].units: str, not list[object]|null"
+    ]
+
+
+def test_serving_off_reads_each_nodes_reach_image_and_versions(tmp_path, monkeypatch) -> None:
+    """serve.enabled false: no services to read, but each node's reach, the image its
+    containers run and its kernel and firmware are (issue 45 item 14), and nothing else."""
+    from tests.recorded import strix_halo_versions, versions_output
+
+    off = parse_cluster(yaml.safe_load(CONFIG.replace("enabled: true", "enabled: false")))
+    names = status.gather_commands(off, off.head)
+    assert list(names) == ["images", "versions"]
+    _, tag, image_id = container_image_line().split()  # a container made from a tag
+    recorded = f"halo-ray {tag} {image_id}"
+    versions = "\n".join(versions_output(*strix_halo_versions())) + "\n"
+    answer = tmp_path / "head"
+    outputs = {"images": recorded + "\n", "versions": versions}
+    answer.write_bytes(batch.joined(batch.Part(0, outputs[n].encode()) for n in names))
+    fake_ssh(tmp_path, monkeypatch, FAKE_SSH)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'fakebin'}:/usr/bin:/bin")
+    monkeypatch.setenv("ANSWER", str(answer))
+    head, worker = status.collect(off)
+    assert head.reachable and head.images == {"halo-ray": tag} and head.units == []
+    assert head.versions["running"] == "6.18.5-200.fc43.x86_64"
+    assert not worker.reachable and statusview.off_code([head, worker]) == status.UNREACHABLE
+    assert statusview.off_code([head]) == status.DOWN
+    table = statusview.off_table([head, worker], None).splitlines()
+    assert table == [table[0], f"a     head  {head.address}  {tag} (not a digest)"]
+    nodes = [status.as_json(head), status.as_json(worker)]
+    found = jsonout.document("status", 1, serving=False, reason="off", nodes=nodes, left_out=[])
+    assert documents.problems("status", found) == []

@@ -239,7 +239,7 @@ def test_status_shows_the_live_lines_after_the_table() -> None:
     assert statusview.live_table([head, worker]).startswith("live (Prometheus http://")
     gone = status.NodeStatus("a", "head", "192.168.100.1", reachable=False)
     assert statusview.live_table([gone, worker]) == ""
-    assert status.as_json(gone)["live"] == "unknown"
+    assert status.as_json(gone)["live"] is None  # not read
     assert status.as_json(head)["live"]["nodes"]["b"]["gpu_busy_percent"] == 85.0
 
 

@@ -35,7 +35,9 @@ def test_native_keeps_its_world_checks_and_leaves_rays_out(capsys) -> None:
         "test_vllm_health",
         "test_ray_x",  # not a serving check: kept
     ]
-    assert "Ray's checks left out: serve.launcher is native in" in capsys.readouterr().out
+    assert (
+        "Ray's checks left out: serve.launcher is native in" in capsys.readouterr().err
+    )  # stdout is --json's
 
 
 def test_the_head_reads_its_world_not_ray() -> None:

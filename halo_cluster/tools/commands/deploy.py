@@ -52,7 +52,59 @@ def limited(args: list[str]) -> bool:
     return any(arg in LIMITING or arg.startswith(tuple(f"{o}=" for o in LIMITING)) for arg in args)
 
 
+# pyinfra's options, from its own click command, in a child: importing pyinfra_cli here would
+# patch this process for gevent (its package does at import)
+PYINFRA_OPTIONS = (
+    "import json; from pyinfra_cli.cli import cli; print(json.dumps([[[*p.opts, "
+    "*p.secondary_opts], bool(p.is_flag or p.count)] for p in cli.params "
+    "if p.param_type_name == 'option']))"
+)
+
+
+def unknown(args: list[str]) -> str | None:
+    """The first of ARGS that pyinfra's deploy does not take (an option its command line does
+    not declare, a word where no option takes it, an option without its value), or None. Said
+    before pyinfra, whose usage is many lines, and before the terminal's question (`--bogus`
+    is no answer to it)."""
+    flags = {*text.names(OPTIONS), *ANSWERED} - set(LIMITING)
+    valued = set(LIMITING)
+    if not _first_unknown(args, flags, valued):
+        return None  # the common case: no child needed
+    import json
+    import subprocess  # here: `halo-cluster --help` reads this module
+
+    listed = subprocess.run(
+        [sys.executable, "-c", PYINFRA_OPTIONS], capture_output=True, text=True, check=False
+    )
+    for names, flag in json.loads(listed.stdout or "[]"):
+        (flags if flag else valued).update(names)
+    return _first_unknown(args, flags, valued)
+
+
+def _first_unknown(args: list[str], flags: set[str], valued: set[str]) -> str | None:
+    words = iter(args)
+    for arg in words:
+        if arg.partition("=")[0] in valued:
+            if "=" not in arg and next(words, None) is None:
+                return arg
+        elif not (
+            arg in flags
+            or (SHORT_FLAGS.fullmatch(arg) and all(f"-{letter}" in flags for letter in arg[1:]))
+        ):
+            return arg
+    return None
+
+
 def main(args: list[str]) -> int:
+    if (wrong := unknown(args)) is not None:
+        from halo_cluster.config.quoting import quote
+
+        print(
+            f"halo-cluster deploy: {quote(wrong)}: unknown argument, or an option without its "
+            "value (halo-cluster deploy --help)",
+            file=sys.stderr,
+        )
+        return exits.USAGE
     if asks(args) and not sys.stdin.isatty():
         print(
             "halo-cluster deploy: no terminal to ask on: give --yes to apply, or --dry to see "

@@ -1,6 +1,6 @@
 """`halo-cluster init ADDRESS... [--ssh-key PATH]`: a commented cluster.yml in the current
-folder, from the example's defaults (cluster.example.yml, which the wheel ships), checked by the
-loader before it is written."""
+folder (or the file --config or $CLUSTER_CONFIG names), from the example's defaults
+(cluster.example.yml, which the wheel ships), checked by the loader before it is written."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import ipaddress
 import json
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 
-from halo_cluster.config import docs
+from halo_cluster.config import docs, state
 from halo_cluster.tools.commands import exits, text
 
 NAME = "init"
@@ -24,7 +25,8 @@ OPTIONS = (
 HELP = text.page(
     "halo-cluster init ADDRESS... [--ssh-key PATH] [--force]",
     """
-Writes cluster.yml in the current folder for the machines at ADDRESS... (their management
+Writes cluster.yml in the current folder (or the file --config PATH or $CLUSTER_CONFIG names)
+for the machines at ADDRESS... (their management
 addresses or host names, reached over SSH as root), in order: the first is the head. Every
 other setting is the example's default, with a comment saying what it is: read it, change what
 differs (the interconnect, the data interface), then `halo-cluster deploy --dry`. The config is
@@ -90,12 +92,19 @@ def main(argv: list[str]) -> int:
     parser.value("--ssh-key", "PATH", "the private key", rule=file_path)
     parser.flag("--force", "replace an existing cluster.yml")
     args = parser.parse_args(argv)
-    target = Path.cwd() / TARGET
+    given = os.environ.get("CLUSTER_CONFIG")  # the dispatcher's --config sets it
+    target = Path(given).absolute() if given else Path.cwd() / TARGET
+    if given and (wrong := state.unwritable(given)):
+        return _refuse(f"--config {wrong}")  # a folder, or a path through a file
+    if not target.parent.is_dir():
+        return _refuse(f"{target.parent} does not exist: make it first")
     if target.exists() and not args.force:
         return _refuse(f"{target} exists: give --force to replace it")
     key = args.ssh_key or found_key()
     if key is None:
         return _refuse(f"no SSH key in {' or '.join(KEYS)}: give --ssh-key PATH")
+    if args.ssh_key and not key.startswith("~") and target.parent != Path.cwd():
+        key = os.path.abspath(key)  # given from here, read beside the config
     return _write(target, args.addresses, key)
 
 
@@ -126,9 +135,10 @@ def _write(target: Path, addresses: list[str], key: str) -> int:
         if os.path.exists(draft):
             os.unlink(draft)
     head = addresses[0]
+    named = f" --config {shlex.quote(str(target))}" if os.environ.get("CLUSTER_CONFIG") else ""
     print(
         f"halo-cluster init: wrote {target}: {len(addresses)} node(s), head {head}, key {key}; "
-        "next: halo-cluster deploy --dry"
+        f"next: halo-cluster deploy --dry{named}"
     )
     return exits.OK
 

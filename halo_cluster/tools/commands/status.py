@@ -19,7 +19,8 @@ the head left out, Ray and vLLM are not read (one node in maintenance: --exclude
 metrics on, it also shows the last 5 minutes from the head's Prometheus: requests running and
 waiting, tokens per second, time to first token (median and 95th percentile), and per node GPU
 busy, memory available and GTT used. A node whose commands do not answer within 15 s is one line
-naming it and what did not answer.""",
+naming it and what did not answer. With serving off (`serve.enabled: false`) it still reads each
+node: whether it answers, the image its containers run, its kernel and firmware.""",
     OPTIONS,
     NAME,
     "halo-cluster status --json",

@@ -81,8 +81,8 @@ def main(args: list[str]) -> int:
         return exits.NO_CHECKS
     import pytest  # here: only verify needs it
 
-    if not _before_the_checks(args):
-        return exits.NO_CHECKS
+    if (refused := _before_the_checks(args)) is not None:
+        return refused
     junit = project.reports() / "verify.xml"
     # in this process, not a new interpreter's: its start-up and the config loader's imports,
     # which the checks need too, are paid once
@@ -102,25 +102,31 @@ def main(args: list[str]) -> int:
         os.chdir(before)
 
 
-def _before_the_checks(args: list[str]) -> bool:
-    """On stderr before the checks: what the next deploy would record (a node that left, a
-    token to rotate), as where, drift and status say it (verify writes no lock), and the nodes
-    `--limit` and `--exclude` leave out; False once a selection is refused, in one line, before
-    any host is contacted. A config the loader refuses is said once, by the checks' own load."""
-    from halo_cluster.config.loader import ConfigError
+def _before_the_checks(args: list[str]) -> int | None:
+    """Verify's exit code when it stops before the checks, else None: an option it does not
+    take (its OPTIONS, pytest's own usage being many lines) or a bad selection, in one line
+    (NO_CHECKS), a config the loader refuses (BAD_CONFIG), each before any host is contacted.
+    On stderr before the checks: what the next deploy would record (a node that left, a token
+    to rotate), as where, drift and status say it (verify writes no lock), and the nodes
+    `--limit` and `--exclude` leave out."""
     from halo_cluster.tools import options, project
 
-    try:
-        cluster = project.load(project.config())
-    except ConfigError:
-        return True
+    parser = options.parser(PROG, None, exits.NO_CHECKS)
+    parser.value("-k", "WORDS", "only the checks whose names hold WORDS")
+    parser.flag("-x", "stop at the first failed check")
+    parser.flag("-v", "one line per check")
+    parser.flag("--json", "the summary as one JSON document on stdout")
+    selection.add(parser)
+    chosen = parser.parse_args(args)
+    # as the checks load it: by its absolute path, which its problems name
+    cluster = project.load_or_say(os.path.abspath(project.config()))
+    if cluster is None:
+        return exits.BAD_CONFIG
     if change := project.next_deploy(cluster):
         print(change, file=sys.stderr)
-    parser = options.parser(PROG, None, exits.NO_CHECKS)
-    selection.add(parser)
-    nodes = selection.chosen(PROG, cluster, parser.parse_known_args(args)[0])
-    if nodes is not None and (
-        out := selection.left_out_line(PROG, selection.left_out(cluster, nodes))
-    ):
+    nodes = selection.chosen(PROG, cluster, chosen)
+    if nodes is None:
+        return exits.NO_CHECKS
+    if out := selection.left_out_line(PROG, selection.left_out(cluster, nodes)):
         print(out, file=sys.stderr)
-    return nodes is not None
+    return None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 from halo_cluster.tools import selection
@@ -27,7 +26,7 @@ names against the config and says in one line which nodes are left out.""",
 
 
 def main(argv: list[str]) -> int:
-    from halo_cluster.tools import options, project, where
+    from halo_cluster.tools import jsonout, options, project, where
 
     parser = options.parser(PROG, None, exits.ERROR)
     parser.flag("--json", "the same as one JSON document")
@@ -44,7 +43,8 @@ def main(argv: list[str]) -> int:
         print(out, file=sys.stderr)
     pending = project.next_deploy(cluster)
     if args.json:
-        print(json.dumps({"next_deploy": pending, **where.document(cluster, config)}, indent=2))
+        document = {"exit_code": exits.OK, "next_deploy": pending}
+        jsonout.emit(NAME, document | where.document(cluster, config))
         return exits.OK
     print("\n".join([*([pending] if pending else []), *where.lines(cluster, config)]))
     return exits.OK

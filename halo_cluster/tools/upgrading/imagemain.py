@@ -8,7 +8,6 @@ usage error), an unknown node's name too."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -126,22 +125,24 @@ def main_upgrade(argv: list[str], converged: bool = False) -> int:
     seen: dict = {}
     with jsonout.stdout_to_stderr():
         code = _run("upgrade", upgrade, refusal, seen)
-    print(json.dumps(result(code, seen), indent=2))
+    # refused: stopped before its work, for the reason it said
+    error = (jsonout.said() or "refused") if code == REFUSED else None
+    jsonout.emit("upgrade", result(code, seen) | {"error": error})
     return code
 
 
 def result(code: int, seen: dict) -> dict:
     """An upgrade's result for --json: its exit code and what it means (docs/ci.md), the
-    lock's builds after it, and each node it could not reach with why ("unknown" when the
-    run stopped before it read the nodes)."""
+    lock's builds after it, and each node it could not reach with why (null when the run
+    stopped before it read the lock or the nodes: documents.py)."""
     lock = locks.read(seen["lock"])[0] if "lock" in seen else None
     return {
         "exit_code": code,
         "result": dict(exits.EXITS["upgrade"]).get(code, "?"),
-        "digest": lock.digest if lock else reach.UNKNOWN,
-        "previous": (lock.previous.digest if lock.previous else None) if lock else reach.UNKNOWN,
-        "trial": lock.trial if lock else reach.UNKNOWN,
-        "unreachable": seen.get("unreachable", reach.UNKNOWN),
+        "digest": lock.digest if lock else None,
+        "previous": lock.previous.digest if lock and lock.previous else None,
+        "trial": lock.trial if lock else None,
+        "unreachable": seen.get("unreachable"),
     }
 
 
