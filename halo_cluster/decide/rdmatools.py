@@ -56,6 +56,7 @@ class PciFunction(TypedDict):
     multifunction: bool  # bit 7 of the config space's header type
     virtual: bool  # a VF (physfn exists)
     onboard: int | None  # acpi_index, else the SMBIOS index; None without either
+    protocol: str | None  # the kernel's for its RDMA device (`rdma_protocol`), None without one
 
 
 ONBOARD_INDEX_MAX = 16 * 1024 - 1  # rdma_rename's, as systemd's net_id
@@ -69,24 +70,30 @@ def parse_pci(line: str) -> PciFunction | None:
         return None
     fields = dict(pair.partition("=")[::2] for pair in words[1:])
     onboard = fields.get("onboard", "")
+    # the kernel's protocol names (nldev's RDMA_NLDEV_ATTR_DEV_PROTOCOL), read from sysfs: node
+    # type 4 is an RNIC (iWARP, irdma's iw mode); a CA over Ethernet is RoCE, else InfiniBand
+    node_type, link = fields.get("node", ""), fields.get("link", "")
+    protocol = "iw" if node_type == "4" else {"Ethernet": "roce", "InfiniBand": "ib"}.get(link)
     return PciFunction(
         address=address,
         ari=fields.get("ari") == "1",
         multifunction=int(fields.get("header") or "0", 16) & 0x80 != 0,
         virtual=fields.get("vf") == "1",
         onboard=int(onboard) if onboard.isdigit() else None,
+        protocol=protocol if node_type in ("1", "4") else None,
     )
 
 
-def persistent_name(pci: PciFunction | None, protocol: str = "roce") -> str | None:
+def persistent_name(pci: PciFunction | None) -> str | None:
     """The name rdma-core's udev rule (60-rdma-persistent-naming.rules: `rdma_rename %k
     NAME_FALLBACK`) gives the port's RDMA device when it is added, at the boot after rdma-core
-    is installed: its onboard index if the firmware gives one, else its PCI location
-    (kernel-boot/rdma_rename.c, by_onboard then by_pci). `protocol` is the kernel's for the
-    device, `roce` for the E810 in RoCE v2 (iWARP's would be `iw`). None where it is not derived
-    here: no PCI function, or a VF (named after its PF and VF number)."""
-    if not pci or pci["virtual"]:
+    is installed: its protocol's prefix (`roce` for irdma in RoCE mode, `iw` in iWARP), then its
+    onboard index if the firmware gives one, else its PCI location (kernel-boot/rdma_rename.c,
+    by_onboard then by_pci). None where it is not derived here: no PCI function, no RDMA device
+    on it, or a VF (named after its PF and VF number)."""
+    if not pci or pci["virtual"] or not pci["protocol"]:
         return None
+    protocol = pci["protocol"]
     if pci["onboard"] is not None and pci["onboard"] <= ONBOARD_INDEX_MAX:
         return f"{protocol}o{pci['onboard']}"
     domain, bus, rest = pci["address"].split(":")

@@ -212,7 +212,9 @@ def hardware_command(port: str) -> str:
         ' ari=$(cat "$pcidev/ari_enabled" 2>/dev/null)'
         " header=$(od -An -tx1 -j14 -N1 \"$pcidev/config\" 2>/dev/null | tr -d ' ')"
         ' vf=$([ -e "$pcidev/physfn" ] && echo 1 || echo 0)'
-        ' onboard=$(cat "$pcidev/acpi_index" 2>/dev/null || cat "$pcidev/index" 2>/dev/null)"; '
+        ' onboard=$(cat "$pcidev/acpi_index" 2>/dev/null || cat "$pcidev/index" 2>/dev/null)'
+        ' node=$(cat "$pcidev"/infiniband/*/node_type 2>/dev/null | head -n1 | cut -d: -f1)'
+        ' link=$(cat "$pcidev"/infiniband/*/ports/1/link_layer 2>/dev/null | head -n1)"; '
         "fi; "
         'for d in /sys/bus/thunderbolt/devices/*; do [ -f "$d/rx_speed" ] && '
         'echo "tb $(cat "$d/rx_speed" | tr -d " ") $(cat "$d/rx_lanes" 2>/dev/null)"; done; '

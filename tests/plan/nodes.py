@@ -124,8 +124,9 @@ def strix_halo_hardware(rdma: str = "irdma1", infiniband: bool = True) -> list[s
         *[f"ethtool {line}" for line in ethtool],
         f"rdma {rdma}",
         # its PCI function as systemd's name enp194s0np0 gives it (bus 0xc2, slot 0, one
-        # function): not recorded, the one read that has no recording
-        "pci 0000:c2:00.0 ari=0 header=00 vf=0 onboard=",
+        # function), its irdma device a CA over Ethernet (RoCE v2, as its recorded ibv_devinfo
+        # GIDs): not recorded, the one read that has no recording
+        "pci 0000:c2:00.0 ari=0 header=00 vf=0 onboard= node=1 link=Ethernet",
         "module ice",
         "module irdma",
         *(["infiniband"] if infiniband else []),

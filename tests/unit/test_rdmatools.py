@@ -87,9 +87,10 @@ def test_no_result_table() -> None:
     assert rdmatools.parse_bandwidth_gbps("") is None
 
 
-def pci(address: str, header: str = "00", onboard: str = "", vf: str = "0", ari: str = "0"):
-    """The Hardware fact's `pci` line for a function, as its command prints it."""
-    line = f"{address} ari={ari} header={header} vf={vf} onboard={onboard}"
+def pci(address: str, header="00", onboard="", vf="0", ari="0", node="1", link="Ethernet"):
+    """The Hardware fact's `pci` line for a function, as its command prints it (by default an
+    RDMA device that is a CA over Ethernet: RoCE)."""
+    line = f"{address} ari={ari} header={header} vf={vf} onboard={onboard} node={node} link={link}"
     return rdmatools.parse_pci(line)
 
 
@@ -125,8 +126,11 @@ def nccl_selects(pin: str, rdma_link: str) -> list[str]:
         (pci("0000:17:00.1", onboard="3"), "roceo3"),
         # an index above rdma_rename's bound falls back to the PCI location
         (pci("0000:17:00.1", onboard="16384"), "rocep23s0f1"),
-        # a VF (named after its PF and VF number) and no PCI function: not derived
+        # irdma in iWARP mode is an RNIC (node type 4): rdma_rename's iw prefix
+        (pci("0000:17:00.1", node="4"), "iwp23s0f1"),
+        # a VF (named after its PF and VF number), no RDMA device read, no PCI function: none
         (pci("0000:17:02.0", vf="1"), None),
+        (pci("0000:17:00.1", node="", link=""), None),
         (rdmatools.parse_pci(""), None),
     ],
 )
@@ -166,7 +170,7 @@ def test_the_node_pins_one_name_once_the_device_carries_its_persistent_one() -> 
     from halo_cluster.node.environment import node_hca
     from halo_cluster.node.facts import Hardware
 
-    line = "0000:c2:00.0 ari=0 header=00 vf=0 onboard="
+    line = "0000:c2:00.0 ari=0 header=00 vf=0 onboard= node=1 link=Ethernet"
     before = NodeContext("enp194s0np0", {}, Hardware.default() | {"rdma": ["irdma1"], "pci": line})
     after = NodeContext("enp194s0np0", {}, before.hardware | {"rdma": ["rocep194s0"]})
     assert node_hca(before) == "=irdma1:1,rocep194s0:1"
