@@ -11,7 +11,8 @@ from halo_cluster.decide import flowcontrol
 from halo_cluster.decide.safety import THUNDERBOLT_NET
 from halo_cluster.node import firewalld
 from halo_cluster.node.context import NodeContext
-from halo_cluster.node.facts import Firewalld, NetworkInterfaces
+from halo_cluster.node.facts import NetworkInterfaces
+from halo_cluster.node.firewalldfact import Firewalld
 from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.operations import text_file
 from halo_cluster.node.render import templates

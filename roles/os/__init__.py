@@ -70,12 +70,13 @@ def release_of(node_host: Any) -> str | None:
     return found.get("VERSION_ID") if found.get("ID") == "fedora" else None
 
 
-def preflight(node_host: Any) -> list[Check]:
+def preflight(node_host: Any, node: NodeContext) -> list[Check]:
     """The node's release, then its kernel and firmware against the list of its release, before
-    anything changes: an unknown release, or a release another node does not run, is a FAIL that
-    refuses the node, as is a known-bad running or installed version (a WARN in the deploy of an
-    upgrade that replaces it); a version the list does not know is NOT VERIFIED; versions that
-    differ from another node's are a WARN."""
+    anything changes (`node` is the hook's, unread here: all is read from `node_host`): an
+    unknown release, or a release another node does not run, is a FAIL that refuses the node, as
+    is a known-bad running or installed version (a WARN in the deploy of an upgrade that
+    replaces it); a version the list does not know is NOT VERIFIED; versions that differ from
+    another node's are a WARN."""
     os_release = node_files(node_host).os_release()
     release = os_release.get("VERSION_ID")
     info = cached(node_host, InstalledVersions)

@@ -191,10 +191,14 @@ class Target:
         return versions_process(self.out(versions_command()).splitlines())
 
     @cached_property
-    def interface(self) -> str:
+    def interfaces(self) -> dict:
+        """Every network interface of the node (the deploy's NetworkInterfaces fact)."""
         fact = NetworkInterfaces()
-        interfaces = fact.process(self.out(fact.command()).splitlines())
-        name, problem = resolve_interface(interfaces, self.node.interface, self.node.mac)
+        return fact.process(self.out(fact.command()).splitlines())
+
+    @cached_property
+    def interface(self) -> str:
+        name, problem = resolve_interface(self.interfaces, self.node.interface, self.node.mac)
         assert name, f"{self.name}: {problem}"
         return name
 

@@ -19,12 +19,12 @@ from halo_cluster.decide.safety import E810_DEVICES, INTEL_VENDOR
 from halo_cluster.node import toolbox
 from halo_cluster.node.facts import (
     DataPortHardware,
-    Firewalld,
     Hardware,
     NetworkInterfaces,
     SshSessionInterfaces,
     TextFiles,
 )
+from halo_cluster.node.firewalldfact import Firewalld
 from halo_cluster.node.image import ContainerImages, HeadHistory, ResolvedImage
 from halo_cluster.node.memory import ModelWeights, NodeMemory
 from halo_cluster.node.versions import InstalledVersions
@@ -134,6 +134,10 @@ def strix_halo_hardware(
         *[f"ethtool {line}" for line in ethtool],
         *[f"pause {line}" for line in (fixture(pause).splitlines() if pause else [])],
         f"rdma {rdma}",
+        # its PCI function as systemd's name enp194s0np0 gives it (bus 0xc2, slot 0, one
+        # function), its irdma device a CA over Ethernet (RoCE v2, as its recorded ibv_devinfo
+        # GIDs): not recorded, the one read that has no recording
+        "pci 0000:c2:00.0 ari=0 header=00 vf=0 onboard= node=1 link=Ethernet",
         "module ice",
         "module irdma",
         *(["infiniband"] if infiniband else []),

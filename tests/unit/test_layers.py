@@ -98,6 +98,12 @@ ONE_USER = {
     "Verdict",
     "check_node",
     "cluster_user_problem",
+    # the data port's RDMA device as NodeContext resolves it (its name after rdma-core's rename)
+    # and RCCL's pin of it, which node/environment.py renders for the launcher and the serve role
+    "PciFunction",
+    "parse_pci",
+    "persistent_name",
+    "hca_pin",
     # make verify's parsers of tools the deploy never runs (tests/infra)
     "Transport",
     "parse",
