@@ -119,6 +119,9 @@ def _fix(user: str, local: bool, missing: list[str], files: dict[str, str | None
             f"{free_start(files[path])}-{free_start(files[path]) + COUNT - 1}"
             for path in missing
         )
-        return f"`usermod {options} {q}`"
+        # usermod refuses --add-subuids while the file does not exist
+        absent = [path for path in missing if files[path] is None]
+        touch = f"touch {' '.join(absent)} && " if absent else ""
+        return f"`{touch}usermod {options} {q}`"
     lines = "; ".join(f"echo {q}:{free_start(files[path])}:{COUNT} >> {path}" for path in missing)
     return f"`{lines}` (or the ranges from SSSD: `subid: sss` in {NSSWITCH})"

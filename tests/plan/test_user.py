@@ -39,6 +39,13 @@ def test_an_existing_user_without_ranges_is_refused_with_the_usermod_fix() -> No
     )
 
 
+def test_a_missing_file_is_created_before_usermod() -> None:
+    """usermod refuses --add-subgids while /etc/subgid does not exist."""
+    files = {"/etc/passwd": PASSWD, "/etc/subuid": SUBUID, "/etc/subgid": None}
+    reason = refusal(plan_user("user2", files=files))
+    assert reason.endswith("fix: `touch /etc/subgid && usermod --add-subgids 100000-165535 user2`")
+
+
 def test_a_range_in_one_file_only_names_the_other() -> None:
     """user2 has a uid range (shadow's 04_nss subuid), no gid range."""
     files = {"/etc/passwd": PASSWD, "/etc/subuid": SUBUID, "/etc/subgid": SUBGID}
