@@ -279,3 +279,21 @@ def test_gttsize_only_where_the_entry_s_kernel_takes_it() -> None:
     assert uploads[GRUB].count("amdgpu.gttsize") == 0
     assert SEED_ARGS_6_15 in uploads[GRUB]
     assert uploads["/etc/kernel/cmdline"].endswith(f"$tuned_params {SEED_ARGS_6_15}\n")
+
+
+def test_a_node_on_a_new_kernel_converges_without_gttsize() -> None:
+    """The recorded Fedora 44 entry (7.1.10) deployed once, its files fed back: the second run
+    changes no kernel argument anywhere (no gttsize added back and taken away again)."""
+    boot = {
+        GRUB: fixture("etc-default-grub-rocky-cat.txt"),
+        "/proc/cmdline": fixture("proc-cmdline-fedora43.txt"),
+        ENTRY_F44: fixture("bls-entry-fedora44-server-7.1.10.conf"),
+    }
+    first = plan_both(cluster(), node=fresh_node(boot=boot)).uploads("halo1")
+    assert "amdgpu.gttsize" not in first[ENTRY_F44] + first[GRUB] + first["/etc/kernel/cmdline"]
+    again = dict(boot, **{p: first[p] for p in (GRUB, ENTRY_F44, "/etc/kernel/cmdline")})
+    result = plan_both(cluster(), node=fresh_node(boot=again))
+    kernel = [op for op in result.ops["halo1"] if op.name.startswith("Kernel arguments")]
+    assert len(kernel) == 3, [op.name for op in result.ops["halo1"]]
+    assert [op.uploads for op in kernel] == [{}] * len(kernel)
+    assert [op.commands for op in kernel] == [[]] * len(kernel)
