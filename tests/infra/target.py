@@ -31,7 +31,6 @@ from halo_cluster.node import batch, toolbox, vllmworld
 from halo_cluster.node.facts import (
     CONTAINER_IMAGE,
     IMAGE_ID,
-    Firewalld,
     NetworkInterfaces,
     OsRelease,
     SshSessionInterfaces,
@@ -39,6 +38,7 @@ from halo_cluster.node.facts import (
     TextFiles,
     as_user,
 )
+from halo_cluster.node.firewalldfact import Firewalld
 from halo_cluster.node.image import ContainerImage, ContainerImages
 from halo_cluster.node.thunderbolt import thunderbolt_links_command
 from halo_cluster.node.versions import VersionsInfo, versions_command, versions_process

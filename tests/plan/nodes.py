@@ -41,6 +41,7 @@ from halo_cluster.roles.serve.facts import (
     UserManager,
     UserUnits,
 )
+from halo_cluster.roles.user.facts import UserAccount
 from tests.plan.harness import Node, Plan, given, plan
 from tests.recorded import (
     firewalld_output,
@@ -151,12 +152,17 @@ RDMA_LINKS = fixture("rdma-link-irdma-legacy-names.txt").splitlines()
 PASSWD = "root:x:0:0:Super User:/root:/bin/bash\n"
 
 GROUP = "root:x:0:\nwheel:x:10:\nvideo:x:39:\nrender:x:105:\nrdma:x:106:\n"
+# Fedora's `setup` package ships both files empty; useradd then gives a new user its ranges,
+# and the existing cluster user of these nodes has them as the lab's (lab/rootfs.py)
+NO_SUBIDS = {"/etc/subuid": "", "/etc/subgid": ""}
+VLLM_SUBIDS = {"/etc/subuid": "vllm:100000:65536\n", "/etc/subgid": "vllm:100000:65536\n"}
 
 
 def fresh_node(**over) -> Node:
     """A fresh Fedora 43 install as recorded: boot files, rpm list, NIC, os-release.
 
-    `files` adds or replaces files ({path: text or (text, mode)}) in the TextFiles fact."""
+    `files` adds or replaces files ({path: text or (text, mode)}) in the TextFiles fact; a path
+    given None is left out."""
     boot = over.pop(
         "boot",
         {
@@ -170,9 +176,11 @@ def fresh_node(**over) -> Node:
         "/etc/os-release": fixture("os-release-fedora43-workstation.txt"),
         "/etc/passwd": PASSWD,
         "/etc/group": GROUP,
+        **NO_SUBIDS,
         **boot,
         **over.pop("files", {}),
     }
+    files = {path: text for path, text in files.items() if text is not None}
     interfaces = over.pop("interfaces", [LOOPBACK, MGMT, E810])
     hardware = over.pop("hardware", strix_halo_hardware())
     e810 = [
@@ -208,6 +216,8 @@ def fresh_node(**over) -> Node:
         # the serve role's: the model's snapshot (none on a fresh node), its units, /health
         ModelFiles: over.pop("model", []),
         UserUnits: over.pop("units", []),
+        # the user role's: the cluster user as NSS sees it (none: not SSSD's or LDAP's)
+        UserAccount: over.pop("account", []),
         UserManager: over.pop("manager", []),
         HttpStatus: over.pop("health", []),
         # the head's probe of the nodes that left the cluster (no answer: unreachable)
@@ -289,6 +299,7 @@ def node(user_files: dict[str, str] | None = None, **facts) -> Node:
     files = {"/etc/ssh/ssh_host_ed25519_key.pub": f"{HOST_KEY} root@worker\n"}
     if user_files is not None:
         files["/etc/passwd"] = PASSWD + "vllm:x:1000:1000::/home/vllm:/bin/bash\n"
+        files.update(VLLM_SUBIDS)
         files.update({f"/home/vllm/{path}": text for path, text in user_files.items()})
     hardware = facts.pop("hardware", strix_halo_hardware())
     return fresh_node(hardware=hardware, files=files, **facts)
@@ -379,6 +390,7 @@ def user_node(
     port's RDMA device in sysfs."""
     files = {
         "/etc/passwd": PASSWD + f"vllm:x:1000:1000::{HOME}:/bin/bash\n",
+        **VLLM_SUBIDS,
         **over.pop("files", {}),
     }
     hardware = over.pop("hardware", strix_halo_hardware(rdma=rdma, infiniband=infiniband))
