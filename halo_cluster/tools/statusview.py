@@ -143,10 +143,10 @@ def table(cluster: Cluster, statuses: list[NodeStatus], lock: locks.Lock | None 
             for u in s.units
         )  # fmt: skip
         vllm = ""
-        if s.role == "head":
+        if s.role == "head" and s.vllm:  # none read with serving off
             health = s.vllm.get("health")
-            vllm = f"health {health or 'no answer'}, {' '.join(s.vllm['models']) or 'no model'}"
-            vllm += f", {s.vllm['url']}"
+            models = " ".join(s.vllm.get("models") or ()) or "no model"
+            vllm = f"health {health or 'no answer'}, {models}, {s.vllm.get('url', '?')}"
         image = image_cell(s.images, lock)
         gpus = reach.UNKNOWN if s.gpus is None else f"{s.gpus:g}"
         ray = statusranks.cell(s) if native else s.ray
@@ -194,9 +194,10 @@ def main(argv: list[str]) -> int:
     for said in silent_lines(statuses):
         print(said)
     lock, _ = locks.read(Path(cluster.container.lock))
-    parts = [table(cluster, statuses, lock), watchdog_line(statuses), live_table(statuses),
-             memory_table(statuses), versions_table(statuses)]  # fmt: skip
-    if not serving:
+    if serving:
+        parts = [table(cluster, statuses, lock), watchdog_line(statuses), live_table(statuses),
+                 memory_table(statuses), versions_table(statuses)]  # fmt: skip
+    else:  # no services read: the serving table has nothing to show
         parts = [image_line(lock), off_table(statuses, lock), versions_table(statuses)]
     print("\n".join(part for part in parts if part))
     print(f"status: {off or VERDICTS[code]}")

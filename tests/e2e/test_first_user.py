@@ -2,8 +2,9 @@
 outside the checkout, `halo-cluster init` for the lab's management addresses, the edit the
 README asks for, `deploy --yes`, `verify`, `status --json`; then one node's sshd stopped: each
 command that reaches nodes says one line naming the node and SSH's reason and exits with its
-documented code (halo_cluster/tools/commands/exits.py, docs/ci.md); `status` reads nodes only for
-a serving cluster, so it also runs on the same config with serving on (never deployed). On the
+documented code (halo_cluster/tools/commands/exits.py, docs/ci.md); `status` reads each node's
+reach, image and versions with serving off, and runs on the same config with serving on too
+(never deployed). On the
 shared converged 2-node lab, with the lab's names and data interface, so that the next test finds
 it as it was."""
 
@@ -27,9 +28,9 @@ DOWN_NODE = "node2"  # the worker: the head's own reads still answer
 SERVING = "serving.yml"
 SERVE = "serve:\n  enabled: true\n  model: facebook/opt-125m\n"
 # with DOWN_NODE's sshd stopped: the exit code, and how many lines name it with ssh's reason;
-# `where` asks no node (its answer is the config's), nor `status` with serving off
+# `where` asks no node (its answer is the config's); `status` with serving off still reads each
 WITH_A_NODE_DOWN = {
-    "status": (DOWN, 0),
+    "status": (ERROR, 1),
     f"status --config {SERVING}": (ERROR, 1),
     "verify": (ERROR, 1),
     "drift": (ERROR, 1),
