@@ -39,6 +39,29 @@ def test_every_help_page_is_written_for_a_user(
     assert all(len(line) <= exits.WIDTH for line in page.splitlines()), page
 
 
+@pytest.mark.parametrize("name", [*NAMES, ""])
+def test_help_wraps_at_the_terminals_width(
+    name: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$COLUMNS as a terminal sets it: every line within it, the same words in the same order;
+    on a wide terminal the page as it is laid out."""
+    argv = [name, "--help"] if name else ["--help"]
+
+    def shown(columns: int) -> str:
+        monkeypatch.setenv("COLUMNS", str(columns))
+        try:
+            assert cli.main(argv) == exits.OK
+        except SystemExit as done:  # argparse's own --help
+            assert done.code == exits.OK
+        return capsys.readouterr().out
+
+    wide, narrow = shown(200), shown(60)
+    assert all(len(line) < 60 for line in narrow.splitlines()), narrow
+    assert narrow.split() == wide.split() and narrow != wide
+    if name:
+        assert wide == command(name).HELP + "\n"
+
+
 class Parsed(Exception):
     """Raised by a command's parser in place of parsing: the parser it built."""
 
