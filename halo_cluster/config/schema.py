@@ -23,8 +23,8 @@ from typing import Any
 
 from halo_cluster.config import rules
 
-# the words YAML 1.1 reads as each boolean (`kernel.iommu: off` is read as false); a key whose
-# values are words takes the one its choices hold (`Field.word`)
+# the words YAML 1.1 reads as each boolean (a bare `off` is read as false); a key whose values
+# are words takes the one its choices hold (`Field.word`)
 BOOLEAN_WORDS: dict[bool, tuple[str, ...]] = {False: ("off", "no"), True: ("on", "yes")}
 
 REQUIRED = object()  # sentinel default: the key must be present
