@@ -26,6 +26,7 @@ from halo_cluster.tools.commands import NAMES, command, exits, text
 
 PROG = "halo-cluster"
 HELP = ("-h", "--help")
+USAGE = "[--config PATH] [--state DIR] COMMAND [ARGS...]"
 # the global options, before or after COMMAND: (metavar, help, the variable that passes it on)
 GLOBAL = {
     "--config": ("PATH", "the cluster.yml to use", "CLUSTER_CONFIG"),
@@ -48,9 +49,9 @@ def _parser() -> options.Parser:
     commands = "\n".join(f"  {name:10} {command(name).SUMMARY}" for name in NAMES)
     parser = options.parser(
         PROG,
-        DESCRIPTION.format(commands=commands),
+        text.fitted(DESCRIPTION.format(commands=commands)),
         exits.USAGE,
-        usage=f"{PROG} [--config PATH] [--state DIR] COMMAND [ARGS...]",
+        usage=text.fitted(f"usage: {PROG} {USAGE}").removeprefix("usage: "),
     )
     for name, (metavar, what, _) in GLOBAL.items():
         parser.add_argument(name, metavar=metavar, action="append", help=what)
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     after, args, helped = _globals_after_command(parser, parsed.args)
     run = command(parsed.command)
     if helped:
-        print(run.HELP)
+        print(text.fitted(run.HELP))  # at the terminal's width
         return exits.OK
 
     def started() -> int:
