@@ -73,7 +73,7 @@ else:
         host.data.halo_kernel_gtt_bytes,  # the kernel role's and the serve role's derivations
         host.data.halo_serve_object_store_reserved_mib,
         cached(host, NodeMemory)["memtotal_kib"],
-    ) + roles.preflight_checks(host)
+    ) + roles.preflight_checks(host, node)
     for check in checks:
         LOG[check.status](f"{host.print_prefix}preflight {check.line()}")
     refusals = [check.detail for check in checks if check.refuses]

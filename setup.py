@@ -3,8 +3,9 @@
 `roles/` is `halo_cluster.roles`, `templates/` `halo_cluster.templates` (package data, one folder
 per role) and `tests/infra/` `halo_cluster.verification`; deploy.py and inventory.py, which pyinfra
 runs as files, are copied to `halo_cluster/entry/`, with cluster.example.yml (`halo-cluster init`
-starts from it), and the checkout's docs/ to `halo_cluster/docs/`, the pages the tool's messages
-name (halo_cluster/config/docs.py). The subpackages are found, not listed, so a new role
+starts from it), and the user's pages of docs/ to `halo_cluster/docs/`, the pages the tool's
+messages name (halo_cluster/config/docs.py; the checkout's own pages stay in the checkout). The
+subpackages are found, not listed, so a new role
 (`roles/NAME/`, `templates/NAME/`) changes nothing here; the editable install (`pip install -e .`,
 as `make venv` does) maps the same names onto the checkout's folders (docs/architecture.md).
 """
@@ -22,7 +23,16 @@ FOLDERS = {
 ENTRY_POINTS = ("deploy.py", "inventory.py")  # pyinfra's files, run in halo_cluster/entry/
 # beside them: the example `halo-cluster init` starts from (tools/commands/init.py)
 SHIPPED = (*ENTRY_POINTS, "cluster.example.yml")
-DOCS = "docs"  # every page, as halo_cluster/docs/ (the project has no web address to name them by)
+DOCS = "docs"  # the user's pages, as halo_cluster/docs/ (the project has no web address)
+# the checkout's own pages: developing the tool, its lab, its tests and measures, which name its
+# make targets; a wheel has neither (tests/unit/test_docs.py: no shipped page names a target)
+CHECKOUT_ONLY = ("architecture.md", "lab.md", "testing.md", "performance.md", "design/")
+
+
+def shipped_pages() -> list[Path]:
+    """The pages the wheel ships: every page of docs/ but the checkout's own."""
+    pages = sorted(Path(DOCS).rglob("*.md"))
+    return [p for p in pages if not p.relative_to(DOCS).as_posix().startswith(CHECKOUT_ONLY)]
 
 
 def packages() -> list[str]:
@@ -51,7 +61,7 @@ class BuildWithEntryPoints(build_py):
             self.mkpath(str(entry))
             for name in SHIPPED:
                 self.copy_file(name, str(entry / name))
-            for page in sorted(Path(DOCS).rglob("*.md")):
+            for page in shipped_pages():
                 target = Path(self.build_lib, "halo_cluster", page)
                 self.mkpath(str(target.parent))
                 self.copy_file(str(page), str(target))

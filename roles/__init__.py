@@ -9,9 +9,9 @@ A role declares, in its `__init__.py`:
 - `paths(data)`: every file it reads or writes on a node (the per-run snapshot is the union);
 - `reads(data)`, where it reads facts: each `(Fact, kwargs)` it reads through `cached()` (the
   deploy reads them all in one command per node: `halo_cluster/node/reads.py`);
-- `preflight(host)`, where it judges the node before any role changes it: its preflight
-  `Check`s, printed with the deploy's; one that `refuses` refuses the node (the os role's
-  known-bad kernel or firmware);
+- `preflight(host, node)`, where it judges the node before any role changes it (given the
+  `NodeContext`): its preflight `Check`s, printed with the deploy's; one that `refuses` refuses
+  the node (the os role's known-bad kernel or firmware, the firewall role's open zone);
 - `apply(node)`: its `@deploy`, given the `NodeContext` the deploy resolved;
 
 and in its `schema.py`:
@@ -102,11 +102,14 @@ def declared_reads(data: Any) -> tuple[tuple[type, dict[str, Any]], ...]:
     return tuple(r for role in all_roles() if hasattr(role, "reads") for r in role.reads(data))
 
 
-def preflight_checks(node_host: Any) -> list[Any]:
-    """Every role's preflight checks of this node, in ORDER (`halo_cluster.decide.preflight`
-    `Check`s; a role without any has no `preflight`)."""
+def preflight_checks(node_host: Any, node: Any) -> list[Any]:
+    """Every role's preflight checks of this node (`node`: its NodeContext), in ORDER
+    (`halo_cluster.decide.preflight` `Check`s; a role without any has no `preflight`)."""
     return [
-        c for role in all_roles() if hasattr(role, "preflight") for c in role.preflight(node_host)
+        c
+        for role in all_roles()
+        if hasattr(role, "preflight")
+        for c in role.preflight(node_host, node)
     ]
 
 

@@ -71,7 +71,7 @@ _VARIANTS = {
     "egress-priority": ("egress_priority", "i"),
 }
 # what a zone file's element of each listing key is (firewalld's zone XML)
-_ELEMENTS = {"services": "service", "interfaces": "interface", "ports": "port"}
+_ELEMENTS = {"services": "service", "interfaces": "interface", "ports": "port", "sources": "source"}
 
 
 def zone_settings_reply(settings: dict[str, list[str]], zone_file: str) -> str:
@@ -127,33 +127,71 @@ def _zone_file(text: str, changes: dict[str, str]) -> str:
             if tag == "port":
                 port, _, protocol = value.partition("/")
                 ET.SubElement(root, tag, port=port, protocol=protocol)
+            elif tag == "source":
+                ET.SubElement(root, tag, address=value)
             else:
                 ET.SubElement(root, tag, name=value)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode")
 
 
-def firewalld_output(renamed: dict[str, str] | None = None, **zones: dict[str, str]) -> list[str]:
+# Fedora Workstation's own zone, which its firewalld package installs and makes the default,
+# and libvirt's, where libvirt puts its bridges (firewalld's copies of both: fixtures/README.md)
+FEDORA_WORKSTATION = FIXTURES / "firewalld-zones-fedora" / "FedoraWorkstation.xml"
+LIBVIRT = FIXTURES / "firewalld-zones-fedora" / "libvirt.xml"
+
+
+def loaded_zone_listing(text: str) -> dict[str, list[str]]:
+    """How `firewall-cmd --list-all` lists a zone firewalld loaded from this file and nothing
+    changed since: its target, services, protocols, ports, forward flag and its rules of a
+    priority and a bare action (libvirt's `rule priority="32767" reject`, as the recorded
+    nm-shared zone lists it), every other list empty."""
+    root = ET.fromstring(text)
+    listing = {key: [] for key in _VARIANTS}
+    listing |= {flag: ["no"] for flag in ("masquerade", "icmp-block-inversion")}
+    listing |= {number: ["0"] for number in ("ingress-priority", "egress-priority")}
+    listing["target"] = [root.get("target", "default")]
+    listing["services"] = sorted(e.get("name", "") for e in root.findall("service"))
+    listing["ports"] = [f"{e.get('port')}/{e.get('protocol')}" for e in root.findall("port")]
+    listing["protocols"] = sorted(e.get("value", "") for e in root.findall("protocol"))
+    listing["rich rules"] = [
+        f'rule priority="{rule.get("priority")}" {rule[0].tag}' for rule in root.findall("rule")
+    ]
+    listing["forward"] = ["yes" if root.find("forward") is not None else "no"]
+    return listing
+
+
+def firewalld_output(
+    renamed: dict[str, str] | None = None,
+    default: str | None = None,
+    added: dict[str, Path] | None = None,
+    **zones: dict[str, str],
+) -> list[str]:
     """The Firewalld fact's output on a lab node: the runtime zones of the recorded listing
     (fixtures/firewalld-debian13-lab-fresh.txt) as firewalld answers them over D-Bus
     (`zone_settings_reply`), and the lab's zone files (fixtures/firewalld-zones-debian13-lab:
     /usr/lib/firewalld/zones of its firewalld 2.3.1) as `grep -aH ''` prints them.
 
-    `zones`: zone -> {key: values} (services, interfaces, ports) replaced in both views, the
-    changed zone's file written to /etc/firewalld/zones; `renamed`: {zone: new name}."""
+    `zones`: zone -> {key: values} (services, interfaces, ports, sources) replaced in both
+    views, the changed zone's file written to /etc/firewalld/zones; `renamed`: {zone: new name};
+    `added`: {zone: its file} installed in /usr/lib/firewalld/zones as well (FEDORA_WORKSTATION),
+    loaded as is (`loaded_zone_listing`); `default`: the default zone instead of the lab's."""
     renamed = renamed or {}
-    default, views = listed_zones(fixture("firewalld-debian13-lab-fresh.txt"))
+    lab_default, views = listed_zones(fixture("firewalld-debian13-lab-fresh.txt"))
+    default = default or renamed.get(lab_default, lab_default)
     files = {p.stem: p.read_text() for p in sorted(FIREWALLD_ZONE_FILES.glob("*.xml"))}
-    lines = ["state running", f"default {busctl_reply('s', renamed.get(default, default))}"]
+    loaded = {renamed.get(z, z): (settings, files[z]) for z, settings in views["runtime"].items()}
+    for zone, path in (added or {}).items():
+        loaded[zone] = (loaded_zone_listing(path.read_text()), path.read_text())
+    lines = ["state running", f"default {busctl_reply('s', default)}"]
     paths: dict[str, str] = {}
-    for zone, settings in sorted(views["runtime"].items()):
-        name = renamed.get(zone, zone)
+    for name, (settings, text) in sorted(loaded.items()):
         changes = zones.get(name, {})
         settings = dict(settings, **{key: value.split() for key, value in changes.items()})
-        reply = zone_settings_reply(settings, files[zone])
+        reply = zone_settings_reply(settings, text)
         lines.append(f"runtime {name} {reply}")
-        paths[f"{USR_ZONES}/{name}.xml"] = files[zone]
+        paths[f"{USR_ZONES}/{name}.xml"] = text
         if changes:
-            paths[f"{ETC_ZONES}/{name}.xml"] = _zone_file(files[zone], changes)
+            paths[f"{ETC_ZONES}/{name}.xml"] = _zone_file(text, changes)
     lines += [f"{path}:{line}" for path, text in paths.items() for line in text.splitlines()]
     return lines
 
@@ -274,3 +312,31 @@ def container_image_line(name: str = "podman-container-inspect-foobar-excerpt.js
 
 
 KEYS = ("Name", "ImageName", "Image")
+
+
+# `nmcli connection show`'s TYPE column as `nmcli -t` prints it
+NMCLI_TERSE_TYPES = {"ethernet": "802-3-ethernet", "wifi": "802-11-wireless"}
+
+
+def nm_profiles_output(name: str, priority: int = 0) -> list[str]:
+    """The NmProfiles fact's output for a recorded `nmcli connection show` table (`name`: its
+    fixture): each row as `nmcli -t -f UUID,TYPE,DEVICE,NAME` prints it (':' in a name escaped),
+    then its settings. The recording has no settings: each profile is taken as bound to the
+    device it is active on (as NetworkManager binds its own default profiles: interface-name),
+    autoconnect, with `priority` (NOT VERIFIED: no `nmcli -t` recording was found)."""
+    lines = fixture(name).splitlines()
+    header = lines[0]
+    starts = [header.index(column) for column in ("NAME", "UUID", "TYPE", "DEVICE")]
+    output = []
+    for row in lines[1:]:
+        cells = [row[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
+        title, uuid, kind, device = cells
+        device = "" if device == "--" else device
+        escaped = title.replace("\\", "\\\\").replace(":", "\\:")
+        output += [
+            f"profile {uuid}:{NMCLI_TERSE_TYPES.get(kind, kind)}:{device}:{escaped}",
+            f"setting connection.interface-name:{device}",
+            "setting connection.autoconnect:yes",
+            f"setting connection.autoconnect-priority:{priority}",
+        ]
+    return output

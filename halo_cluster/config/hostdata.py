@@ -7,6 +7,11 @@ from typing import Any
 
 from halo_cluster.config.model import Cluster, Node
 
+# The one bound on reaching a node's SSH, TCP connect and banner alike, for every command: ssh's
+# ConnectTimeout (tools/sshconfig.py) and the deploy's paramiko, whose own banner wait is 15 s, so
+# a node that accepts and never greets is said within docs/ci.md's 15 s by every command
+CONNECT_SECONDS = 10
+
 
 def host_data(cluster: Cluster, node: Node) -> dict[str, Any]:
     """Everything a role needs about one node, as pyinfra host data (JSON-friendly)."""
@@ -15,6 +20,10 @@ def host_data(cluster: Cluster, node: Node) -> dict[str, Any]:
         "ssh_hostname": node.ssh_host,
         "ssh_port": node.ssh_port,
         "ssh_user": node.ssh_user,
+        "ssh_paramiko_connect_kwargs": {
+            "timeout": CONNECT_SECONDS,
+            "banner_timeout": CONNECT_SECONDS,
+        },
         "halo_node": node.name,
         "halo_role": node.role,
         "halo_interconnect": cluster.interconnect,

@@ -6,7 +6,10 @@ each change to it.
 
 The lock is JSON, keys sorted, indented by 1, written atomically (a temporary file beside it,
 then `rename`), so that a run that stops half-way leaves the old lock or the new one, never a
-torn one. Reading it checks the file and its shape first (`lockschema`): every problem is one
+torn one. Every writer reads, changes and replaces it while it holds one file lock (`update`:
+`flock` on the sibling `.halo-cluster.lock.flock`, config/lockfile.py), so that two commands at
+once (an upgrade and the deploys it runs, two deploys) never lose each other's record. Reading
+it checks the file and its shape first (`lockschema`): every problem is one
 `PATH: KEY: what is wrong (the fix)` line, before any host is contacted; writing writes only
 what reading takes.
 """
@@ -20,13 +23,13 @@ import re
 import secrets
 import shutil
 import socket
-import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from halo_cluster.config import lockschema, state
+from halo_cluster.config import lockfile, lockschema, state
 
 LOCK_FILE = "halo-cluster.lock"
 HISTORY = ".local/state/halo-cluster/history.jsonl"  # below the cluster user's home, on the head
@@ -266,27 +269,52 @@ def _pins_document(pins: dict[str, Pin]) -> dict[str, Any]:
     return found
 
 
+def update(
+    path: Path, change: Callable[[Lock | None], Lock | None]
+) -> tuple[Lock | None, list[str]]:
+    """The lock at `path` read, changed and replaced under its file lock (`lockfile.held`):
+    `change` gets the lock as it is now (None: none yet) and returns the one to write (None:
+    nothing); it runs while the others wait, so it reaches no node. The lock now there and, as
+    `read` says them, the problems of one it could not read (then nothing is written)."""
+    with lockfile.held(path):
+        found, problems = read(path)
+        if problems:
+            return None, problems
+        changed = change(found)
+        if changed is None or changed == found:
+            return found, []
+        _replace(path, changed)
+        return changed, []
+
+
 def write(path: Path, lock: Lock) -> None:
-    """Write the lock atomically: a temporary file in the same folder, then `rename`. Only a
-    lock `read` takes is written: any other is a bug here, raised (ValueError) before the file
-    is touched."""
+    """The whole lock replaced by `lock` under the file lock, whatever it held: a test's or a
+    setup's; a command changes the lock by `update`, which keeps what others recorded."""
+    with lockfile.held(path):
+        _replace(path, lock)
+
+
+def with_image(found: Lock | None, source: Lock) -> Lock:
+    """`found`, the lock as it is now, with `source`'s image: its reference, build, trial,
+    previous and rejected, which an upgrade or rollback decides; the records the deploys keep
+    (head, members, left, pins) as found. `source` when there is no lock now."""
+    if found is None:
+        return source
+    return replace(found, **{name: getattr(source, name) for name in IMAGE_FIELDS})
+
+
+IMAGE_FIELDS = ("reference", "digest", "resolved", "ray", "vllm", "serving_since", "trial",
+                "previous", "rejected")  # fmt: skip
+
+
+def _replace(path: Path, lock: Lock) -> None:
+    """Write the lock atomically (`lockfile.replace`), its file lock held. Only a lock `read`
+    takes is written: any other is a bug here, raised (ValueError) before the file is touched."""
     doc = document(lock)
     problems = lockschema.check(path, doc)
     if problems:
         raise ValueError("; ".join(problems))
-    text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, partial = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(partial, 0o644)
-        os.replace(partial, path)
-    except BaseException:
-        Path(partial).unlink(missing_ok=True)
-        raise
+    lockfile.replace(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
 RUN = secrets.token_hex(4)  # one per command invocation: joins the lines one run writes

@@ -23,6 +23,10 @@ from typing import Any
 
 from halo_cluster.config import rules
 
+# the words YAML 1.1 reads as each boolean (a bare `off` is read as false); a key whose values
+# are words takes the one its choices hold (`Field.word`)
+BOOLEAN_WORDS: dict[bool, tuple[str, ...]] = {False: ("off", "no"), True: ("on", "yes")}
+
 REQUIRED = object()  # sentinel default: the key must be present
 DERIVED = object()  # sentinel default: computed from other keys (see `meaning`)
 
@@ -38,6 +42,14 @@ class Field:
     # why a measurement of the cluster does not depend on this key, "" when it may: a tool that
     # keys its measurements by a section's keys leaves out those with a reason
     unmeasured: str = ""
+
+    def word(self, value: bool, written: str | None = None) -> str | None:
+        """The choice a YAML 1.1 boolean stands for here: its word (`off`, as `written` when
+        the reader kept it) when the key's choices hold it, else None."""
+        words = BOOLEAN_WORDS[value]
+        if written is not None:
+            words = tuple(w for w in words if w == written.lower())
+        return next((w for w in words if w in self.choices), None)
 
     @property
     def default_text(self) -> str:

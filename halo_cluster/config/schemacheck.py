@@ -65,14 +65,15 @@ class Checker:
 
     def _as_word(self, doc: dict, key: str, spec: Field, at: str) -> bool:
         """YAML 1.1 reads a bare `off`, `on`, `no`, `yes` as a boolean where a word is meant:
-        the word when it is a choice (`iommu: off`), else a message quoting what was written."""
-        choices = spec.choices
-        text = self._written(doc[key], at)
-        if text.lower() in choices:
-            doc[key] = text.lower()
+        the word when it is a choice (`iommu: off`, `Field.word`), else a message quoting what
+        was written."""
+        word = spec.word(doc[key], self.written.get(at))
+        if word is not None:
+            doc[key] = word
             return True
-        read = str(doc[key]).lower()
-        self.error(at, f"{quote(text)} (read as {read}) is not one of: {', '.join(choices)}", True)
+        text, read = self._written(doc[key], at), str(doc[key]).lower()
+        choices = ", ".join(spec.choices)
+        self.error(at, f"{quote(text)} (read as {read}) is not one of: {choices}", True)
         return False
 
     def _written(self, value: bool, at: str) -> str:
@@ -104,10 +105,17 @@ class Checker:
             "map of strings": isinstance(value, dict)
             and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()),
         }[type_name]
+        if not ok and type_name == "list of strings" and isinstance(value, list):
+            at, value = next(
+                ((f"{at}[{i}]", v) for i, v in enumerate(value) if isinstance(v, bool)), (at, value)
+            )
+            type_name = "string" if isinstance(value, bool) else type_name  # the item is named
         if not ok:
             shown = quote(value)
             if isinstance(value, bool) and at in self.written:
                 shown = f"{quote(self.written[at])} (read as {str(value).lower()})"
+                if type_name == "string":  # the word was meant: YAML took it for a boolean
+                    shown += f"; to mean the word, quote it: {quote(self.written[at])}"
             self.error(at, f"expected {type_name}, got {_type_name(value)} {shown}", fatal=True)
         return ok
 

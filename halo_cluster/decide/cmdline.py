@@ -7,6 +7,7 @@ its place and spelling, every other line stays byte for byte.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 PROC_CMDLINE = "/proc/cmdline"  # the arguments the running kernel booted with
 
@@ -15,6 +16,15 @@ _TOKEN = re.compile(r'(?:[^\s"]+|"[^"]*")+')
 _GRUB_LINE = re.compile(r'^(GRUB_CMDLINE_LINUX=)(["\']?)(.*?)\2[ \t]*$', re.MULTILINE)
 _OPTIONS_LINE = re.compile(r"^(options[ \t]+)(.*?)[ \t]*$", re.MULTILINE)
 _VERSION_LINE = re.compile(r"^version[ \t]+(\S+)", re.MULTILINE)
+
+# amdgpu's `gttsize` is deprecated from Linux 6.15 (the amd-drm-next-6.15-2025-02-21 pull: "Mark
+# gttsize parameter as deprecated"; amdgpu_ttm.c then takes the GTT size from ttm.pages_limit and
+# warns "Configuring gttsize via module parameter is deprecated, please use ttm.pages_limit", as
+# the recorded 6.17 dmesg shows), with the plan to drop it after the next LTS (6.18); 6.19.5's
+# amdgpu still lists it. Where the kernel takes the GTT size from ttm.pages_limit alone, the tool
+# writes ttm.pages_limit only, and takes its own gttsize away (docs/roles/kernel.md).
+GTTSIZE = "amdgpu.gttsize"
+GTTSIZE_DEPRECATED = (6, 15)
 
 
 def key_of(arg: str) -> str:
@@ -109,3 +119,29 @@ def default_entry(entries: dict[str, str], grubenv: str | None) -> str | None:
         return _version_key(match.group(1) if match else path)
 
     return max(entries, key=version)
+
+
+def _kernel_version(release: str | None) -> tuple[int, int] | None:
+    """(major, minor) of a kernel release as `uname -r` or a BLS entry's `version` line gives
+    it (`6.18.9-200.fc43.x86_64` is (6, 18)); None for anything else."""
+    found = re.match(r"(\d+)\.(\d+)(?:\D|$)", release or "")
+    return (int(found[1]), int(found[2])) if found else None
+
+
+def _takes_gttsize(release: str | None) -> bool:
+    """Whether a kernel of this release still sizes GTT by `amdgpu.gttsize` (before 6.15); an
+    unknown release keeps it, as the config gives it."""
+    version = _kernel_version(release)
+    return version is None or version < GTTSIZE_DEPRECATED
+
+
+def for_kernel(
+    release: str | None, wanted: Iterable[str], remove: Iterable[str]
+) -> tuple[list[str], list[str]]:
+    """The arguments to add and to remove for a kernel of this release: where it no longer
+    takes `amdgpu.gttsize`, the tool's gttsize is not added but removed (a value an earlier run
+    wrote); `ttm.pages_limit`, beside it in `wanted`, stays."""
+    wanted, remove = list(wanted), list(remove)
+    if _takes_gttsize(release) or not any(key_of(arg) == GTTSIZE for arg in wanted):
+        return wanted, remove
+    return [arg for arg in wanted if key_of(arg) != GTTSIZE], [*remove, GTTSIZE]

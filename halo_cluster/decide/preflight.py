@@ -62,7 +62,7 @@ def run(
             rdma_device(hw.get("rdma", []), interface, hidden, why_hidden),
         ]
     else:
-        checks.append(thunderbolt(hw.get("thunderbolt", []), hidden, why_hidden))
+        checks.append(thunderbolt(hw.get("thunderbolt", []), interface, hidden, why_hidden))
     return checks
 
 
@@ -183,20 +183,35 @@ def rdma_device(devices: list[str], interface: str | None, hidden: bool, why: st
     )
 
 
-def thunderbolt(links: list[tuple[str, str]], hidden: bool, why: str) -> Check:
-    if not links:
+def thunderbolt(
+    links: list[tuple[str, str, str, str]], interface: str | None, hidden: bool, why: str
+) -> Check:
+    """The host-to-host link's own speed: the XDomain behind the data interface (Hardware's
+    `thunderbolt`: (interface, XDomain, rx_speed, rx_lanes) of each link), never the fastest
+    device on the bus (a dock can be faster than the link)."""
+    link = next((x for x in links if x[0] == interface), None)
+    if link is None and len(links) == 1:
+        link = links[0]  # the link under another name: safety.resolve_interface takes it too
+    if link is None:
         if hidden:
             return Check("Thunderbolt link", NOT_VERIFIED, why)
+        drives = ", ".join(x[0] for x in links) or "no interface"
         return Check(
-            "Thunderbolt link", WARN, "no thunderbolt device with a link speed: is the cable in?"
+            "Thunderbolt link",
+            WARN,
+            f"no host-to-host link on {interface} (thunderbolt-net drives {drives}): "
+            "is the cable between the two nodes in, and thunderbolt_net loaded?",
         )
-    speeds = []
-    for speed, lanes in links:
-        match = re.match(r"([\d.]+)Gb/s", speed)
-        per_lane = float(match.group(1)) if match else 0.0
-        speeds.append((per_lane, int(lanes or 1)))
-    per_lane, lanes = max(speeds)
-    text = f"{per_lane:g} Gb/s x {lanes} lanes"
+    name, xdomain, speed, lanes = link
+    match = re.match(r"([\d.]+)Gb/s", speed)
+    if not match:
+        return Check(
+            "Thunderbolt link",
+            WARN,
+            f"{name}'s XDomain {xdomain} reports no speed (rx_speed needs kernel 5.11 or newer)",
+        )
+    per_lane = float(match.group(1))
+    text = f"{name} to the peer (XDomain {xdomain}): {per_lane:g} Gb/s x {lanes} lanes"
     if per_lane >= 20:
         return Check("Thunderbolt link", OK, text)
     return Check(

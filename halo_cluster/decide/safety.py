@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from halo_cluster.config.datalink import THUNDERBOLT_NAME
 from halo_cluster.config.docs import page
 
 INTEL_VENDOR = "0x8086"
 # E810 PCI device ids (field-notes.md): C backplane, C QSFP, C SFP, XXV backplane, QSFP, SFP
 E810_DEVICES = {"0x1591", "0x1592", "0x1593", "0x1599", "0x159a", "0x159b"}
+THUNDERBOLT_NET = "thunderbolt-net"  # the driver of a host-to-host Thunderbolt link's interface
 # login.defs on Fedora: UID_MIN 1000, UID_MAX 60000; outside are system accounts (and nobody,
 # 65534), whose home is / or /nonexistent: config time sees only the name, the node the number
 REGULAR_UIDS = range(1000, 60001)
@@ -60,8 +62,14 @@ def resolve_interface(
                 f"(found: {describe(interfaces)})"
             )
         return ports[0], None
-    if name not in interfaces:
-        return None, f"interface {name} not found (found: {describe(interfaces)})"
+    links = sorted(n for n, info in interfaces.items() if info["driver"] == THUNDERBOLT_NET)
+    if name not in interfaces or (links and interfaces[name]["driver"] != THUNDERBOLT_NET):
+        if name and THUNDERBOLT_NAME.fullmatch(name) and len(links) == 1:
+            # thunderbolt-net numbers its interfaces as they come (thunderbolt1 with a dock's
+            # before it): the host-to-host link is the one interface it drives
+            return links[0], None
+        if name not in interfaces:
+            return None, f"interface {name} not found (found: {describe(interfaces)})"
     return name, None
 
 

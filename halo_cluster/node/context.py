@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from halo_cluster.decide import rdmatools
 from halo_cluster.node.facts import HardwareInfo, Interface
 
 
@@ -36,6 +37,17 @@ class NodeContext:
     def rdma_device(self) -> str | None:
         """The data port's RDMA device (pinned for RCCL), when the node has one."""
         return (self.hardware.get("rdma") or [None])[0]
+
+    @property
+    def rdma_names(self) -> list[str]:
+        """The RDMA device's name now and the one rdma-core's udev rule gives it at the next
+        boot (rdmatools.persistent_name), when they differ: RCCL's pin names both, so it
+        finds the device before and after the rename."""
+        if not self.rdma_device:
+            return []
+        pci = rdmatools.parse_pci(self.hardware.get("pci") or "")
+        later = rdmatools.persistent_name(pci)
+        return list(dict.fromkeys([self.rdma_device, *([later] if later else [])]))
 
     @property
     def loaded_modules(self) -> list[str]:

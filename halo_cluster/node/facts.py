@@ -14,8 +14,9 @@ from typing import TypedDict
 
 from pyinfra.api import FactBase
 
+from halo_cluster.decide.flowcontrol import parse_pause
 from halo_cluster.decide.safety import E810_DEVICES, INTEL_VENDOR
-from halo_cluster.node import firewalld
+from halo_cluster.node.thunderbolt import thunderbolt_links, thunderbolt_links_command
 
 
 @dataclass(frozen=True)
@@ -163,8 +164,11 @@ class HardwareInfo(TypedDict):
     cpu: str  # /proc/cpuinfo's model name
     vram: list[int]  # bytes of each GPU's carve-out (mem_info_vram_total)
     ethtool: dict[str, str]  # the data port's `ethtool -i`: driver, firmware-version, ...
+    pause: dict[str, str]  # its `ethtool -a` (flowcontrol.parse_pause): {} without pause support
     rdma: list[str]  # the data port's RDMA devices in sysfs
-    thunderbolt: list[tuple[str, str]]  # (rx_speed, rx_lanes) of each thunderbolt device
+    pci: str  # the data port's PCI function as rdma_rename reads it (rdmatools.parse_pci), or ""
+    # each host-to-host Thunderbolt link: (interface, XDomain, rx_speed, rx_lanes)
+    thunderbolt: list[tuple[str, str, str, str]]
     modules: list[str]  # loaded of ice, irdma, thunderbolt_net
     infiniband: bool  # /dev/infiniband exists
 
@@ -181,7 +185,9 @@ class Hardware(FactBase[HardwareInfo]):
             cpu="",
             vram=[],
             ethtool={},
+            pause={},
             rdma=[],
+            pci="",
             thunderbolt=[],
             modules=[],
             infiniband=False,
@@ -202,9 +208,20 @@ def hardware_command(port: str) -> str:
         "for f in /sys/class/drm/card*/device/mem_info_vram_total; do "
         '[ -f "$f" ] && echo "vram $(cat "$f")"; done; '
         f"ethtool -i {port} 2>/dev/null | sed 's/^/ethtool /'; "
+        f"ethtool -a {port} 2>/dev/null | sed 's/^/pause /'; "
         f"ls /sys/class/net/{port}/device/infiniband 2>/dev/null | sed 's/^/rdma /'; "
-        'for d in /sys/bus/thunderbolt/devices/*; do [ -f "$d/rx_speed" ] && '
-        'echo "tb $(cat "$d/rx_speed" | tr -d " ") $(cat "$d/rx_lanes" 2>/dev/null)"; done; '
+        # what rdma_rename names the RDMA device by at its next add (rdmatools.persistent_name)
+        f"pcidev=/sys/class/net/{port}/device; "
+        'if [ "$(basename "$(readlink -f "$pcidev/subsystem" 2>/dev/null)")" = pci ]; then '
+        'echo "pci $(basename "$(readlink -f "$pcidev")")'
+        ' ari=$(cat "$pcidev/ari_enabled" 2>/dev/null)'
+        " header=$(od -An -tx1 -j14 -N1 \"$pcidev/config\" 2>/dev/null | tr -d ' ')"
+        ' vf=$([ -e "$pcidev/physfn" ] && echo 1 || echo 0)'
+        ' onboard=$(cat "$pcidev/acpi_index" 2>/dev/null || cat "$pcidev/index" 2>/dev/null)'
+        ' node=$(cat "$pcidev"/infiniband/*/node_type 2>/dev/null | head -n1 | cut -d: -f1)'
+        ' link=$(cat "$pcidev"/infiniband/*/ports/1/link_layer 2>/dev/null | head -n1)"; '
+        "fi; "
+        f"{thunderbolt_links_command()}; "
         'for m in ice irdma thunderbolt_net; do [ -d /sys/module/$m ] && echo "module $m"; '
         "done; [ -e /dev/infiniband ] && echo infiniband; true"
     )
@@ -212,6 +229,7 @@ def hardware_command(port: str) -> str:
 
 def hardware_process(output: list[str]) -> HardwareInfo:
     found = Hardware.default()
+    pause = []
     for line in output:
         kind, _, rest = line.partition(" ")
         if kind in ("virt", "cpu"):
@@ -221,15 +239,19 @@ def hardware_process(output: list[str]) -> HardwareInfo:
         elif kind == "ethtool":
             key, _, value = rest.partition(":")
             found["ethtool"][key.strip()] = value.strip()
+        elif kind == "pause":
+            pause.append(rest)
         elif kind == "rdma":
             found["rdma"].append(rest.strip())
+        elif kind == "pci":
+            found["pci"] = rest.strip()
         elif kind == "tb":
-            speed, _, lanes = rest.partition(" ")
-            found["thunderbolt"].append((speed, lanes.strip()))
+            found["thunderbolt"] += thunderbolt_links([line])
         elif kind == "module":
             found["modules"].append(rest.strip())
         elif kind == "infiniband":
             found["infiniband"] = True
+    found["pause"] = parse_pause("\n".join(pause))
     return found
 
 
@@ -272,7 +294,6 @@ class DataPortHardware(FactBase[DataPort]):
         )
 
 
-FIREWALLD_BUS = "org.fedoraproject.FirewallD1"  # its D-Bus name and interface
 IMAGE_ID = "podman image inspect --format '{{.Id}}' "
 CONTAINER_IMAGE = "podman container inspect --format '{{.Image}}' "
 
@@ -285,73 +306,3 @@ def as_user(user: str, command: str) -> str:
         f"runuser -u {shlex.quote(user)} -- env -C / XDG_RUNTIME_DIR=/run/user/{uid} "
         f"DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/{uid}/bus {command}"
     )
-
-
-ZoneSettings = dict[str, list[str]]
-
-
-class FirewalldZones(TypedDict):
-    state: str  # "running", "not running" or "absent"
-    default: str  # the default zone ("" unless running)
-    runtime: dict[str, ZoneSettings]  # zone -> settings, from firewalld over D-Bus
-    permanent: dict[str, ZoneSettings]  # zone -> settings, from its zone files
-
-
-class Firewalld(FactBase[FirewalldZones]):
-    """firewalld's zones, runtime and permanent (`FirewalldZones`), where settings
-    maps `firewall-cmd --list-all-zones` keys (target, interfaces, sources, services, ports,
-    protocols, forward, masquerade, forward-ports, source-ports, icmp-block-inversion,
-    icmp-blocks, ingress-priority, egress-priority; not rich rules) to lists.
-
-    Read without firewall-cmd, a Python start of 0.4-0.6 s per call on the node: the runtime
-    view from firewalld itself over D-Bus with busctl (getDefaultZone answers: running), the
-    permanent view from its zone files (firewalld.py). firewalld reads those at its start and
-    reload, which are when the permanent view takes effect; "--permanent" changes write them at
-    once.
-    """
-
-    @staticmethod
-    def default() -> FirewalldZones:
-        return FirewalldZones(state="absent", default="", runtime={}, permanent={})
-
-    def command(self) -> str:
-        zone_files = (
-            f"{firewalld.USR_ZONES}/*.xml {firewalld.ETC_ZONES}/*.xml {firewalld.ETC_ZONES}/*/*.xml"
-        )
-        # sh may be dash, whose echo reads backslashes in the JSON: printf. --auto-start=no:
-        # asking must never start a stopped firewalld. Zone names are letters, digits and
-        # _-/ only (firewalld checks them), so the JSON list of them splits at its commas.
-        return (
-            "command -v firewall-cmd >/dev/null || { echo 'state absent'; exit 0; }; "
-            "fw() { busctl --system --auto-start=no --json=short call "
-            f'{FIREWALLD_BUS} /org/fedoraproject/FirewallD1 "{FIREWALLD_BUS}$@"; }}; '
-            "default=$(fw '' getDefaultZone 2>/dev/null) || { echo 'state not running'; exit 0; }; "
-            "zones=$(fw .zone getZones) || exit 1; "
-            "echo 'state running'; printf 'default %s\\n' \"$default\"; "
-            "zones=${zones#*'[['}; zones=${zones%']]'*}; IFS=,; set -- $zones; unset IFS; "
-            "for z; do z=${z#'\"'}; z=${z%'\"'}; "
-            's=$(fw .zone getZoneSettings2 s "$z") || exit 1; '
-            'printf \'runtime %s %s\\n\' "$z" "$s"; done; '
-            f"grep -aH '' {zone_files} 2>/dev/null; true"
-        )
-
-    def process(self, output: list[str]) -> FirewalldZones:
-        found = self.default()
-        files: dict[str, list[str]] = {}
-        for line in output:
-            kind, _, rest = line.partition(" ")
-            if line.startswith("/"):
-                path, _, text = line.partition(":")
-                files.setdefault(path, []).append(text)
-            elif kind == "state":
-                found["state"] = rest.strip()
-            elif kind == "default":
-                found["default"] = firewalld.busctl_data(rest)[0]
-            elif kind == "runtime":
-                zone, _, reply = rest.partition(" ")
-                found["runtime"][zone] = firewalld.runtime_settings(reply)
-        found["runtime"] = dict(sorted(found["runtime"].items()))
-        found["permanent"] = firewalld.permanent_zones(
-            {path: "\n".join(lines) for path, lines in files.items()}
-        )
-        return found

@@ -2,18 +2,23 @@
 (the network and firewall roles and the checks read it; the firewall role's operations are in
 roles/firewall/operations.py).
 
-Decisions read the Firewalld fact (facts.py); nothing here reads a node by itself.
+Decisions read the Firewalld fact (firewalldfact.py); nothing here reads a node by itself.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 
 DATA_ZONE = "trusted"  # the data link's zone, set by its NetworkManager profile (as the guide)
 # zones that let every port in, whatever their port list says
 OPEN_TARGETS = ("ACCEPT",)
 OPEN_ZONES = (DATA_ZONE,)
+# a rich rule with no match but its action, for either family: whatever the zone does not let in
+# by its own lists is refused, so an ACCEPT target accepts only what is forwarded through the host
+# (libvirt's and NetworkManager's shared zones: `rule priority="32767" reject`)
+BARE_REFUSAL = re.compile(r'rule( priority="-?\d+")? (reject|drop)( type="[\w-]+")?')
 
 
 def running(state: dict) -> bool:
@@ -37,13 +42,42 @@ def management_zones(state: dict, ssh_interfaces, data_interface: str | None) ->
     }
 
 
+def zones_in_effect(state: dict, interfaces, data_interface: str | None) -> dict[str, list[str]]:
+    """Every zone traffic can reach this node through, with what puts it there: the zone of
+    each interface but loopback and the data link (one in no zone is in the default zone), and
+    each zone with a source, whose traffic it takes on any interface (now or after a reload)."""
+    found: dict[str, list[str]] = {}
+    for interface in sorted(interfaces):
+        if interface not in (data_interface, "lo"):
+            found.setdefault(zone_of(state, interface), []).append(interface)
+    for view in ("runtime", "permanent"):
+        for zone, settings in state.get(view, {}).items():
+            for source in settings.get("sources", []):
+                if f"source {source}" not in found.get(zone, []):
+                    found.setdefault(zone, []).append(f"source {source}")
+    return dict(sorted(found.items()))
+
+
+def port_entries(state: dict, zone: str, ports: list[int]) -> list[str]:
+    """A zone's port entries (`1025-65535/tcp`) that let any of `ports` in, in either view."""
+    entries = {
+        entry
+        for view in ("runtime", "permanent")
+        for entry in state.get(view, {}).get(zone, {}).get("ports", [])
+        if open_ports({"ports": [entry]}, ports)
+    }
+    return sorted(entries)
+
+
 def zones_with_service(state: dict, service: str, view: str) -> set[str]:
     return {z for z, s in state.get(view, {}).items() if service in s.get("services", [])}
 
 
 def open_ports(settings: dict, ports: list[int]) -> list[int]:
-    """Which of `ports` (TCP) a zone lets in by its target or its port list (services aside)."""
-    if settings.get("target", [""])[0] in OPEN_TARGETS:
+    """Which of `ports` (TCP) a zone lets in by its target (unless a bare rich rule refuses the
+    rest) or its port list (services aside)."""
+    refuses_rest = any(BARE_REFUSAL.fullmatch(rule) for rule in settings.get("rich rules", []))
+    if settings.get("target", [""])[0] in OPEN_TARGETS and not refuses_rest:
         return list(ports)
     ranges = [_port_range(entry) for entry in settings.get("ports", [])]
     return [p for p in ports if any(low <= p <= high for low, high in ranges if low)]
@@ -73,8 +107,9 @@ def exposed_in(state: dict, zone: str, ports: list[int]) -> list[int]:
 # settings under `firewall-cmd --list-all-zones`'s keys, each a list of strings.
 
 # firewalld's zone settings dict (getZoneSettings2's a{sv}, io/zone.py IMPORT_EXPORT_STRUCTURE)
-# -> firewall-cmd's key; rules_str (rich rules) is not read: nothing decides on them
+# -> firewall-cmd's key
 _LISTS = {
+    "rules_str": "rich rules",
     "services": "services",
     "interfaces": "interfaces",
     "sources": "sources",
@@ -164,9 +199,29 @@ def _zone_file_settings(root: ET.Element) -> dict[str, list[str]]:
                 settings[key].append(value)
         elif child.tag in ("forward", "masquerade", "icmp-block-inversion"):
             settings[child.tag] = ["yes"]
+        elif child.tag == "rule" and _bare_rule(child):
+            settings["rich rules"].append(_bare_rule(child))
     for key in _SORTED:
         settings[key].sort()
     return settings
+
+
+def _bare_rule(rule: ET.Element) -> str | None:
+    """A zone file's rich rule of an action alone, as firewalld prints it (core/rich.py
+    Rich_Rule.__str__: `rule [priority=] [family=] ACTION`); None for a rule with a match (a
+    source, a service, a port, ...) or a limit, which the permanent view leaves out: nothing
+    decides on them."""
+    actions = [c for c in rule if c.tag in ("accept", "reject", "drop") and not len(c)]
+    if len(actions) != len(rule) or len(actions) != 1:
+        return None
+    words = ["rule"]
+    if int(rule.get("priority") or 0):
+        words.append(f'priority="{int(rule.get("priority") or 0)}"')
+    if rule.get("family"):
+        words.append(f'family="{rule.get("family")}"')
+    action = actions[0]
+    words.append(action.tag + (f' type="{action.get("type")}"' if action.get("type") else ""))
+    return " ".join(words)
 
 
 def _zone_file_entry(tag: str, attrs: dict[str, str]) -> tuple[str, str] | None:

@@ -8,9 +8,12 @@ show each node's versions the same way (`summary`).
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from pyinfra.api import FactBase
+
+from halo_cluster.decide import cmdline
+from halo_cluster.node.reads import cached
 
 # Fedora's kernel is these packages at one EVR (the kernel's own spec); irdma is in
 # kernel-modules, ice in kernel-core, so they move with it (versions-notes.md section 2)
@@ -119,3 +122,13 @@ def summary(info: VersionsInfo) -> str:
 def upgrade_command(package: str, version: str) -> str:
     """`halo-cluster upgrade --os --kernel|--firmware VERSION` for this package."""
     return f"{UPGRADE_OS} {UPGRADE_OPTIONS[package]} {version}"
+
+
+def running_kernel_args(host: Any) -> tuple[list[str], list[str]]:
+    """The kernel arguments (to have, to lack) the running kernel should have booted with: the
+    config's, for its release (`cmdline.for_kernel`: no `amdgpu.gttsize` from 6.15), as the
+    kernel role wrote them into its boot entry. Read from `InstalledVersions`, which the os role
+    declares on every node (the reboot role and the serve role's ranks ask)."""
+    running = cached(host, InstalledVersions)["running"] or None
+    data = host.data
+    return cmdline.for_kernel(running, data.halo_kernel_args, data.halo_kernel_args_remove)

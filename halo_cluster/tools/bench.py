@@ -318,6 +318,8 @@ def main(argv: list[str]) -> int:
     if not cluster.serve.enabled:
         said_ = f"serve.enabled is false in {cluster.source}: nothing serves"
         return benchview.failed(said_, args.json)
+    if unready := benchstore.unready(folder):  # a local input: before any node is reached
+        return benchview.failed(unready, args.json)
     try:
         [(line, comparison)] = measure(cluster, folder)
     except Unreachable as error:

@@ -6,6 +6,7 @@ index.jsonl (what jq queries), report.md and its chart (benchchart.py), each wri
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -121,6 +122,22 @@ def read_index(folder: Path) -> list[dict]:
     if not path.is_file():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def unready(folder: Path) -> str | None:
+    """Why the history at FOLDER cannot take a run, found before any node is reached (else
+    minutes of measuring end in a traceback): the folder, or the first one of its parents that
+    exists, not writable, or its index not readable. Nothing is written here."""
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    if not existing.is_dir():
+        return f"{existing}: not a folder, so {folder} cannot be written"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing}: not writable, so {folder} cannot be written"
+    try:
+        read_index(folder)
+    except (OSError, ValueError) as error:  # ValueError: a line that is not JSON
+        return f"{folder / 'index.jsonl'}: not readable: {error}"
+    return None
 
 
 def store(folder: Path, record: dict, line: dict) -> None:

@@ -26,6 +26,7 @@ from halo_cluster.tools.commands import NAMES, command, exits, text
 
 PROG = "halo-cluster"
 HELP = ("-h", "--help")
+USAGE = "[--config PATH] [--state DIR] COMMAND [ARGS...]"
 # the global options, before or after COMMAND: (metavar, help, the variable that passes it on)
 GLOBAL = {
     "--config": ("PATH", "the cluster.yml to use", "CLUSTER_CONFIG"),
@@ -48,9 +49,9 @@ def _parser() -> options.Parser:
     commands = "\n".join(f"  {name:10} {command(name).SUMMARY}" for name in NAMES)
     parser = options.parser(
         PROG,
-        DESCRIPTION.format(commands=commands),
+        text.fitted(DESCRIPTION.format(commands=commands)),
         exits.USAGE,
-        usage=f"{PROG} [--config PATH] [--state DIR] COMMAND [ARGS...]",
+        usage=text.fitted(f"usage: {PROG} {USAGE}").removeprefix("usage: "),
     )
     for name, (metavar, what, _) in GLOBAL.items():
         parser.add_argument(name, metavar=metavar, action="append", help=what)
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     after, args, helped = _globals_after_command(parser, parsed.args)
     run = command(parsed.command)
     if helped:
-        print(run.HELP)
+        print(text.fitted(run.HELP))  # at the terminal's width
         return exits.OK
 
     def started() -> int:
@@ -140,7 +141,11 @@ def main(argv: list[str] | None = None) -> int:
                 given_by = "--state" if after["--state"] or parsed.state else f"${state.ENV}"
                 parser.refuse(f"{given_by} {problem}")
             os.environ[state.ENV] = os.path.abspath(folder)  # the deploy runs in another folder
-        return run.main(args)
+        try:
+            return run.main(args)
+        except KeyboardInterrupt:  # the traceback would say nothing the user does not know
+            print(f"{PROG} {parsed.command}: interrupted (Ctrl-C)", file=sys.stderr)
+            return exits.INTERRUPTED
 
     if "--json" in args and "--json" in text.names(run.OPTIONS):
         from halo_cluster.tools import jsonout  # one document on stdout, whatever happens

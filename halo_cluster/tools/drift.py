@@ -41,7 +41,7 @@ def dry_run(
 ) -> subprocess.CompletedProcess:
     """pyinfra's dry run of deploy.py in `entry`, the checkout or the wheel's copy; on the nodes
     named in `only` when given (pyinfra's --limit)."""
-    limits = [word for name in only for word in ("--limit", name)]
+    limits = [word for name in only for word in ("--limit", selection.pyinfra_name(name))]
     return subprocess.run(
         [*PYINFRA, "--dry", "--json", *limits, "inventory.py", "deploy.py"],
         cwd=entry,
@@ -200,18 +200,21 @@ def run(config: str, entry: Path, limit: Sequence[str] = (), exclude: Sequence[s
         return {"exit_code": ERROR, "errors": [str(refused)], "usage_error": str(refused)}
     names = [n.name for n in chosen]
     left_out = selection.left_out(cluster, chosen)
-    with tempfile.TemporaryDirectory(prefix="halo-drift-") as folder:
+    with (
+        tempfile.TemporaryDirectory(prefix="halo-drift-") as folder,
+        reach.meanwhile(cluster, set(names)) as probed,
+    ):
         events = Path(folder) / "events.jsonl"
         result = dry_run(config, events, entry, names if left_out else ())
         summary = summarize(names, result, _read_events(events))
-    down = {n for n, e in summary["nodes"].items() if e["status"] == UNREACHABLE}
-    for node in list(down):
-        if transport.reason(summary["nodes"][node]["reason"])[0] != transport.UNREACHABLE:
-            # pyinfra's line names the cause (a timeout): no second wait for ssh's
-            summary["nodes"][node]["reason"] = transport.why(summary["nodes"][node]["reason"])
-            down.discard(node)
-    for node, why in reach.probe_names(cluster, down).items():
-        summary["nodes"][node]["reason"] = why
+        down = {n for n, e in summary["nodes"].items() if e["status"] == UNREACHABLE}
+        for node in list(down):
+            if transport.reason(summary["nodes"][node]["reason"])[0] != transport.UNREACHABLE:
+                # pyinfra's line names the cause (a timeout): ssh's is not needed
+                summary["nodes"][node]["reason"] = transport.why(summary["nodes"][node]["reason"])
+                down.discard(node)
+        for node, why in probed(down).items():
+            summary["nodes"][node]["reason"] = why
     summary["errors"] = _errors(summary)
     return summary | {
         "config_errors": [],

@@ -9,6 +9,9 @@ be read from such a node is null (a word's field, as Ray's state, `UNKNOWN`), ne
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 from halo_cluster.config.model import Cluster, Node
@@ -47,13 +50,27 @@ def probe_names(cluster: Cluster, names: set[str]) -> dict[str, str]:
         return ssh.probe(PROBE_SECONDS)
 
 
-def not_reached(cluster: Cluster, events: list[dict], limited: bool = False) -> list[str]:
+Probed = Callable[[set[str]], dict[str, str]]  # `meanwhile`'s answer: {name: why} of those asked
+
+
+@contextmanager
+def meanwhile(cluster: Cluster, names: set[str]) -> Iterator[Probed]:
+    """`probe_names` of NAMES started now, beside a pyinfra run that reaches them its own way,
+    and read after it for the nodes that run did not reach: a node that accepts and never
+    greets then costs the connect bound once (hostdata.CONNECT_SECONDS), not once in pyinfra
+    and once more in a probe after it (paramiko's banner error names no cause)."""
+    with ThreadPoolExecutor(1) as pool:
+        found = pool.submit(probe_names, cluster, names) if names else None
+        yield lambda asked: {
+            name: why for name, why in (found.result() if found else {}).items() if name in asked
+        }
+
+
+def not_reached(cluster: Cluster, events: list[dict], probed: Probed) -> list[str]:
     """After a deploy that failed: `said` for each node its report events (node/report.py)
-    never saw `reached` and that cannot be reached now, in the config's order (pyinfra ends
-    such a run with `No hosts remaining!` or a paramiko error naming no cause). A run LIMITED
-    to some nodes (`--limit`, `--exclude`) is not read: the nodes it left out were not tried."""
+    never saw `reached` and that could not be reached (`meanwhile`'s PROBED), in the config's
+    order (pyinfra ends such a run with `No hosts remaining!` or a paramiko error naming no
+    cause)."""
     reached = {e.get("node") for e in events if e.get("kind") == "reached"}
-    if limited:
-        return []
-    found = probe_names(cluster, {n.name for n in cluster.nodes} - reached)
+    found = probed({n.name for n in cluster.nodes} - reached)
     return [said(n, found[n.name]) for n in cluster.nodes if n.name in found]

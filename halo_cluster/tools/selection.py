@@ -1,6 +1,7 @@
-"""`--limit NODE` and `--exclude NODE`: the nodes a command reaches, as `deploy` takes them
-(each repeatable, a name from cluster.yml). A name the config does not have is refused in one
-line, never read as "no node": a typo would otherwise leave a node out without a word."""
+"""`--limit NODE` and `--exclude NODE`: the nodes a command reaches, for every command `deploy`
+included (each repeatable, a node's name in cluster.yml, exactly: not pyinfra's groups or globs,
+which only the deploy could take). A name the config does not have is refused in one line,
+never read as "no node": a typo would otherwise leave a node out without a word."""
 
 from __future__ import annotations
 
@@ -56,6 +57,13 @@ def select(cluster: Cluster, limit: Sequence[str], exclude: Sequence[str]) -> li
     if not chosen:
         raise Refused(f"{LIMIT} and {EXCLUDE} leave no node to run on")
     return chosen
+
+
+def pyinfra_name(name: str) -> str:
+    """NAME as pyinfra's `--limit` takes it exactly: pyinfra reads a group first (a node named
+    `head` would be the head) and otherwise a glob, and `[h]ead` is no group and, as a node's
+    name has no glob character (rules.node_name), matches only NAME."""
+    return f"[{name[0]}]{name[1:]}" if name else name
 
 
 def left_out(cluster: Cluster, chosen: Sequence[Node]) -> list[str]:

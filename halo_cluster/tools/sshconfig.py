@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from halo_cluster.config.hostdata import CONNECT_SECONDS
 from halo_cluster.config.model import Cluster, Node
-
-CONNECT_SECONDS = 10  # a node that does not take the connection: said within 15 s (reach.py)
 
 
 def alias(node: Node) -> str:
@@ -24,7 +23,7 @@ def write(cluster: Cluster, folder: Path) -> Path:
             f"  Port {node.ssh_port}",
             f"  User {node.ssh_user}",
             "  BatchMode yes",
-            f"  ConnectTimeout {CONNECT_SECONDS}",
+            f"  ConnectTimeout {CONNECT_SECONDS}",  # the TCP connect and the banner's wait
             # a node that stops answering mid-command is said within 15 s too (docs/ci.md)
             "  ServerAliveInterval 5",
             "  ServerAliveCountMax 2",

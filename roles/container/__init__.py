@@ -123,7 +123,11 @@ def _adopt(image: str) -> None:
             f"deploy records the head's {image}"
         )
         return
-    locks.write(Path(data.halo_container_lock), lock)
+    # a lock written since this run's load (another command's) is kept: it knows more
+    _, problems = locks.update(Path(data.halo_container_lock), lambda found: found or lock)
+    if problems:
+        fail(host, problems[0])
+        return
     logger.info(
         f"{host.print_prefix}lock adopted from the head: {image} (written to "
         f"{data.halo_container_lock})"

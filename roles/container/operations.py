@@ -18,6 +18,9 @@ from halo_cluster.node.image import history_append, versions_command
 from halo_cluster.node.operations import run_saying_what
 from halo_cluster.node.progress import pull_measure
 
+# what `record_image` writes into a lock another command wrote since this run's load
+FIRST_RECORD = ("head", "reference", "digest", "resolved", "ray", "vllm", "members")
+
 
 @operation(is_idempotent=False)
 def pull_image(user: str, image: str):
@@ -127,7 +130,17 @@ def _record(
     found = (output.stdout.strip().splitlines() or [""])[-1].split()
     ray, vllm = found if len(found) == 2 else ("", "")
     recorded = locks.Lock(head, reference, digest, locks.now(), ray, vllm, members=members)
-    locks.write(Path(lock), recorded)
+
+    def resolved(found: locks.Lock | None) -> locks.Lock:
+        # that lock keeps its other records (pins, left, the builds before)
+        if found is None:
+            return recorded
+        return replace(found, **{name: getattr(recorded, name) for name in FIRST_RECORD})
+
+    _, problems = locks.update(Path(lock), resolved)
+    if problems:
+        logger.error(f"{host.print_prefix}{lock}: {image} not recorded: {problems[0]}")
+        return False
     line = locks.history_line(
         "resolved", reference=reference, digest=digest, changed=True, ray=ray, vllm=vllm
     )
@@ -159,11 +172,13 @@ def record_head(lock: str, head: str, moved_from: str):
 
 
 def _record_head(state, host, lock: str, head: str, moved_from: str) -> bool:
-    path = Path(lock)
-    found, problems = locks.read(path)
-    if found is None:
-        logger.error(f"{host.print_prefix}{lock}: cannot record the head: {'; '.join(problems)}")
+    def moved(found: locks.Lock | None) -> locks.Lock | None:
+        return None if found is None else replace(found, head=head)
+
+    written, problems = locks.update(Path(lock), moved)
+    if written is None:
+        said = "; ".join(problems) or "no lock"
+        logger.error(f"{host.print_prefix}{lock}: cannot record the head: {said}")
         return False
-    locks.write(path, replace(found, head=head))
     logger.info(f"{host.print_prefix}the head moved from {moved_from} (recorded in {lock})")
     return True

@@ -2,18 +2,23 @@
 Prometheus' only with `metrics.listen: all` (node_exporter's never: it binds the data address),
 and never Ray's nor the native launcher's master port (`serve.master_port`, where the ranks meet
 on the head): those belong on the data link, whose `trusted` zone comes from its NetworkManager
-profile; a management zone that lets them in is warned about."""
+profile. They listen on every address, so a zone of any other network of the node that lets
+them in (Fedora Workstation's default zone lets 1025-65535 in) refuses the node in its preflight,
+before anything changes; the deploy changes no zone it does not own."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from pyinfra import host, logger
 from pyinfra.api import deploy
 from pyinfra.operations import server
 
 from halo_cluster.config.serving import ray_ports
+from halo_cluster.decide.preflight import FAIL, OK, Check
 from halo_cluster.node import firewalld
 from halo_cluster.node.context import NodeContext
-from halo_cluster.node.facts import Firewalld
+from halo_cluster.node.firewalldfact import Firewalld
 from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.operations import text_file
 from halo_cluster.node.render import templates
@@ -46,8 +51,6 @@ def apply(node: NodeContext) -> None:
         _warn_not_running(state)
         return
     management = firewalld.management_zones(state, node.ssh_interfaces, node.interface)
-    _warn_about_open_ray_ports(state, management)
-    _warn_about_open_master_port(state, management)
     for service, port in open_to_management().items():
         wanted = management if port is not None else set()
         if wanted:
@@ -99,44 +102,73 @@ def _warn_not_running(state: dict) -> None:
             f"{host.print_prefix}firewalld is {state['state']}: Ray's ports are open to every "
             "network this node is on (`systemctl enable --now firewalld`)"
         )
-    if master_port() is not None:
+    if master_port(host.data) is not None:
         logger.warning(
             f"{host.print_prefix}firewalld is {state['state']}: vLLM's master port "
-            f"{master_port()} is open to every network this node is on "
+            f"{master_port(host.data)} is open to every network this node is on "
             "(`systemctl enable --now firewalld`)"
         )
 
 
-def master_port() -> int | None:
+def master_port(data: Any) -> int | None:
     """The native launcher's rendezvous port, where the head listens (None: not here)."""
-    data = host.data
     return data.halo_serve_master_port_listens if data.halo_role == "head" else None
 
 
-def _warn_about_open_master_port(state: dict, zones: set[str]) -> None:
-    port = master_port()
-    if port is None:
-        return
-    for zone in sorted(zones):
-        if firewalld.exposed_in(state, zone, [port]):
-            logger.warning(
-                f"{host.print_prefix}zone {zone} (management side) lets vLLM's master port in "
-                f"({port}, serve.master_port): anyone there can join the cluster's vLLM ranks; "
-                "move the management interface to a stricter zone or remove that port from it"
-            )
+def listening(data: Any) -> list[tuple[str, list[int], str]]:
+    """(what, its ports, what anyone who reaches them can do) of ours that listen on every
+    address of this node and belong on the data link alone."""
+    found = []
+    if data.halo_serve_ray_listens:
+        found.append(("Ray's ports", ray_ports(), "run code on the cluster"))
+    port = master_port(data)
+    if port is not None:
+        found.append(
+            ("vLLM's master port (serve.master_port)", [port], "join the cluster's vLLM ranks")
+        )
+    return found
 
 
-def _warn_about_open_ray_ports(state: dict, zones: set[str]) -> None:
-    if not host.data.halo_serve_ray_listens:
-        return
-    for zone in sorted(zones):
-        exposed = firewalld.exposed_in(state, zone, ray_ports())
-        if exposed:
-            logger.warning(
-                f"{host.print_prefix}zone {zone} (management side) lets Ray's ports in "
-                f"({_ranges(exposed)}): anyone there can run code on the cluster; move the "
-                "management interface to a stricter zone or remove those ports from it"
-            )
+def preflight(node_host: Any, node: NodeContext) -> list[Check]:
+    """Every zone the node's networks are in (each interface's but the data link's, and each
+    zone with a source: `firewalld.zones_in_effect`), judged before anything changes: one that
+    lets Ray's ports or the master port in refuses the node, with the fix. Nothing to judge
+    while nothing of ours listens or firewalld is not running (apply warns then)."""
+    state = cached(node_host, Firewalld)
+    ours = listening(node_host.data)
+    if not ours or not firewalld.running(state):
+        return []
+    zones = firewalld.zones_in_effect(state, node.interfaces, node.data_interface)
+    problems = [
+        _exposed(state, zone, where, what, found, harm)
+        for zone, where in zones.items()
+        for what, ports, harm in ours
+        if (found := firewalld.exposed_in(state, zone, ports))
+    ]
+    if problems:
+        return [Check("firewall", FAIL, "; ".join(problems), refuses=True)]
+    judged = ", ".join(f"{zone} ({', '.join(where)})" for zone, where in zones.items())
+    names = " and ".join(what for what, _, _ in ours)
+    return [Check("firewall", OK, f"no zone lets {names} in: {judged or 'no interface'}")]
+
+
+def _exposed(state: dict, zone: str, where: list[str], what: str, ports: list[int], harm: str):
+    """One zone's refusal: what puts it in effect, what it lets in, and the two fixes."""
+    default = "; the default zone" if zone == state.get("default") else ""
+    entries = firewalld.port_entries(state, zone, ports)
+    removal = " ".join(f"--remove-port={entry}" for entry in entries)
+    remove = (
+        f"remove {', '.join(entries)} from it (firewall-cmd --permanent --zone={zone} "
+        f"{removal} && firewall-cmd --reload) or "
+        if entries
+        else ""
+    )
+    return (
+        f"zone {zone} ({', '.join(where)}{default}) lets {what} in ({_ranges(ports)}): anyone "
+        f"there can {harm}; {remove}put {', '.join(where)} in a stricter zone (`nmcli "
+        "connection modify PROFILE connection.zone public`; for the default zone's, "
+        "`firewall-cmd --set-default-zone=public`)"
+    )
 
 
 def _ranges(ports: list[int]) -> str:

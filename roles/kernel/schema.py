@@ -19,8 +19,8 @@ SECTION: tuple[Field, ...] = (
         "kernel.gtt_gib",
         "integer",
         124,
-        "GTT size in GiB; gives `amdgpu.gttsize=GiB*1024` "
-        "and `ttm.pages_limit=GiB*262144` (124 gives 126976 and 32505856).",
+        "GTT size in GiB; gives `ttm.pages_limit=GiB*262144` and, for a kernel before 6.15, "
+        "`amdgpu.gttsize=GiB*1024` (124 gives 32505856 and 126976).",
         rule=rules.gtt_gib,
     ),
     Field(
@@ -28,7 +28,8 @@ SECTION: tuple[Field, ...] = (
         "string",
         "pt",
         "`pt` adds `iommu=pt` (and removes `amd_iommu=off`); "
-        "`off` adds `amd_iommu=off` (and removes `iommu=pt`).",
+        "`off` adds `amd_iommu=off` (and removes `iommu=pt`): measured 5-12 % faster, "
+        "and the NPU stops working (see IOMMU).",
         ("pt", "off"),
     ),
     Field("kernel.pci_realloc", "boolean", True, "Add `pci=realloc` (false removes it)."),

@@ -43,11 +43,9 @@ def record(key: str, reference: str, found: Found, whose: str) -> None:
     if found.source == HEAD:
         # no lock yet (the container role writes it when this run runs), or a dry run, which
         # writes nothing: the next deploy adopts it
-        current, _ = locks.read(Path(lock))
-        if current is None or dry_run():
+        if dry_run() or not _adopted(Path(lock), key, locks.Pin(reference, digest)):
             logger.info(f"{host.print_prefix}{key}: the next deploy records {found.image}")
             return
-        locks.write(Path(lock), current.pin(key, locks.Pin(reference, digest)))
         logger.info(f"{host.print_prefix}{key}: {found.image} adopted from the head into {lock}")
         return
     record_pin(
@@ -81,13 +79,23 @@ def record_pin(lock: str, key: str, reference: str, digest: str):
     yield FunctionCommand(_record_pin, (lock, key, reference, digest), {})
 
 
+def _pinned(found: locks.Lock | None, key: str, pin: locks.Pin) -> locks.Lock | None:
+    """The lock as it is now with `key` pinned (None: no lock to pin in)."""
+    return None if found is None else found.pin(key, pin)
+
+
+def _adopted(path: Path, key: str, pin: locks.Pin) -> bool:
+    """Whether the head's pin went into the lock (not when there is none, or an unreadable one,
+    which the config's load already refused)."""
+    return locks.update(path, lambda found: _pinned(found, key, pin))[0] is not None
+
+
 def _record_pin(state, host, lock: str, key: str, reference: str, digest: str) -> bool:
-    path = Path(lock)
-    found, problems = locks.read(path)
-    if found is None:
+    pin = locks.Pin(reference, digest, locks.now())
+    written, problems = locks.update(Path(lock), lambda found: _pinned(found, key, pin))
+    if written is None:
         said = "; ".join(problems) or "no lock"
         logger.error(f"{host.print_prefix}{lock}: {key} not recorded: {said}")
         return False
-    locks.write(path, found.pin(key, locks.Pin(reference, digest, locks.now())))
     logger.info(f"{host.print_prefix}{key}: {reference} is {digest} (recorded in {lock})")
     return True

@@ -2,9 +2,10 @@
 snapshot) is judged by the releases table (`releases.py`: an unknown one refuses the node, one
 past its end of support is a warning, every node on one release), and picks the entries of the
 known-versions list the node is judged by. Its kernel and firmware: which versions a node runs,
-judged against the known-versions list before anything changes (a known-bad one refuses the
-node, with the symptom and the fix: `halo-cluster upgrade --os`, or dnf by hand; that
-upgrade's own deploy admits the version it replaces), the same versions on every node, and
+judged against the known-versions list before anything changes (a known-bad one the node
+runs or may boot next refuses the node, with the symptom and the fix: `halo-cluster upgrade
+--os`, or dnf by hand; one older than the running kernel is a WARN; that upgrade's own deploy
+admits the version it replaces), the same versions on every node, and
 with `os.lock: true` dnf version locks on the running versions.
 """
 
@@ -70,12 +71,14 @@ def release_of(node_host: Any) -> str | None:
     return found.get("VERSION_ID") if found.get("ID") == "fedora" else None
 
 
-def preflight(node_host: Any) -> list[Check]:
+def preflight(node_host: Any, node: NodeContext) -> list[Check]:
     """The node's release, then its kernel and firmware against the list of its release, before
-    anything changes: an unknown release, or a release another node does not run, is a FAIL that
-    refuses the node, as is a known-bad running or installed version (a WARN in the deploy of an
-    upgrade that replaces it); a version the list does not know is NOT VERIFIED; versions that
-    differ from another node's are a WARN."""
+    anything changes (`node` is the hook's, unread here: all is read from `node_host`): an
+    unknown release, or a release another node does not run, is a FAIL that refuses the node, as
+    is a known-bad running version or an installed kernel the next boot may run (a WARN in the
+    deploy of an upgrade that replaces it); a known-bad kernel older than the running one is a
+    WARN with the fix; a version the list does not know is NOT VERIFIED; versions that differ from
+    another node's are a WARN."""
     os_release = node_files(node_host).os_release()
     release = os_release.get("VERSION_ID")
     info = cached(node_host, InstalledVersions)
@@ -161,9 +164,12 @@ def running_kernel(info: VersionsInfo, entries: tuple[Entry, ...], target: str |
 def installed_kernels(
     info: VersionsInfo, entries: tuple[Entry, ...], target: str | None
 ) -> list[Check]:
-    """A known-bad kernel installed beside the running one is one boot menu entry (or one
-    `dnf remove` of the running kernel) from running; a kernel upgrade removes it once the node
-    passed its gate."""
+    """A known-bad kernel installed beside the running one. Older than the running kernel (the
+    install media's kernel on a fresh Fedora node), it runs only if someone picks it in the boot
+    menu: a WARN with the fix, the node deployed. Newer, it is what the next boot runs (Fedora's
+    kernel-install makes the newest kernel the default entry, /etc/sysconfig/kernel
+    UPDATEDEFAULT=yes), and the deploy may reboot the node: a FAIL that refuses it. A kernel
+    upgrade removes either once the node passed its gate."""
     running = running_package(info)
     checks = []
     for evr in installed(info, KERNEL):
@@ -176,7 +182,14 @@ def installed_kernels(
             checks.append(Check("kernel", WARN, _replaced(what, KERNEL, target, how)))
             continue
         good = versions.newest_good(entries, KERNEL)
-        fix = f"{_upgrade_fix(KERNEL, good)}, or by hand `dnf remove {KERNEL}-{evr}`"
+        fix = f"`dnf remove {KERNEL}-{evr}`, or {_upgrade_fix(KERNEL, good)}"
+        if running and versions.compare_evr(evr, running["evr"]) < 0:
+            what = f"{KERNEL} {evr} (installed, not running: older than {running['evr']})"
+            checks.append(Check("kernel", WARN, _bad(what, entry, fix)))
+            continue
+        # newer than the running kernel, or no installed package runs: it may be the next boot's
+        newer = ", newer than the running kernel: the next boot's" if running else ""
+        what = f"{KERNEL} {evr} (installed{newer})"
         checks.append(Check("kernel", FAIL, _bad(what, entry, fix), refuses=True))
     return checks
 

@@ -8,6 +8,7 @@ from halo_cluster.decide import cmdline
 from halo_cluster.decide.cmdline import PROC_CMDLINE
 from halo_cluster.node.context import NodeContext
 from halo_cluster.node.nodefiles import node_files
+from halo_cluster.node.versions import running_kernel_args
 from halo_cluster.roles.reboot.operations import assert_kernel_args_active, reboot_and_wait
 
 ORDER = 90
@@ -39,14 +40,14 @@ def apply(node: NodeContext) -> None:
         reboot_and_wait(
             name="Reboot head for kernel arguments", timeout=host.data.halo_reboot_timeout
         )
+    # the node boots its default entry, the running kernel's (a kernel upgrade is upgrade --os')
     assert_kernel_args_active(
-        name="Confirm the kernel arguments are active", args=host.data.halo_kernel_args
+        name="Confirm the kernel arguments are active", args=running_kernel_args(host)[0]
     )
 
 
 def inactive_args() -> list[str]:
-    """Wanted arguments missing from the running kernel, and removed ones still present."""
+    """Wanted arguments missing from the running kernel, and removed ones still present: for
+    its release, as the kernel role wrote them into its entry."""
     running = node_files(host).text(PROC_CMDLINE) or ""
-    return cmdline.missing_args(
-        running, host.data.halo_kernel_args, host.data.halo_kernel_args_remove
-    )
+    return cmdline.missing_args(running, *running_kernel_args(host))

@@ -123,16 +123,21 @@ def record_members(lock: str, members: dict[str, str]):
 
 
 def _record_members(state, host, lock: str, members: dict[str, str]) -> bool:
-    path = Path(lock)
-    found, problems = locks.read(path)
-    if found is None:
+    nodes = locks.members_of(members)
+    leaving: list[str] = []
+
+    def recorded(found: locks.Lock | None) -> locks.Lock | None:
+        if found is None:
+            return None
+        left, leaving[:] = locks.moved(found, nodes)
+        return replace(found, members=nodes, left=left)
+
+    written, problems = locks.update(Path(lock), recorded)
+    if written is None:
         logger.error(
             f"{host.print_prefix}{lock}: members not recorded: {'; '.join(problems) or 'no lock'}"
         )
         return False
-    nodes = locks.members_of(members)
-    left, leaving = locks.moved(found, nodes)
-    locks.write(path, replace(found, members=nodes, left=left))
     said = f": {', '.join(leaving)} left" if leaving else ""
     logger.info(f"{host.print_prefix}members recorded in {lock}{said}")
     return True

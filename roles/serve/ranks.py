@@ -30,6 +30,7 @@ from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import ContainerImages
 from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.pyinfra_internals import run
+from halo_cluster.node.versions import running_kernel_args
 from halo_cluster.roles.serve.facts import UserUnits
 from halo_cluster.roles.serve.files import BY_NAME, RAY, UNITS, VLLM
 from halo_cluster.roles.serve.lifecycle import (
@@ -123,8 +124,7 @@ def reboots() -> bool:
     if host.data.halo_reboot != "if-needed":
         return False
     running = node_files(host).text(PROC_CMDLINE) or ""
-    data = host.data
-    return bool(cmdline.missing_args(running, data.halo_kernel_args, data.halo_kernel_args_remove))
+    return bool(cmdline.missing_args(running, *running_kernel_args(host)))
 
 
 def _why(user: str, changed: dict[str, bool]) -> str:

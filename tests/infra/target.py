@@ -25,12 +25,12 @@ from testinfra.backend.base import CommandResult
 
 from halo_cluster.config.model import Cluster, Node
 from halo_cluster.config.serving import SERVE_ENV, SERVING_CONTAINERS
+from halo_cluster.decide import flowcontrol
 from halo_cluster.decide.safety import resolve_interface
 from halo_cluster.node import batch, toolbox, vllmworld
 from halo_cluster.node.facts import (
     CONTAINER_IMAGE,
     IMAGE_ID,
-    Firewalld,
     NetworkInterfaces,
     OsRelease,
     SshSessionInterfaces,
@@ -38,7 +38,9 @@ from halo_cluster.node.facts import (
     TextFiles,
     as_user,
 )
+from halo_cluster.node.firewalldfact import Firewalld
 from halo_cluster.node.image import ContainerImage, ContainerImages
+from halo_cluster.node.thunderbolt import thunderbolt_links_command
 from halo_cluster.node.versions import VersionsInfo, versions_command, versions_process
 from halo_cluster.roles import all_packages
 from halo_cluster.roles.serve.usermanager import MEMLOCK_ROW, hard_memlock
@@ -145,8 +147,37 @@ class Target:
                 *([self.services_memlock_command] if self.cluster.serve.enabled else []),
                 f"ls /sys/class/net/{interface}/device/infiniband",
                 "rdma link show",
+                self.pause_command,
             ]
+            if self.cluster.interconnect == "thunderbolt":
+                reads.append(thunderbolt_links_command())
         return reads
+
+    @property
+    def pause_command(self) -> str:
+        return f"ethtool -a {self.interface}"
+
+    @cached_property
+    def pause(self) -> dict[str, str]:
+        """The data port's link-level flow control as `ethtool -a` reports it ({}: none)."""
+        return flowcontrol.parse_pause(self.run(self.pause_command).stdout)
+
+    def flow_control_problem(self) -> str | None:
+        """What is wrong with the data port's flow control: RX and TX must be on."""
+        if not self.pause:
+            result = self.run(self.pause_command)
+            said = (result.stderr or result.stdout).strip()[-200:]
+            return (
+                f"{self.name}: `{self.pause_command}` reports no pause parameters ({said}): "
+                f"is {self.interface} on ice?"
+            )
+        if not flowcontrol.applied(self.pause):
+            return (
+                f"{self.name}: flow control {flowcontrol.describe(self.pause)} on "
+                f"{self.interface}, expected RX on TX on: see `journalctl -t halo-flow-control`, "
+                "then re-run the deploy"
+            )
+        return None
 
     @cached_property
     def container(self) -> str | None:
@@ -160,10 +191,14 @@ class Target:
         return versions_process(self.out(versions_command()).splitlines())
 
     @cached_property
-    def interface(self) -> str:
+    def interfaces(self) -> dict:
+        """Every network interface of the node (the deploy's NetworkInterfaces fact)."""
         fact = NetworkInterfaces()
-        interfaces = fact.process(self.out(fact.command()).splitlines())
-        name, problem = resolve_interface(interfaces, self.node.interface, self.node.mac)
+        return fact.process(self.out(fact.command()).splitlines())
+
+    @cached_property
+    def interface(self) -> str:
+        name, problem = resolve_interface(self.interfaces, self.node.interface, self.node.mac)
         assert name, f"{self.name}: {problem}"
         return name
 
@@ -265,6 +300,11 @@ class Target:
     def toolbox_image(self) -> str:
         """Id of the image the toolbox was made from ("" when there is no toolbox)."""
         return self.run(self.toolbox_image_command).stdout.strip()
+
+    def in_toolbox(self, command: str) -> str:
+        """`command` run inside the cluster's toolbox, as the cluster user."""
+        name = shlex.quote(self.cluster.toolbox)
+        return as_user(self.cluster.cluster_user, f"toolbox run -c {name} {command}")
 
     @property
     def inside_toolbox_command(self) -> str:

@@ -19,18 +19,18 @@ from halo_cluster.decide.safety import E810_DEVICES, INTEL_VENDOR
 from halo_cluster.node import toolbox
 from halo_cluster.node.facts import (
     DataPortHardware,
-    Firewalld,
     Hardware,
     NetworkInterfaces,
     SshSessionInterfaces,
     TextFiles,
 )
+from halo_cluster.node.firewalldfact import Firewalld
 from halo_cluster.node.image import ContainerImages, HeadHistory, ResolvedImage
 from halo_cluster.node.memory import ModelWeights, NodeMemory
 from halo_cluster.node.versions import InstalledVersions
 from halo_cluster.roles import all_packages
 from halo_cluster.roles.metrics.facts import Units
-from halo_cluster.roles.network.facts import NmActiveConnections
+from halo_cluster.roles.network.facts import NmActiveConnections, NmProfiles
 from halo_cluster.roles.serve import watchdog
 from halo_cluster.roles.serve.controller import make_token
 from halo_cluster.roles.serve.facts import (
@@ -41,6 +41,7 @@ from halo_cluster.roles.serve.facts import (
     UserManager,
     UserUnits,
 )
+from halo_cluster.roles.user.facts import UserAccount
 from tests.plan.harness import Node, Plan, given, plan
 from tests.recorded import (
     firewalld_output,
@@ -65,6 +66,8 @@ ENTRY_F35 = "/boot/loader/entries/62a337f0-5.16.5-200.fc35.x86_64.conf"
 ENTRY_RHEL = "/boot/loader/entries/45701212-6.12.0-55.40.1.el10_0.x86_64.conf"
 
 KEYFILE = "/etc/NetworkManager/system-connections/halo-data.nmconnection"
+
+FLOW_CONTROL = "/etc/NetworkManager/dispatcher.d/90-halo-flow-control.sh"
 
 # The E810-CQDA1 port of the recorded Fedora 43 Strix Halo (ethtool -i enp194s0np0), PCI id
 # 8086:1592 as recorded by lspci for the E810-C QSFP.
@@ -111,8 +114,16 @@ def cluster(
     return parse_cluster(yaml.safe_load(text))
 
 
-def strix_halo_hardware(rdma: str = "irdma1", infiniband: bool = True) -> list[str]:
-    """The Hardware fact's output on a Strix Halo with an E810, from recorded outputs."""
+# `ethtool -a` of an ice port as it comes (flow control off), and with it applied (DAC link)
+PAUSE_OFF = "ethtool-a-include-statistics-ice-pause-off.txt"
+PAUSE_ON = "ethtool-a-ice-dac-25g-pause-on.txt"
+
+
+def strix_halo_hardware(
+    rdma: str = "irdma1", infiniband: bool = True, pause: str | None = PAUSE_OFF
+) -> list[str]:
+    """The Hardware fact's output on a Strix Halo with an E810, from recorded outputs; `pause`:
+    the recorded `ethtool -a` of its port (None: a port without pause support)."""
     model = fixture("cpuinfo-model-name-strix-halo.txt").split(":", 1)[1].strip()
     vram = fixture("sysfs-mem_info-gtt-vram-strix-halo-nixos-uma512m-annotated.txt")
     vram_bytes = vram.split("mem_info_vram_total")[1].split()[0]
@@ -122,7 +133,12 @@ def strix_halo_hardware(rdma: str = "irdma1", infiniband: bool = True) -> list[s
         f"cpu  {model}",
         f"vram {vram_bytes}",
         *[f"ethtool {line}" for line in ethtool],
+        *[f"pause {line}" for line in (fixture(pause).splitlines() if pause else [])],
         f"rdma {rdma}",
+        # its PCI function as systemd's name enp194s0np0 gives it (bus 0xc2, slot 0, one
+        # function), its irdma device a CA over Ethernet (RoCE v2, as its recorded ibv_devinfo
+        # GIDs): not recorded, the one read that has no recording
+        "pci 0000:c2:00.0 ari=0 header=00 vf=0 onboard= node=1 link=Ethernet",
         "module ice",
         "module irdma",
         *(["infiniband"] if infiniband else []),
@@ -136,12 +152,17 @@ RDMA_LINKS = fixture("rdma-link-irdma-legacy-names.txt").splitlines()
 PASSWD = "root:x:0:0:Super User:/root:/bin/bash\n"
 
 GROUP = "root:x:0:\nwheel:x:10:\nvideo:x:39:\nrender:x:105:\nrdma:x:106:\n"
+# Fedora's `setup` package ships both files empty; useradd then gives a new user its ranges,
+# and the existing cluster user of these nodes has them as the lab's (lab/rootfs.py)
+NO_SUBIDS = {"/etc/subuid": "", "/etc/subgid": ""}
+VLLM_SUBIDS = {"/etc/subuid": "vllm:100000:65536\n", "/etc/subgid": "vllm:100000:65536\n"}
 
 
 def fresh_node(**over) -> Node:
     """A fresh Fedora 43 install as recorded: boot files, rpm list, NIC, os-release.
 
-    `files` adds or replaces files ({path: text or (text, mode)}) in the TextFiles fact."""
+    `files` adds or replaces files ({path: text or (text, mode)}) in the TextFiles fact; a path
+    given None is left out."""
     boot = over.pop(
         "boot",
         {
@@ -155,9 +176,11 @@ def fresh_node(**over) -> Node:
         "/etc/os-release": fixture("os-release-fedora43-workstation.txt"),
         "/etc/passwd": PASSWD,
         "/etc/group": GROUP,
+        **NO_SUBIDS,
         **boot,
         **over.pop("files", {}),
     }
+    files = {path: text for path, text in files.items() if text is not None}
     interfaces = over.pop("interfaces", [LOOPBACK, MGMT, E810])
     hardware = over.pop("hardware", strix_halo_hardware())
     e810 = [
@@ -179,6 +202,7 @@ def fresh_node(**over) -> Node:
         NetworkInterfaces: interfaces_output(interfaces),
         SshSessionInterfaces: over.pop("sessions", ["10.0.0.11 eno1"]),
         NmActiveConnections: over.pop("active", ["eno1:eno1"]),
+        NmProfiles: over.pop("profiles", []),
         RpmPackages: rpm_lines(over.pop("rpms", RPMS)),
         # the os role's: a Strix Halo on a known-good kernel and firmware (tests/recorded.py)
         InstalledVersions: over.pop("versions", None) or versions_output(*strix_halo_versions()),
@@ -192,6 +216,8 @@ def fresh_node(**over) -> Node:
         # the serve role's: the model's snapshot (none on a fresh node), its units, /health
         ModelFiles: over.pop("model", []),
         UserUnits: over.pop("units", []),
+        # the user role's: the cluster user as NSS sees it (none: not SSSD's or LDAP's)
+        UserAccount: over.pop("account", []),
         UserManager: over.pop("manager", []),
         HttpStatus: over.pop("health", []),
         # the head's probe of the nodes that left the cluster (no answer: unreachable)
@@ -232,8 +258,11 @@ def plan_by_mac() -> Plan:
     return plan(c, {"halo1": fresh_node(), "halo2": fresh_node(interfaces=[LOOPBACK, MGMT, other])})
 
 
-def converged_node(mtu: int = 9000, firewall: list[str] | None = None) -> Node:
-    """halo1 as the first run leaves it: files in place, packages in, link up."""
+def converged_node(
+    mtu: int = 9000, firewall: list[str] | None = None, pause: str | None = PAUSE_ON
+) -> Node:
+    """halo1 as the first run leaves it: files in place, packages in, link up, flow control on
+    (`pause`: the port's recorded `ethtool -a`)."""
     uploads = plan_both(cluster()).uploads("halo1")
     boot = {
         path: text
@@ -244,11 +273,12 @@ def converged_node(mtu: int = 9000, firewall: list[str] | None = None) -> Node:
     link = dict(E810, mtu=mtu, addresses=["192.168.100.1/30"])
     return fresh_node(
         boot=boot,
-        files={KEYFILE: (uploads[KEYFILE], "600")},
+        files={KEYFILE: (uploads[KEYFILE], "600"), FLOW_CONTROL: (uploads[FLOW_CONTROL], "755")},
         rpms=RPMS + [f"{p}-1.0-1.fc43" for p in OUR_PACKAGES],
         active=["eno1:eno1", "halo-data:enp194s0np0"],
         interfaces=[LOOPBACK, MGMT, link],
         firewall=firewall or firewalld_output(trusted={"interfaces": "enp194s0np0"}),
+        hardware=strix_halo_hardware(pause=pause),
     )
 
 
@@ -269,6 +299,7 @@ def node(user_files: dict[str, str] | None = None, **facts) -> Node:
     files = {"/etc/ssh/ssh_host_ed25519_key.pub": f"{HOST_KEY} root@worker\n"}
     if user_files is not None:
         files["/etc/passwd"] = PASSWD + "vllm:x:1000:1000::/home/vllm:/bin/bash\n"
+        files.update(VLLM_SUBIDS)
         files.update({f"/home/vllm/{path}": text for path, text in user_files.items()})
     hardware = facts.pop("hardware", strix_halo_hardware())
     return fresh_node(hardware=hardware, files=files, **facts)
@@ -359,6 +390,7 @@ def user_node(
     port's RDMA device in sysfs."""
     files = {
         "/etc/passwd": PASSWD + f"vllm:x:1000:1000::{HOME}:/bin/bash\n",
+        **VLLM_SUBIDS,
         **over.pop("files", {}),
     }
     hardware = over.pop("hardware", strix_halo_hardware(rdma=rdma, infiniband=infiniband))

@@ -28,6 +28,9 @@ ROCKY_ARGS = (
     " rd.lvm.lv=rl/swap rhgb quiet"
 )
 SEED_ARGS = "iommu=pt pci=realloc pcie_aspm=off amdgpu.gttsize=126976 ttm.pages_limit=32505856"
+SEED_ARGS_6_15 = "iommu=pt pci=realloc pcie_aspm=off ttm.pages_limit=32505856"  # no gttsize
+ENTRY_F44 = "/boot/loader/entries/0123abcd-7.1.10-200.fc44.x86_64.conf"
+ENTRY_F42 = "/boot/loader/entries/0123abcd-6.14.0-63.fc42.x86_64.conf"
 
 
 def test_fresh_node_plan() -> None:
@@ -134,12 +137,13 @@ def test_roce_keyfile() -> None:
         "method=manual",
         "address1=192.168.100.1/30",
         "never-default=true",
-        "pause-rx=true",
-        "pause-tx=true",
         "method=disabled",
+        "autoconnect-priority=100",
     ):
         assert f"\n{line}\n" in keyfile
     assert "mac-address" not in keyfile
+    # NetworkManager's pause-* would turn pause autonegotiation off, which ice refuses
+    assert "\n[ethtool]\n" not in keyfile and "\npause-" not in keyfile
 
 
 def test_keyfile_bound_by_mac() -> None:
@@ -163,7 +167,9 @@ def test_thunderbolt_plan() -> None:
     result = plan(cluster(interconnect="thunderbolt", data="{}"), {"halo1": node, "halo2": node})
     uploads = result.uploads("halo1")
     assert uploads["/etc/modules-load.d/thunderbolt-net.conf"].splitlines()[-1] == "thunderbolt_net"
-    assert "interface-name=thunderbolt0\n" in uploads[KEYFILE]
+    # bound to the host-to-host link itself (thunderbolt-net's), not to its name
+    assert "\n[match]\n" in uploads[KEYFILE] and "\ndriver=thunderbolt-net\n" in uploads[KEYFILE]
+    assert "interface-name" not in uploads[KEYFILE]
     assert "address1=192.168.2.1/30\n" in uploads[KEYFILE]
     assert "[ethtool]" not in uploads[KEYFILE]
 
@@ -171,7 +177,7 @@ def test_thunderbolt_plan() -> None:
 def test_thunderbolt_missing_interface_writes_files_without_activation() -> None:
     node = fresh_node(interfaces=[LOOPBACK, MGMT])
     result = plan(cluster(interconnect="thunderbolt", data="{}"), {"halo1": node, "halo2": node})
-    assert KEYFILE in result.uploads("halo1")
+    assert "\ndriver=thunderbolt-net\n" in result.uploads("halo1")[KEYFILE]
     assert not any(name.startswith("Data link | Activate") for name in result.names("halo1"))
 
 
@@ -230,7 +236,61 @@ def test_workers_reboot_before_the_head() -> None:
 
 
 def test_active_arguments_need_no_reboot() -> None:
-    running = f"BOOT_IMAGE=(hd0,gpt2)/vmlinuz-6.18.7 ro {SEED_ARGS}"
+    """The node runs 6.18.5 (its InstalledVersions): the arguments for it, no amdgpu.gttsize."""
+    running = f"BOOT_IMAGE=(hd0,gpt2)/vmlinuz-6.18.5-200.fc43.x86_64 ro {SEED_ARGS_6_15}"
     boot = {GRUB: fixture("etc-default-grub-rocky-cat.txt"), "/proc/cmdline": running}
     result = plan_both(cluster("reboot: if-needed\n"), node=fresh_node(boot=boot))
     assert not [n for n in result.names("halo1") if "Reboot" in n]
+
+
+def test_a_gttsize_still_active_on_a_new_kernel_asks_for_a_reboot() -> None:
+    """An earlier run wrote amdgpu.gttsize for the running 6.18.5: the next boot drops it."""
+    running = f"BOOT_IMAGE=(hd0,gpt2)/vmlinuz-6.18.5-200.fc43.x86_64 ro {SEED_ARGS}"
+    boot = {GRUB: fixture("etc-default-grub-rocky-cat.txt"), "/proc/cmdline": running}
+    result = plan_both(cluster("reboot: if-needed\n"), node=fresh_node(boot=boot))
+    assert "Reboot | Reboot head for kernel arguments" in result.names("halo1")
+
+
+def test_gttsize_only_where_the_entry_s_kernel_takes_it() -> None:
+    """A recorded Fedora 44 entry (7.1.10) gets ttm.pages_limit alone and loses the gttsize an
+    earlier run wrote; a recorded Fedora 42 entry (6.14.0, before the deprecation in 6.15) keeps
+    both; the GRUB defaults and /etc/kernel/cmdline, which the next kernels take, follow the
+    newest."""
+    f44 = fixture("bls-entry-fedora44-server-7.1.10.conf").replace(
+        "$tuned_params", "$tuned_params amdgpu.gttsize=126976"
+    )
+    boot = {
+        GRUB: fixture("etc-default-grub-rocky-cat.txt"),
+        "/proc/cmdline": fixture("proc-cmdline-fedora43.txt"),
+        ENTRY_F44: f44,
+        ENTRY_F42: fixture("bls-entry-fedora42-workstation-annotated.conf"),
+    }
+    uploads = plan_both(cluster(), node=fresh_node(boot=boot)).uploads("halo1")
+    assert (
+        "options root=/dev/mapper/fedora-root ro rhgb quiet $tuned_params "
+        + (f"{SEED_ARGS_6_15}\n")
+        in uploads[ENTRY_F44]
+    )
+    options = next(line for line in uploads[ENTRY_F42].splitlines() if line.startswith("options"))
+    assert options.endswith(f"$tuned_params {SEED_ARGS}"), options
+    assert uploads[GRUB].count("amdgpu.gttsize") == 0
+    assert SEED_ARGS_6_15 in uploads[GRUB]
+    assert uploads["/etc/kernel/cmdline"].endswith(f"$tuned_params {SEED_ARGS_6_15}\n")
+
+
+def test_a_node_on_a_new_kernel_converges_without_gttsize() -> None:
+    """The recorded Fedora 44 entry (7.1.10) deployed once, its files fed back: the second run
+    changes no kernel argument anywhere (no gttsize added back and taken away again)."""
+    boot = {
+        GRUB: fixture("etc-default-grub-rocky-cat.txt"),
+        "/proc/cmdline": fixture("proc-cmdline-fedora43.txt"),
+        ENTRY_F44: fixture("bls-entry-fedora44-server-7.1.10.conf"),
+    }
+    first = plan_both(cluster(), node=fresh_node(boot=boot)).uploads("halo1")
+    assert "amdgpu.gttsize" not in first[ENTRY_F44] + first[GRUB] + first["/etc/kernel/cmdline"]
+    again = dict(boot, **{p: first[p] for p in (GRUB, ENTRY_F44, "/etc/kernel/cmdline")})
+    result = plan_both(cluster(), node=fresh_node(boot=again))
+    kernel = [op for op in result.ops["halo1"] if op.name.startswith("Kernel arguments")]
+    assert len(kernel) == 3, [op.name for op in result.ops["halo1"]]
+    assert [op.uploads for op in kernel] == [{}] * len(kernel)
+    assert [op.commands for op in kernel] == [[]] * len(kernel)

@@ -122,7 +122,9 @@ def test_launcher_environment_roce() -> None:
         "NCCL_SOCKET_IFNAME=enp194s0np0",
         "GLOO_SOCKET_IFNAME=enp194s0np0",
         "NCCL_IB_GID_INDEX=1",
-        "NCCL_IB_HCA==irdma1:1",
+        # the device's name now and after rdma-core's rename at the next boot
+        "NCCL_IB_HCA==irdma1:1,rocep194s0:1",
+        "VLLM_ROCE_HCA==irdma1:1,rocep194s0:1",  # the launcher exports it as NCCL_IB_HCA
     ):
         assert f"\n{line}\n" in env, line
     assert "NCCL_IB_DISABLE" not in env

@@ -21,7 +21,7 @@ from tests.plan.nodes import (
     serve_cluster,
     user_node,
 )
-from tests.recorded import firewalld_output, memory_output
+from tests.recorded import FEDORA_WORKSTATION, firewalld_output, memory_output
 
 UNITS = f"{HOME}/.config/containers/systemd"
 NATIVE = ", launcher: native"
@@ -101,7 +101,7 @@ def test_the_ranks_keep_the_transport_pinning_without_ray_variables() -> None:
             "GLOO_SOCKET_IFNAME=enp194s0np0",
             "NCCL_NET=IB",
             "NCCL_IB_GID_INDEX=1",
-            "NCCL_IB_HCA==irdma1:1",
+            "NCCL_IB_HCA==irdma1:1,rocep194s0:1",
             "VLLM_RPC_BASE_PATH=/run/halo-cluster/vllm-rpc",
         ):
             assert line in env, (name, line)
@@ -144,22 +144,26 @@ def test_no_ray_token_is_made_for_a_native_cluster(tmp_path) -> None:
     assert not any("Ray's token" in name for name in result.names("halo1"))
 
 
-def test_the_master_port_is_warned_about_on_the_management_side_of_the_head(
-    tmp_path, caplog
-) -> None:
+def test_an_open_zone_refuses_the_head_whose_master_port_it_lets_in(tmp_path) -> None:
     cluster = serve_cluster(serve=NATIVE, tmp_path=tmp_path)
-    # Fedora Workstation's default zone lets every port above 1024 in
+    # Fedora Workstation's own zone, its default: every port above 1024 let in
     open_zone = firewalld_output(
-        {"public": "FedoraWorkstation"},
-        FedoraWorkstation={"ports": "1025-65535/udp 1025-65535/tcp"},
+        default="FedoraWorkstation", added={"FedoraWorkstation": FEDORA_WORKSTATION}
     )
     facts = {n.name: user_node(firewall=open_zone) for n in cluster.nodes}
     result = plan(cluster, facts)
-    warned = [r.getMessage() for r in caplog.records if "master port" in r.getMessage()]
-    assert len(warned) == 1 and "halo1] zone" in warned[0], warned
-    assert "zone FedoraWorkstation (management side) lets vLLM's master port in (29501" in warned[0]
-    assert "Ray's ports" not in caplog.text
-    # nothing opens or closes it: the only command naming it is the wait's identity check
+    assert list(result.refused) == ["halo1"]  # the workers listen on no such port
+    assert result.refused["halo1"].startswith(
+        "zone FedoraWorkstation (eno1; the default zone) lets vLLM's master port "
+        "(serve.master_port) in (29501): anyone there can join the cluster's vLLM ranks; "
+    ), result.refused["halo1"]
+    assert "Ray's ports" not in result.refused["halo1"]
+
+
+def test_nothing_opens_or_closes_the_master_port(tmp_path) -> None:
+    cluster = serve_cluster(serve=NATIVE, tmp_path=tmp_path)
+    result = plan(cluster, {n.name: user_node() for n in cluster.nodes})
+    # the only command naming it is the wait's identity check
     named = [op.name for op in result.ops["halo1"] if any("29501" in c for c in op.commands)]
     assert named == ["Cluster services | Wait for vLLM's /health"], named
 

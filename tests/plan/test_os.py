@@ -68,13 +68,51 @@ def test_the_recorded_fedora43_kernels_are_refused_with_the_fix() -> None:
         "`dnf install kernel-6.18.9-200.fc43`, reboot into it, then "
     ) in reason
     assert "`dnf remove kernel-core-6.17.8-300.fc43`" in reason
-    assert "known-bad kernel-core 6.17.1-300.fc43 (installed)" in reason
-    assert (
-        "; fix: `halo-cluster upgrade --os --kernel 6.18.9-200.fc43`, or by hand "
-        "`dnf remove kernel-core-6.17.1-300.fc43`"
-    ) in reason
+    assert "6.17.1" not in reason, "an older known-bad kernel installed is no refusal"
     assert "source: kyuz0/amd-strix-halo-toolboxes README" in reason
     assert result.names("halo2"), "the other node runs on"
+
+
+def fresh_fedora43(installed: str) -> list[str]:
+    """A Fedora 43 Strix Halo on a good kernel (its recorded versions) that also has the recorded
+    Fedora 43 host's kernel packages at `installed` (6.17.1: the install media's)."""
+    _, recorded = recorded_fedora43_versions()
+    kernels = [n for n in recorded if n.startswith("kernel") and "-6.17.1-" in n]
+    more = [nevra.replace("6.17.1-300", installed) for nevra in kernels]
+    return versions_output(RUNNING, PACKAGES + more)
+
+
+def test_an_older_known_bad_kernel_left_installed_is_a_warn_with_the_fix(
+    log: pytest.LogCaptureFixture,
+) -> None:
+    """A fresh Fedora 43 node keeps its install media's 6.17.1 after the upgrade to a good
+    kernel: it boots only if picked in the menu, so the node is deployed, with the fix."""
+    result = plan_with(fresh_fedora43("6.17.1-300"))
+    assert result.refused == {}
+    assert result.names("halo1"), "the node is deployed"
+    assert (
+        "preflight kernel: WARN (known-bad kernel-core 6.17.1-300.fc43 (installed, not running: "
+        "older than 6.18.5-200.fc43): kernels older than 6.18.4"
+    ) in log.text
+    assert (
+        "; fix: `dnf remove kernel-core-6.17.1-300.fc43`, or `halo-cluster upgrade --os "
+        "--kernel 6.18.9-200.fc43`)"
+    ) in log.text
+
+
+def test_a_known_bad_kernel_newer_than_the_running_one_refuses_the_node() -> None:
+    """Fedora boots the newest kernel next: a known-bad one installed above the running kernel
+    (a user's entry calls 6.18.7 bad) is what the deploy's own reboot would run."""
+    mine = (
+        "os:\n  known_versions:\n    - {package: kernel-core, versions: ['6.18.7-200.fc43'], "
+        "verdict: bad, symptom: hangs, source: our soak test, date: '2026-11-30'}\n"
+    )
+    reason = refusal(plan_with(fresh_fedora43("6.18.7-200"), mine))
+    assert reason == (
+        "known-bad kernel-core 6.18.7-200.fc43 (installed, newer than the running kernel: the "
+        "next boot's): hangs (source: our soak test); fix: `dnf remove "
+        "kernel-core-6.18.7-200.fc43`, or `halo-cluster upgrade --os --kernel 6.18.9-200.fc43`"
+    )
 
 
 def test_the_known_bad_firmware_is_refused_with_the_dnf_command() -> None:
@@ -134,7 +172,6 @@ def test_a_firmware_upgrade_admits_no_known_bad_kernel(monkeypatch: pytest.Monke
     fedora = versions_output(*recorded_fedora43_versions())
     reason = refusal(plan_upgrading(monkeypatch, Targets(None, "20260110-1.fc43"), fedora))
     assert "known-bad kernel-core 6.17.8-300.fc43 (running)" in reason
-    assert "known-bad kernel-core 6.17.1-300.fc43 (installed)" in reason
 
 
 def test_a_kernel_upgrade_admits_the_known_bad_kernels_it_replaces(

@@ -74,11 +74,16 @@ def test_thunderbolt_link_speed() -> None:
     speed = text[text.index("# cat /sys/bus/thunderbolt/devices/0-1/rx_speed") + 1]
     lanes = text[text.index("# cat /sys/bus/thunderbolt/devices/0-1/rx_lanes") + 1]
     base = [line for line in strix_halo_hardware() if line.split()[0] in ("virt", "cpu")]
-    good = checks([*base, f"tb {speed.replace(' ', '')} {lanes}"], "thunderbolt")
-    assert good["Thunderbolt link"].line() == "Thunderbolt link: OK (20 Gb/s x 2 lanes)"
-    slow = checks([*base, "tb 10.0Gb/s 2"], "thunderbolt")
+    # the recorded values as the link's own XDomain (0-1) reports them for thunderbolt0
+    good = checks([*base, f"tb thunderbolt0 0-1 {speed.replace(' ', '')} {lanes}"], "thunderbolt")
+    assert good["Thunderbolt link"].line() == (
+        "Thunderbolt link: OK (thunderbolt0 to the peer (XDomain 0-1): 20 Gb/s x 2 lanes)"
+    )
+    slow = checks([*base, "tb thunderbolt0 0-1 10.0Gb/s 2"], "thunderbolt")
     assert slow["Thunderbolt link"].status == "WARN"
     assert "E810" not in good
+    none = checks(base, "thunderbolt")["Thunderbolt link"]
+    assert none.status == "WARN" and "thunderbolt-net drives no interface" in none.detail
 
 
 def test_memory_check_fails_where_the_gtt_leaves_the_os_too_little() -> None:

@@ -56,7 +56,7 @@ def test_head_runs_ray_head_and_vllm_with_rdma_options() -> None:
         "VLLM_HOST_IP=192.168.100.1",
         "NCCL_SOCKET_IFNAME=enp194s0np0",
         "NCCL_IB_GID_INDEX=1",
-        "NCCL_IB_HCA==irdma1:1",
+        "NCCL_IB_HCA==irdma1:1,rocep194s0:1",
         "RAY_ADDRESS=192.168.100.1:6379",
         "VLLM_CONFIG_ROOT=/etc/halo-cluster/vllm",
         "VLLM_RPC_BASE_PATH=/run/halo-cluster/vllm-rpc",

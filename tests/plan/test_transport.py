@@ -31,7 +31,8 @@ def test_rdma_is_the_roce_default_and_pins_rccl_to_ib() -> None:
     result = plan_cluster(serve_cluster())
     for node in ("halo1", "halo2"):
         env = env_lines(result, node)
-        assert {"NCCL_NET=IB", "NCCL_IB_DISABLE=0", "NCCL_IB_HCA==irdma1:1"} <= set(env)
+        pinned = "NCCL_IB_HCA==irdma1:1,rocep194s0:1"
+        assert {"NCCL_NET=IB", "NCCL_IB_DISABLE=0", pinned} <= set(env)
         assert "NCCL_NET=Socket" not in env
     assert result.refused == {}
     assert START_VLLM in result.names("halo1") and WAIT in result.names("halo1")

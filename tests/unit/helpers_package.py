@@ -7,6 +7,7 @@ versions (constraints.txt pins them)."""
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -31,6 +32,20 @@ SOURCES = (
     "docs",
 )
 PIP = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+
+
+def shipped_pages() -> list[str]:
+    """The pages of docs/ the wheel ships (as `halo_cluster/docs/NAME`), by setup.py's own
+    CHECKOUT_ONLY, read without running setup.py."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    left_out = next(
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and [getattr(t, "id", "") for t in node.targets] == ["CHECKOUT_ONLY"]
+    )
+    pages = (p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md"))
+    return sorted(page for page in pages if not page.startswith(left_out))
 
 
 def copy_sources(source: Path) -> Path:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from halo_cluster.config import lock as locks
+from halo_cluster.decide import cmdline
 from halo_cluster.node import batch
 from halo_cluster.node.versions import FIRMWARE_PACKAGES
 from halo_cluster.tools import project
@@ -109,7 +110,9 @@ class SimNode:
         flags = ["BROADCAST", "MULTICAST"] + (["UP"] if up else [])
         link = {"ifname": INTERFACE, "flags": flags, "mtu": 9000, "operstate": "UP"}
         gpu = "/dev/dri/renderD128\n/dev/kfd\n"
-        return observed_output(f"{self.running}.x86_64", self.args, json.dumps([link]), "", gpu,
+        # each kernel boots its entry's arguments, as the kernel role wrote them for its release
+        booted = " ".join(cmdline.for_kernel(self.running, self.args.split(), [])[0])
+        return observed_output(f"{self.running}.x86_64", booted, json.dumps([link]), "", gpu,
                                self.firmware)  # fmt: skip
 
 

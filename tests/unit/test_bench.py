@@ -398,3 +398,31 @@ def test_compare_without_runs_is_an_error(tmp_path, capsys) -> None:
     document = json.loads(capsys.readouterr().out)
     assert documents.problems("bench", document) == [] and document["levels"] is None
     assert "no runs yet" in document["error"]
+
+
+@pytest.mark.parametrize("problem", ["index", "not a folder"])
+def test_a_history_that_cannot_take_the_run_is_said_before_any_node(
+    tmp_path, monkeypatch, capsys, problem: str
+) -> None:
+    """Issue 45 item 15: the bench's history is a local input, checked before the first
+    connection (the fake ssh leaves a mark when asked), not after minutes of measuring."""
+    mark = tmp_path / "reached"
+    fake_ssh(tmp_path, monkeypatch, f"touch {mark}; exit 1\n")
+    monkeypatch.setattr(project, "ROOT", tmp_path)
+    monkeypatch.setenv("CLUSTER_CONFIG", str(write(tmp_path, SERVING)))
+    folder = bench.reports()
+    if problem == "index":
+        folder.mkdir(parents=True)
+        (folder / "index.jsonl").write_text("{not json\n")
+    else:  # the state folder's reports/ a file (a mode would not stop root, who runs here too)
+        folder.parent.parent.mkdir(parents=True)
+        folder.parent.write_text("")
+    assert bench.main([]) == bench.ERROR
+    err = capsys.readouterr().err
+    assert not mark.exists() and len(err.splitlines()) == 1, err
+    said = (
+        f"{folder}/index.jsonl: not readable: "
+        if problem == "index"
+        else (f"{folder.parent}: not a folder, so {folder} cannot be written")
+    )
+    assert err.startswith(f"bench: {said}"), err

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from halo_cluster.decide import cmdline
+from tests.recorded import fixture
 
 SEED = [
     "iommu=pt",
@@ -85,3 +90,40 @@ def test_default_entry_saved_then_newest() -> None:
         "6.18.10-200.fc43.x86_64.conf"
     )
     assert cmdline.default_entry({}, None) is None
+
+
+@pytest.mark.parametrize(
+    ("release", "takes"),
+    [
+        ("6.14.0-63.fc42.x86_64", True),  # before the deprecation (6.15)
+        ("6.15.0-0.rc1.20250401git.1.fc43.x86_64", False),
+        ("6.17.8-300.fc43.x86_64", False),  # the recorded 6.17 dmesg warns
+        ("6.18.9-200.fc43.x86_64", False),
+        ("7.1.10-200.fc44.x86_64", False),
+        ("5.16.5-200.fc35.x86_64", True),
+        (None, True),  # unknown: as the config gives it
+        ("0-rescue", True),
+    ],
+)
+def test_gttsize_only_for_kernels_before_6_15(release: str | None, takes: bool) -> None:
+    wanted = ["iommu=pt", "amdgpu.gttsize=126976", "ttm.pages_limit=32505856"]
+    add, remove = cmdline.for_kernel(release, wanted, ["amd_iommu=off"])
+    if takes:
+        assert (add, remove) == (wanted, ["amd_iommu=off"])
+    else:
+        assert add == ["iommu=pt", "ttm.pages_limit=32505856"]
+        assert remove == ["amd_iommu=off", "amdgpu.gttsize"]
+        line = "ro amdgpu.gttsize=98304 quiet"
+        assert cmdline.edit_args(line, add, remove) == (
+            "ro quiet iommu=pt ttm.pages_limit=32505856"
+        )
+
+
+def test_the_recorded_deprecation_is_on_a_kernel_the_rule_calls_deprecated() -> None:
+    """The recorded 6.17 boot with amdgpu.gttsize prints amdgpu_ttm.c's deprecation warning."""
+    dmesg = fixture("dmesg-amdgpu-strix-halo-ubuntu2510-gttsize-deprecated.txt")
+    release = re.search(r"Linux version (\S+)", dmesg)[1]
+    assert "Configuring gttsize via module parameter is deprecated" in dmesg
+    assert release.startswith("6.17.")
+    add, remove = cmdline.for_kernel(release, SEED, [])
+    assert "amdgpu.gttsize=126976" not in add and remove == ["amdgpu.gttsize"]

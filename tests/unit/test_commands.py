@@ -18,6 +18,7 @@ import pytest
 
 from halo_cluster.tools import cli, options, project
 from halo_cluster.tools.commands import NAMES, command, deploy, exits, init, text
+from tests.unit.configs import VALID_ROCE
 
 INTERNAL = ("pyinfra", "pytest", "HALO_REPORT", "design section", "docs/", "make ")
 # what a command's parser sees for its help to be read: upgrade's --os form has its own parser
@@ -37,6 +38,29 @@ def test_every_help_page_is_written_for_a_user(
     for code, _ in exits.EXITS[name]:
         assert f"\n  {code}  " in page
     assert all(len(line) <= exits.WIDTH for line in page.splitlines()), page
+
+
+@pytest.mark.parametrize("name", [*NAMES, ""])
+def test_help_wraps_at_the_terminals_width(
+    name: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$COLUMNS as a terminal sets it: every line within it, the same words in the same order;
+    on a wide terminal the page as it is laid out."""
+    argv = [name, "--help"] if name else ["--help"]
+
+    def shown(columns: int) -> str:
+        monkeypatch.setenv("COLUMNS", str(columns))
+        try:
+            assert cli.main(argv) == exits.OK
+        except SystemExit as done:  # argparse's own --help
+            assert done.code == exits.OK
+        return capsys.readouterr().out
+
+    wide, narrow = shown(200), shown(60)
+    assert all(len(line) < 60 for line in narrow.splitlines()), narrow
+    assert narrow.split() == wide.split() and narrow != wide
+    if name:
+        assert wide == command(name).HELP + "\n"
 
 
 class Parsed(Exception):
@@ -97,6 +121,52 @@ def test_bash_completion_parses_and_completes(
     )
     done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True)
     assert done.stdout.splitlines() == ["--no-bench", "rollback"], done.stderr
+
+
+def test_bash_completes_node_names_after_limit_and_shells_after_completion(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The names come from `halo-cluster completion nodes` on the config the line names (the
+    script runs the command on PATH: here this checkout's, by a two-line wrapper)."""
+    path = tmp_path / "halo.bash"
+    path.write_text(script("bash", capsys))
+    (tmp_path / "bin").mkdir()
+    wrapper = tmp_path / "bin" / "halo-cluster"
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} -m halo_cluster.tools.cli "$@"\n')
+    wrapper.chmod(0o755)
+    config = tmp_path / "cluster.yml"
+    config.write_text(VALID_ROCE)
+    env = {
+        **os.environ,
+        "PATH": f"{wrapper.parent}:{os.environ['PATH']}",
+        "PYTHONPATH": ":".join(sys.path),
+    }
+    env.pop("CLUSTER_CONFIG", None)
+    probes = {
+        f"halo-cluster --config {config} deploy --limit ''": ["halo1 halo2"],
+        f"halo-cluster drift --config {config} --exclude h": ["halo1 halo2"],
+        "halo-cluster --config /nowhere.yml status --limit ''": [""],
+        "halo-cluster completion ''": ["--config --state --help bash zsh fish"],
+        "halo-cluster completion f": ["fish"],
+    }
+    for line, offered in probes.items():
+        words = line.split(" ")
+        probe = (f"source {path}; COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; "
+                 '_halo_cluster; echo "${COMPREPLY[@]}"')  # fmt: skip
+        done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, env=env)
+        assert done.stdout.splitlines() == offered, (line, done.stderr)
+
+
+def test_completion_nodes_prints_the_names_and_nothing_on_a_bad_config(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "cluster.yml"
+    config.write_text(VALID_ROCE)
+    assert cli.main(["--config", str(config), "completion", "nodes"]) == exits.OK
+    assert capsys.readouterr().out == "halo1\nhalo2\n"
+    config.write_text("nodes: [{name: 'a b'}, {name: ok}, 3]\n: [")
+    assert cli.main(["--config", str(config), "completion", "nodes"]) == exits.OK
+    assert capsys.readouterr() == ("", "")
 
 
 @pytest.mark.parametrize("shell", ["zsh", "fish"])

@@ -10,11 +10,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
 from halo_cluster import roles
 from halo_cluster.config import serving
 from halo_cluster.config.hostdata import host_data
-from halo_cluster.config.loader import ConfigError, load_cluster
+from halo_cluster.config.loader import ConfigError, load_cluster, parse_cluster
+from halo_cluster.config.schema import current
 from halo_cluster.decide import preflight
 from halo_cluster.decide.safety import cluster_user_problem
 from halo_cluster.node.environment import roce_nccl
@@ -600,7 +602,17 @@ def test_huge_integer(tmp_path: Path) -> None:
         ("reboot: off\n", "reboot: 'off' (read as false) is not one of: never, if-needed"),
         ("reboot: YES\n", "reboot: 'YES' (read as true) is not one of: never, if-needed"),
         ("kernel: {iommu: On}\n", "kernel.iommu: 'On' (read as true) is not one of: pt, off"),
-        ("toolbox: yes\n", "toolbox: expected string, got boolean 'yes' (read as true)"),
+        (
+            "toolbox: yes\n",
+            "toolbox: expected string, got boolean 'yes' (read as true); to mean the word, "
+            "quote it: 'yes'",
+        ),
+        (
+            "kernel: {extra_args: [quiet, off]}\n",
+            "kernel.extra_args[1]: expected string, got boolean 'off' (read as false); to mean "
+            "the word, quote it: 'off'",
+        ),
+        ("kernel: {iommu: false}\n", "iommu: 'false' (read as false) is not one of: pt, off"),
     ],
 )
 def test_booleans_are_quoted_as_written(tmp_path: Path, text: str, message: str) -> None:
@@ -610,6 +622,16 @@ def test_booleans_are_quoted_as_written(tmp_path: Path, text: str, message: str)
 
 def test_iommu_off_still_means_the_word(tmp_path: Path) -> None:
     cluster = load_cluster(write(tmp_path, VALID_ROCE + "kernel: {iommu: OFF}\n"))
+    assert cluster.kernel_args[0] == "amd_iommu=off"
+
+
+def test_a_boolean_is_the_word_only_where_the_choices_hold_it() -> None:
+    """`Field.word` (BOOLEAN_WORDS, declared once in the schema): a document parsed without
+    the text as written (`parse_cluster` of a dict) maps false to `off` where it is a choice."""
+    iommu, reboot = current().by_path["kernel.iommu"], current().by_path["reboot"]
+    assert (iommu.word(False), iommu.word(False, "No"), iommu.word(True)) == ("off", None, None)
+    assert (reboot.word(False), reboot.word(True, "yes")) == (None, None)
+    cluster = parse_cluster(yaml.safe_load(VALID_ROCE + "kernel: {iommu: off}\n"))
     assert cluster.kernel_args[0] == "amd_iommu=off"
 
 

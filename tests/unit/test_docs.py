@@ -1,8 +1,9 @@
 """The docs describe what exists: every role's page and variables, every make target, every
-`halo-cluster` command."""
+`halo-cluster` command; the pages the wheel ships name no make target (a wheel has none)."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from halo_cluster import roles
 from halo_cluster.tools.commands import NAMES as COMMANDS
+from tests.unit.helpers_package import shipped_pages
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = roles.all_roles()
@@ -73,3 +75,30 @@ def test_ci_md_lists_every_json_field_as_the_code_declares_them() -> None:
     table = "\n".join(line for line in section.splitlines() if line.startswith("|"))
     assert table == documents.table()
     assert "| every | `version` | int |" in table
+
+
+def test_no_shipped_page_names_a_make_target_or_links_a_page_left_out() -> None:
+    """A wheel user has no Makefile: a page the wheel ships (setup.py's choice) names the
+    console script, never one of the Makefile's targets, and links no page the wheel leaves
+    out (the checkout's own: the lab, the tests, the code's map)."""
+    makefile = (ROOT / "Makefile").read_text()
+    targets = set(re.findall(r"^([a-z][\w-]*):", makefile, re.MULTILINE))
+    targets |= set(re.search(r"^\.PHONY: (.*)$", makefile, re.MULTILINE)[1].split())
+    shipped = shipped_pages()
+    assert "roles/serve.md" in shipped and "lab.md" not in shipped
+    named, linked = {}, {}
+    for page in shipped:
+        text = (ROOT / "docs" / page).read_text()
+        if found := [t for t in re.findall(r"\bmake ([a-z][\w-]*)", text) if t in targets]:
+            named[page] = found
+        folder = (ROOT / "docs" / page).parent
+        links = re.findall(r"\]\(([^)#:]+\.md)(?:#[^)]*)?\)", text)
+        gone = [link for link in links if _page_of(folder / link) not in shipped]
+        if gone:
+            linked[page] = gone
+    assert (named, linked) == ({}, {})
+
+
+def _page_of(path: Path) -> str:
+    """A linked file as a page name of docs/ (`roles/serve.md`; `../README.md` for one above)."""
+    return Path(os.path.relpath(path.resolve(), ROOT / "docs")).as_posix()

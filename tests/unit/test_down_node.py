@@ -11,8 +11,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,9 +18,8 @@ import pytest
 from halo_cluster.config import lock as locks
 from halo_cluster.tools import jsonout, project
 from halo_cluster.tools.commands import documents, exits
+from tests.unit.helpers_down import BOUND, NODES, config_text, run
 
-BOUND = 15  # seconds: the issue's bound from the first attempt to the summary
-NODES = {"node1": "127.0.0.1", "node2": "127.0.0.2"}
 DIGEST = "sha256:" + "a" * 64
 
 
@@ -31,19 +28,6 @@ def closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def config_text(port: int, serving: bool = True) -> str:
-    nodes = "".join(
-        f"  - {{name: {name}, ssh: {{host: {host}}}, data: {{interface: enp1s0f0np0}}}}\n"
-        for name, host in NODES.items()
-    )
-    return (
-        "cluster_user: vllm\n"
-        f"ssh: {{user: root, port: {port}, key: ssh/id_ed25519, known_hosts: ssh/known_hosts}}\n"
-        f"nodes:\n{nodes}"
-        f"serve: {{enabled: {'true' if serving else 'false'}, model: facebook/opt-125m}}\n"
-    )
 
 
 @pytest.fixture(scope="module")
@@ -67,24 +51,6 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     locks.write(Path(cluster.container.lock), lock)
     return found
-
-
-def run(folder: Path, *argv: str, config: str = "cluster.yml") -> tuple[int, str, str, float]:
-    """`halo-cluster --config CONFIG ARGV` from `folder`, as a user runs it: its exit code,
-    stdout, stderr and how long it took."""
-    env = dict(os.environ, NO_COLOR="1")
-    env.pop("CLUSTER_CONFIG", None)
-    start = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "halo_cluster.tools.cli", "--config", config, *argv],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-    )
-    return done.returncode, done.stdout, done.stderr, time.monotonic() - start
 
 
 # verify and bench with --json: their lines on stderr, one JSON document on stdout

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from halo_cluster.node import firewalld
-from halo_cluster.node.facts import Firewalld
+from halo_cluster.node.firewalldfact import Firewalld
+from tests.recorded import FEDORA_WORKSTATION as FEDORA
 from tests.recorded import firewalld_output
 
 RAY = [6379, 6380, 10001, 10002, 10199]
@@ -31,6 +32,12 @@ def test_port_lists_and_targets() -> None:
     assert firewalld.open_ports({"ports": ["6379/tcp", "8000/tcp"]}, RAY) == [6379]
     assert firewalld.open_ports({"target": ["ACCEPT"], "ports": []}, RAY) == RAY
     assert firewalld.open_ports({"target": ["default"], "ports": []}, RAY) == []
+    # a bare rule rejecting the rest: ACCEPT is for what is forwarded (libvirt's, nm-shared's)
+    last = ['rule priority="32767" reject']
+    assert firewalld.open_ports({"target": ["ACCEPT"], "rich rules": last}, RAY) == []
+    # one family's, or one with a match, leaves the other traffic accepted
+    ipv4 = ['rule family="ipv4" reject', 'rule service name="ssh" reject']
+    assert firewalld.open_ports({"target": ["ACCEPT"], "rich rules": ipv4}, RAY) == RAY
 
 
 def test_exposed_counts_the_permanent_view_and_the_trusted_zone() -> None:
@@ -46,3 +53,25 @@ def test_zones_with_our_service_per_view() -> None:
     found["permanent"]["public"]["services"] = ["ssh"]
     assert firewalld.zones_with_service(found, "halo-vllm", "runtime") == {"public"}
     assert firewalld.zones_with_service(found, "halo-vllm", "permanent") == set()
+
+
+def test_zones_in_effect_are_every_networks_and_every_sources() -> None:
+    found = state(
+        trusted={"interfaces": "enp1s0f0np0"},
+        home={"interfaces": "wlan0"},
+        internal={"sources": "10.1.0.0/16"},
+    )
+    zones = firewalld.zones_in_effect(found, ["eno1", "enp1s0f0np0", "lo", "wlan0"], "enp1s0f0np0")
+    # eno1 is in no zone (the default, public); the data link and loopback are left out
+    assert zones == {"home": ["wlan0"], "internal": ["source 10.1.0.0/16"], "public": ["eno1"]}
+
+
+def test_fedora_workstations_zone_file_lets_rays_ports_in_by_its_tcp_range() -> None:
+    found = Firewalld().process(
+        firewalld_output(default="FedoraWorkstation", added={"FedoraWorkstation": FEDORA})
+    )
+    assert firewalld.zone_of(found, "eno1") == "FedoraWorkstation"
+    assert firewalld.exposed_in(found, "FedoraWorkstation", RAY) == RAY
+    # the tcp entry is the one to remove; the udp range lets no TCP port in
+    assert firewalld.port_entries(found, "FedoraWorkstation", RAY) == ["1025-65535/tcp"]
+    assert firewalld.port_entries(found, "public", RAY) == []

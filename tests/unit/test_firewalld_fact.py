@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from halo_cluster.node import firewalld
-from halo_cluster.node.facts import Firewalld
+from halo_cluster.node.firewalldfact import Firewalld
 from halo_cluster.node.reads import part_command
 from tests.recorded import (
     FIREWALLD_ZONE_FILES,
@@ -25,13 +25,9 @@ ETC = firewalld.ETC_ZONES
 
 
 def listed() -> tuple[str, dict]:
-    """The recorded `firewall-cmd --list-all-zones` views, rich rules aside (the fact leaves
-    them: nothing decides on them)."""
-    default, views = listed_zones(fixture("firewalld-debian13-lab-fresh.txt"))
-    for zones in views.values():
-        for settings in zones.values():
-            settings.pop("rich rules")
-    return default, views
+    """The recorded `firewall-cmd --list-all-zones` views (nm-shared's one rich rule, `rule
+    priority="32767" reject`, among them: the permanent view keeps a rule of an action alone)."""
+    return listed_zones(fixture("firewalld-debian13-lab-fresh.txt"))
 
 
 def test_both_views_are_what_firewall_cmd_listed_on_the_lab_node() -> None:
@@ -111,7 +107,9 @@ def test_a_zone_file_read_as_firewalld_reads_it() -> None:
     <service name="rpc-bind"/>
     <port port="9000" protocol="tcp"/>
     <accept/>
-  </rule>""",
+  </rule>
+  <rule priority="-10"><reject type="icmp-admin-prohibited"/></rule>
+  <rule><drop><limit value="1/m"/></drop></rule>""",
         ' target="DROP" ingress-priority="-5"',
     )
     settings = firewalld.zone_file_settings(text)
@@ -132,6 +130,9 @@ def test_a_zone_file_read_as_firewalld_reads_it() -> None:
         "icmp-block-inversion": ["yes"],
         "ingress-priority": ["-5"],
         "egress-priority": ["0"],
+        # only a rule of an action alone is kept (the rule with a match and the limited one
+        # are not: nothing decides on them), as firewalld prints it
+        "rich rules": ['rule priority="-10" reject type="icmp-admin-prohibited"'],
     }
 
 
@@ -181,6 +182,7 @@ def test_a_runtime_zone_from_busctl() -> None:
         "icmp-block-inversion": ["yes"],
         "ingress-priority": ["-5"],
         "egress-priority": ["0"],
+        "rich rules": ['rule priority="32767" reject'],
     }
 
 

@@ -98,6 +98,12 @@ ONE_USER = {
     "Verdict",
     "check_node",
     "cluster_user_problem",
+    # the data port's RDMA device as NodeContext resolves it (its name after rdma-core's rename)
+    # and RCCL's pin of it, which node/environment.py renders for the launcher and the serve role
+    "PciFunction",
+    "parse_pci",
+    "persistent_name",
+    "hca_pin",
     # make verify's parsers of tools the deploy never runs (tests/infra)
     "Transport",
     "parse",
@@ -105,6 +111,7 @@ ONE_USER = {
     "roce_v2_gid_index",
     "parse_latency",
     "parse_bandwidth_gbps",
+    "ibv_devices",
     "grub_cmdline",
     # the kernel role's edits of the boot files: they keep to the files' grammar (cmdline.py's
     # token and line patterns), which the reboot role and tests/infra read by

@@ -19,6 +19,8 @@ from halo_cluster.roles.serve.facts import DepartedServices
 from halo_cluster.tools import cli, drift
 from tests.recorded import skopeo_digest
 
+GUARD = f".{locks.LOCK_FILE}.flock"  # the writers' file lock, which the test's own write made
+
 NAME = "docker.io/kyuz0/vllm-therock-gfx1151"
 SERVE = "serve: {enabled: true, model: Qwen/Qwen3-14B}\n"
 
@@ -56,7 +58,7 @@ def test_loading_a_config_a_node_left_writes_nothing(tmp_path: Path) -> None:
     assert removed.serve.ray_token_owned
     assert (lock.read_bytes(), lock.stat().st_mtime_ns) == before
     assert not (tmp_path / ".halo-cluster").exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster.yml", locks.LOCK_FILE]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [GUARD, "cluster.yml", locks.LOCK_FILE]
 
 
 def test_a_token_file_the_user_gave_is_never_rewritten(
@@ -150,7 +152,7 @@ def test_where_and_drift_write_neither_the_lock_nor_a_token_and_say_what_is_next
     assert drift.main(["--json-out", os.devnull], tmp_path) == drift.ERROR
     assert capsys.readouterr().out.splitlines()[0] == said
     assert (lock.read_bytes(), lock.stat().st_mtime_ns) == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster.yml", locks.LOCK_FILE]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [GUARD, "cluster.yml", locks.LOCK_FILE]
 
 
 def test_bench_and_verify_say_what_the_next_deploy_records_and_write_no_lock(

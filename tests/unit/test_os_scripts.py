@@ -12,6 +12,7 @@ import pytest
 from pyinfra_cli.util import parse_cli_arg
 
 from halo_cluster.config.hostdata import host_data
+from halo_cluster.decide import cmdline
 from halo_cluster.node.versions import versions_process
 from halo_cluster.tools import project
 from halo_cluster.tools.upgrading import kernels, machine, osgate, osmain
@@ -55,14 +56,22 @@ def recorded_observed(rdma: str = "", cmdline: str | None = None, **link) -> Obs
 def test_the_gate_reads_the_kernel_arguments_from_proc_cmdline(cluster) -> None:
     after = recorded_observed()
     failed = osgate.gate_failure(cluster, "enp23s0f1", Targets(None, None), after, after)
+    # the gate judges the arguments for the kernel it booted, 6.18.7: no amdgpu.gttsize
     assert failed == (
-        "kernel arguments not active: iommu=pt pci=realloc pcie_aspm=off "
-        "amdgpu.gttsize=126976 ttm.pages_limit=32505856"
+        "kernel arguments not active: iommu=pt pci=realloc pcie_aspm=off ttm.pages_limit=32505856"
     )
 
 
-def test_the_gate_fails_on_an_rdma_port_active_before_and_not_after(cluster) -> None:
+def test_the_gate_wants_a_gttsize_an_earlier_run_wrote_gone_on_a_new_kernel(cluster) -> None:
     args = f"{fixture('proc-cmdline-fedora43.txt').strip()} {' '.join(cluster.kernel.args)}"
+    after = recorded_observed(cmdline=args)
+    failed = osgate.gate_failure(cluster, "enp23s0f1", Targets(None, None), after, after)
+    assert failed == "kernel arguments not active: -amdgpu.gttsize=126976"
+
+
+def test_the_gate_fails_on_an_rdma_port_active_before_and_not_after(cluster) -> None:
+    wanted = cmdline.for_kernel("6.18.7-200.fc43.x86_64", cluster.kernel.args, [])[0]
+    args = f"{fixture('proc-cmdline-fedora43.txt').strip()} {' '.join(wanted)}"
     recorded = fixture("rdma-link-irdma-legacy-names.txt")
     before = recorded_observed(recorded, args)
     after = recorded_observed(recorded.replace("state ACTIVE", "state DOWN"), args)

@@ -11,7 +11,8 @@ import pytest
 from pyinfra.facts.rpm import RpmPackages
 
 from halo_cluster.node import batch, reads
-from halo_cluster.node.facts import Firewalld, TextFiles
+from halo_cluster.node.facts import TextFiles
+from halo_cluster.node.firewalldfact import Firewalld
 from halo_cluster.node.reads import (
     NO_COMMAND,
     _value,

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from halo_cluster.config import state
+from halo_cluster.config.quoting import quote
 from halo_cluster.tools import cli, project, selection, status
 from halo_cluster.tools.commands import NAMES, command, exits
 
@@ -143,3 +144,51 @@ def test_every_read_command_documents_both_options() -> None:
         about = " ".join(page.split())  # what they mean for this command, in its text
         assert "--limit or --exclude" in about or "--limit and --exclude" in about, name
     assert set(READ_COMMANDS) <= set(NAMES)
+
+
+@pytest.mark.parametrize(
+    "given", [["--limit", "halo9"], ["--limit=halo9"], ["--limit", "halo*"], ["--limit", "workers"]]
+)
+def test_the_deploy_takes_names_as_every_command_does_refusing_before_pyinfra(
+    config: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    given: list[str],
+) -> None:
+    """Issue 45 item 11: pyinfra reads `--limit` as a group or a glob and deploys nothing, exit
+    0, for a name it does not match; the deploy refuses it as the other commands do, in one
+    line with its usage error (2), and pyinfra never starts."""
+    monkeypatch.setattr(subprocess, "run", lambda *_, **__: pytest.fail("pyinfra ran"))
+    assert cli.main(["deploy", "--yes", *given]) == exits.USAGE
+    err = capsys.readouterr().err.splitlines()
+    name = given[-1].partition("=")[2] if "=" in given[-1] else given[-1]
+    assert err == [
+        f"halo-cluster deploy: --limit {quote(name)}: no such node in cluster.yml "
+        "(its nodes: halo1, halo2)"
+    ]
+
+
+def test_the_deploy_hands_pyinfra_each_name_as_it_matches_only_that_node(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node named `workers` is that node for pyinfra too, not the group `workers` (the
+    inventory's, inventory.py), and each name matches itself alone in pyinfra's own matching."""
+    from pyinfra.api import Inventory
+    from pyinfra_cli.cli import _get_inventory_pattern_matches
+
+    from halo_cluster.tools.commands import deploy
+
+    config.write_text(SERVING.replace("halo2", "workers"))
+    seen: list[list[str]] = []
+    monkeypatch.setattr(deploy, "_deploy_once", lambda _, args: seen.append(args) or (0, []))
+    assert cli.main(["deploy", "--yes", "--limit", "workers", "--exclude=halo1"]) == exits.OK
+    assert seen == [["--yes", "--limit", "[w]orkers", "--exclude=[h]alo1"]]
+    inventory = Inventory(
+        (["halo1", "workers", "halo10"], {}),
+        head=(["halo1"], {}),
+        workers=(["workers", "halo10"], {}),
+    )
+    for name in ("workers", "halo1"):
+        found = _get_inventory_pattern_matches(inventory, [selection.pyinfra_name(name)], "-")
+        assert [host.name for host in found] == [name]
+    assert len(_get_inventory_pattern_matches(inventory, ["workers"], "-")) == 2  # pyinfra's

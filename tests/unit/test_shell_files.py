@@ -179,7 +179,7 @@ def test_cluster_env_sourced_by_profile_runs_nothing(
     env_file.write_text(cluster_env(value, comment))
     got = source_profile(shell, env_file, tmp_path)
     assert not mark.exists(), env_file.read_text()
-    hca = [value, f"={value}:1"] if value else ["", ""]  # no RDMA device: neither line
+    hca = [value, value] if value else ["", ""]  # the pin in both; no RDMA device: neither line
     assert got == [value, f"{value},{value}", value, value, value, value, *hca]
 
 

@@ -191,3 +191,31 @@ def test_an_unknown_node_is_refused_and_every_node_named_is_no_refusal(
     cluster = cluster_of(tmp_path)
     args = imagemain._parser("upgrade", "").parse_args(["--limit", "halo1", "--limit", "halo2"])
     assert imagemain.whole(args, cluster) is None
+
+
+@pytest.mark.parametrize(
+    ("command", "previous", "said"),
+    [
+        ("rollback", None, "records no previous build to go back to"),
+        ("rollback", False, "records no previous build to go back to"),
+        ("upgrade", None, "no lock yet: a first deploy resolves the image"),
+    ],
+)
+def test_the_lock_is_read_before_any_node_is_reached(
+    tmp_path: Path, monkeypatch, capsys, command: str, previous: bool | None, said: str
+) -> None:
+    """Issue 45 item 15: the local inputs first (the config, the lock, the options), in one
+    line, then the nodes: a rollback without a previous build reached them before saying so."""
+    path = tmp_path / "cluster.yml"
+    path.write_text(VALID_ROCE)
+    monkeypatch.setenv("CLUSTER_CONFIG", str(path))
+    monkeypatch.setenv(locks.UPGRADING, "1")
+    monkeypatch.setattr(transport, "connected", None)  # reaching a node would fail here
+    cluster = cluster_of(tmp_path)
+    lock = Path(cluster.container.lock)
+    if previous is not None:  # a lock with no previous build: the first deploy's
+        locks.write(lock, locks.Lock(head="halo1", reference=REFERENCE, digest=D0))
+    main = imagemain.main_upgrade if command == "upgrade" else imagemain.main_rollback
+    assert main(["--no-bench"] if command == "upgrade" else []) == REFUSED
+    colon = ":" if command == "upgrade" else ""
+    assert capsys.readouterr() == ("", f"halo-cluster {command}: {lock}{colon} {said}\n")

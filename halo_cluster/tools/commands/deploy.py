@@ -7,17 +7,23 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from halo_cluster.tools.commands import exits, text
+
+if TYPE_CHECKING:  # the help page is read without the config model or the transport
+    from halo_cluster.config.model import Cluster
+    from halo_cluster.tools import reach
 
 NAME = "deploy"
 SUMMARY = "converge every node to cluster.yml"
 OPTIONS = (
     ("-y, --yes", "apply without asking (needed without a terminal: in a script or CI)"),
     ("--dry", "show what would change, change nothing"),
-    ("--limit NODE", "only this node (a name from cluster.yml)"),
-    ("--exclude NODE", "every node but this one"),
+    ("--limit NODE", "only this node (its name in cluster.yml, exactly); repeatable"),
+    ("--exclude NODE", "every node but this one; repeatable"),
     ("-v", "say more: each command run on the nodes"),
 )
 HELP = text.page(
@@ -113,23 +119,79 @@ def main(args: list[str]) -> int:
         )
         return exits.USAGE
     from halo_cluster.node import report
+    from halo_cluster.tools import reach
     from halo_cluster.tools.commands import found
 
     files = found.files(NAME)
     if files is None:
         return exits.ERROR
+    cluster = _inputs(args)
+    if isinstance(cluster, int):
+        return cluster
+    args = _exact(args)
     _move_old_lock(args)
-    code, events = _deploy_once(files.entry, args)
-    if code != 0 and "--dry" not in args and report.only_skopeo_pending(events):
-        print(
-            "halo-cluster deploy: the head had no skopeo yet (installed in this run): "
-            "deploying once more to resolve the image",
-            file=sys.stderr,
-        )
+    asked = set() if limited(args) else {n.name for n in cluster.nodes}
+    with reach.meanwhile(cluster, asked) as probed:
         code, events = _deploy_once(files.entry, args)
-    if code != 0:
-        _not_reached(events, args)
+        if code != 0 and "--dry" not in args and report.only_skopeo_pending(events):
+            print(
+                "halo-cluster deploy: the head had no skopeo yet (installed in this run): "
+                "deploying once more to resolve the image",
+                file=sys.stderr,
+            )
+            code, events = _deploy_once(files.entry, args)
+        if code != 0 and asked:  # a limited run is not read: the nodes it left out were not tried
+            _not_reached(cluster, events, probed)
     return _image_update(args) if code == 0 and "--dry" not in args else code
+
+
+def _selection(args: list[str]) -> dict[str, list[str]]:
+    """The names ARGS give `--limit` and `--exclude` (`--limit NODE`, `--limit=NODE`)."""
+    given: dict[str, list[str]] = {option: [] for option in LIMITING}
+    items = iter(args)
+    for arg in items:
+        name, equals, value = arg.partition("=")
+        if arg in LIMITING:
+            given[arg].append(next(items, ""))
+        elif equals and name in LIMITING:
+            given[name].append(value)
+    return given
+
+
+def _inputs(args: list[str]) -> Cluster | int:
+    """The config and the nodes `--limit`/`--exclude` name, checked here before pyinfra reaches
+    any node: the config, or the exit code once its problems or the selection's are said (an
+    unknown name, which pyinfra reads as a group or glob matching nothing, would deploy no
+    node and exit 0)."""
+    from halo_cluster.tools import project, selection
+
+    cluster = project.load_or_say(project.config())
+    if cluster is None:
+        return exits.BAD_CONFIG
+    given = _selection(args)
+    try:
+        selection.select(cluster, given["--limit"], given["--exclude"])
+    except selection.Refused as refused:
+        print(f"halo-cluster deploy: {refused}", file=sys.stderr)
+        return exits.USAGE
+    return cluster
+
+
+def _exact(args: list[str]) -> list[str]:
+    """ARGS with each `--limit`/`--exclude` name as pyinfra takes a name exactly (selection.py
+    `pyinfra_name`: not the group `head` or `workers`)."""
+    from halo_cluster.tools import selection
+
+    out, items = [], iter(args)
+    for arg in items:
+        name, equals, value = arg.partition("=")
+        if arg in LIMITING:
+            out += [arg, selection.pyinfra_name(next(items, ""))]
+        elif equals and name in LIMITING:
+            out.append(f"{name}={selection.pyinfra_name(value)}")
+        else:
+            out.append(arg)
+    return out
 
 
 def _move_old_lock(args: list[str]) -> None:
@@ -146,16 +208,11 @@ def _move_old_lock(args: list[str]) -> None:
         print(f"halo-cluster deploy: {moved}", file=sys.stderr)
 
 
-def _not_reached(events: list[dict], args: list[str]) -> None:
+def _not_reached(cluster: Cluster, events: list[dict], probed: reach.Probed) -> None:
     """One line per node the failed run did not reach, with SSH's reason (reach.py)."""
-    from halo_cluster.config.loader import ConfigError
-    from halo_cluster.tools import project, reach
+    from halo_cluster.tools import reach
 
-    try:
-        cluster = project.load(project.config())
-    except ConfigError:
-        return  # the run said it already
-    for line in reach.not_reached(cluster, events, limited(args)):
+    for line in reach.not_reached(cluster, events, probed):
         print(f"halo-cluster deploy: {line}", file=sys.stderr)
 
 
@@ -173,8 +230,25 @@ def _deploy_once(entry: os.PathLike, args: list[str]) -> tuple[int, list[dict]]:
     with tempfile.TemporaryDirectory(prefix="halo-deploy.") as folder:
         target = env.setdefault(report.REPORT_ENV, os.path.join(folder, "report.jsonl"))
         start = os.path.getsize(target) if os.path.exists(target) else 0
-        code = subprocess.run(argv, cwd=entry, env=env).returncode
+        code = _own_interrupt(lambda: subprocess.run(argv, cwd=entry, env=env).returncode)
         return code, report.read_events(target, start)
+
+
+def _own_interrupt(run: Callable[[], int]) -> int:
+    """RUN's exit code, a Ctrl-C meanwhile left to pyinfra (the terminal sends it there too),
+    which ends its run itself, and raised here once it has: pyinfra answers one at its prompt
+    with exit 0, which would read as a converged cluster (and run image_update's upgrade)."""
+    import signal
+
+    interrupted: list[int] = []
+    before = signal.signal(signal.SIGINT, lambda number, _: interrupted.append(number))
+    try:
+        code = run()
+    finally:
+        signal.signal(signal.SIGINT, before)
+    if interrupted:
+        raise KeyboardInterrupt
+    return code
 
 
 def _image_update(args: list[str]) -> int:

@@ -16,6 +16,7 @@ DRIFT = DOWN = 2
 REGRESSION = 3
 NO_CHECKS = 4  # verify: nothing to run (pytest's usage error, which it also is for verify)
 ABORTED, ROLLED_BACK, NOT_SERVING = 5, 6, 7
+INTERRUPTED = 130  # Ctrl-C, for every command but verify (pytest's own 2): 128 + SIGINT, as shells
 WIDTH = 100  # of a help page's lines
 
 _UPGRADE = (
@@ -39,6 +40,11 @@ EXITS: dict[str, tuple[tuple[int, str], ...]] = {
     "halo-cluster": (
         (OK, "the command's own code, unchanged"),
         (USAGE, "no command, an unknown one, or a bad --config or --state"),
+        (
+            INTERRUPTED,
+            "interrupted (Ctrl-C), said in one line; upgrade and rollback first say what they "
+            "left on each node",
+        ),
     ),
     "init": (
         (OK, "cluster.yml written"),
@@ -51,7 +57,11 @@ EXITS: dict[str, tuple[tuple[int, str], ...]] = {
     "deploy": (
         (OK, "every node converged"),
         (ERROR, "a node refused or failed, a bad config, the deploy's files not found"),
-        (USAGE, "an option the deploy does not know, or no terminal to confirm on without --yes"),
+        (
+            USAGE,
+            "an option the deploy does not know, a --limit/--exclude node not in the config, or "
+            "no terminal to confirm on without --yes",
+        ),
     ),
     "drift": (
         (OK, "nothing would change on any node"),

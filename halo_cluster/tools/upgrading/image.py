@@ -110,7 +110,7 @@ class Upgrade(ImageRun):
     ) -> int:
         """P2 and on: the lock in trial, the history, the deploy on the new digest; `left`, the
         bench runs of the build being left (None: `--no-bench`)."""
-        locks.write(self.lock_path, trial)
+        trial = self.write_image(trial)
         was = trial.previous.digest if trial.previous else ""
         self.history("switched", reference=self.reference, to=trial.digest, **{"from": was})
         return self._gate_or_roll_back(trial, left is None, started, before, left)
@@ -138,8 +138,7 @@ class Upgrade(ImageRun):
         if not gate.passed:
             reason = f"gate failed: {gate.reason}"
             return rollback.roll_back(self, trial, reason, by_hand=False, before=before)
-        serving = replace(trial, trial=False, serving_since=locks.now())
-        locks.write(self.lock_path, serving)
+        serving = self.write_image(replace(trial, trial=False, serving_since=locks.now()))
         self.history("serving", digest=serving.digest, since=serving.serving_since)
         self.say(f"upgraded: every node serves {pinned} (took {self.clock() - started:.0f} s)")
         self.prune(serving)

@@ -101,6 +101,15 @@ class ImageRun:
             raise Stop(REFUSED, problems[0])
         return found
 
+    def write_image(self, lock: locks.Lock) -> locks.Lock:
+        """`lock`'s image (its build, trial, previous, rejected) written into the lock as it is
+        now, under its file lock: the deploys this run started may have recorded members or a
+        pin since it was read, and they stay."""
+        written, problems = locks.update(self.lock_path, lambda now: locks.with_image(now, lock))
+        if written is None:
+            raise Stop(REFUSED, problems[0])
+        return written
+
     def pinned(self, digest: str) -> str:
         return f"{image_name(self.reference)}@{digest}"
 

@@ -88,7 +88,9 @@ def _started(
         print(f"halo-cluster {command}: {problem}", file=sys.stderr)
         return REFUSED
     lock_path = Path(cluster.container.lock)
-    with nodes.connected(cluster, project.config(), files, ImageNodes) as reached:
+    with nodes.connected(
+        f"halo-cluster {command}", cluster, project.config(), files, ImageNodes
+    ) as reached:
         # every node answers before anything runs: else each step would say the same node again
         down = reached.ssh.probe(reach.PROBE_SECONDS)
         for node in cluster.nodes:
@@ -118,7 +120,7 @@ def main_upgrade(argv: list[str], converged: bool = False) -> int:
         return up.upgrade(retry=args.retry, no_bench=args.no_bench, converged=converged)
 
     def refusal(cluster: Cluster) -> str | None:
-        return whole(args, cluster) or _other_image(args.image, cluster)
+        return whole(args, cluster) or _other_image(args.image, cluster) or _unlocked(cluster)
 
     if not args.json:
         return _run("upgrade", upgrade, refusal)
@@ -162,4 +164,20 @@ def main_rollback(argv: list[str]) -> int:
     """`halo-cluster rollback`: every node back on the lock's previous build; exit 0 serving it,
     1 no previous build or refused, 5 its pull failed, 7 not serving (docs/ci.md)."""
     args = _parser("rollback", main_rollback.__doc__ or "").parse_args(argv)
-    return _run("rollback", Upgrade.rollback, lambda cluster: whole(args, cluster))
+
+    def refusal(cluster: Cluster) -> str | None:
+        return whole(args, cluster) or _unlocked(cluster, way_back=True)
+
+    return _run("rollback", Upgrade.rollback, refusal)
+
+
+def _unlocked(cluster: Cluster, way_back: bool = False) -> str | None:
+    """Why the lock refuses the run before any node is reached (the phases ask it again, for a
+    lock changed since): unreadable, none yet, or, WAY_BACK (rollback), no previous build."""
+    path = Path(cluster.container.lock)
+    found, problems = locks.read(path)
+    if problems:
+        return problems[0]
+    if way_back and (found is None or found.previous is None):
+        return f"{path} records no previous build to go back to"
+    return f"{path}: no lock yet: a first deploy resolves the image" if found is None else None

@@ -103,14 +103,21 @@ class ImageNodes(Nodes):
                 self.run(node, "stop", stop, READ_SECONDS)
         deploy = self.start_deploy(watched=True)
         restarts: list[int] = []
-        while deploy.poll() is None:
-            time.sleep(WATCH_SECONDS)
-            count = self._vllm_restarts()
-            restarts += [count] if count is not None else []
-            if crash_looping(restarts):
-                os.killpg(deploy.pid, signal.SIGTERM)
-                deploy.wait()
-                return f"vLLM restarted {restarts[-1] - min(restarts)} times after the switch"
+        try:
+            while deploy.poll() is None:
+                time.sleep(WATCH_SECONDS)
+                count = self._vllm_restarts()
+                restarts += [count] if count is not None else []
+                if crash_looping(restarts):
+                    os.killpg(deploy.pid, signal.SIGTERM)
+                    deploy.wait()
+                    return f"vLLM restarted {restarts[-1] - min(restarts)} times after the switch"
+        except KeyboardInterrupt:
+            # its own session got no Ctrl-C: passed on, and its end waited for, so that nothing
+            # goes on changing the nodes once the upgrade has said what it left
+            os.killpg(deploy.pid, signal.SIGINT)
+            deploy.wait()
+            raise
         if deploy.returncode != 0:
             return f"the deploy on {pinned} failed (pyinfra exit {deploy.returncode}; above)"
         return None

@@ -12,7 +12,7 @@ from typing import Protocol
 from halo_cluster.config import lock as locks
 from halo_cluster.config.model import Node
 from halo_cluster.config.quoting import quote
-from halo_cluster.tools import project, transport
+from halo_cluster.tools import project, selection, transport
 from halo_cluster.tools.commands.exits import ABORTED, NOT_SERVING, OK, ROLLED_BACK
 from halo_cluster.tools.commands.exits import ERROR as REFUSED
 
@@ -51,11 +51,34 @@ def record(reach: Reach, event: str, **fields: object) -> None:
     reach.append(locks.history_line(event, **fields))
 
 
+COMMON = ("v", "time", "event", "run", "by", "node")  # history_line's own fields, and the node's
+SHOWN = 80  # characters of a step's field in `left_on`'s lines
+
+
+def left_on(names: Sequence[str], recorded: Sequence[str]) -> list[str]:
+    """For each node of NAMES, the last step of RECORDED (this run's history lines, `record`'s)
+    that concerns it, its own or every node's: what an interrupted upgrade left there."""
+    steps = [json.loads(line) for line in recorded]
+    lines = []
+    for name in names:
+        mine = [step for step in steps if step.get("node", name) == name]
+        if not mine:
+            lines.append(f"  {name}: no step recorded by this run")
+            continue
+        shown = [
+            f"{key} {value if isinstance(value, str) else json.dumps(value)}"[:SHOWN]
+            for key, value in mine[-1].items()
+            if key not in COMMON
+        ]
+        lines.append(f"  {name}: {mine[-1]['event']}" + (f" ({', '.join(shown)})" if shown else ""))
+    return lines
+
+
 def deploy_argv(data: Sequence[str] = (), limit: Sequence[str] = ()) -> list[str]:
     """The deploy as the upgrades run it: without asking, each of `data` a `--data` value,
     limited to the nodes of `limit` (all when empty)."""
     options = [arg for value in data for arg in ("--data", value)]
-    options += [arg for name in limit for arg in ("--limit", name)]
+    options += [arg for name in limit for arg in ("--limit", selection.pyinfra_name(name))]
     return [*project.PYINFRA, "-y", *options, "inventory.py", "deploy.py"]
 
 

@@ -26,6 +26,7 @@ from halo_cluster.tools.upgrading.machine import (
     STEP_SECONDS,
     completion_problem,
     deploy_argv,
+    left_on,
 )
 
 READ_SECONDS = 120.0  # a read or a short command on a node
@@ -41,6 +42,7 @@ class Nodes:
         self.cluster, self.config, self.files, self.ssh = cluster, config, files, ssh
         self.user = cluster.cluster_user
         self.head = cluster.head
+        self.recorded: list[str] = []  # this run's history lines: what it did, if interrupted
 
     def close(self) -> None:
         """What the reach started and must end before the connections close."""
@@ -56,6 +58,7 @@ class Nodes:
         return self.ssh.on_all(script_of, timeout=timeout)
 
     def append(self, line: str) -> None:
+        self.recorded.append(line)
         result = self.run(self.head, "history", history_append(self.user, line), READ_SECONDS)
         if not result.ok:
             print(f"{self.head.name}: warning: history not written: {result.error[-200:]}")
@@ -121,12 +124,21 @@ N = TypeVar("N", bound=Nodes)
 
 
 @contextlib.contextmanager
-def connected(cluster: Cluster, config: str, files: project.Files, kind: type[N]) -> Iterator[N]:
-    """A `kind` of `Nodes` over the cluster's own connections, closed at the end."""
+def connected(
+    prog: str, cluster: Cluster, config: str, files: project.Files, kind: type[N]
+) -> Iterator[N]:
+    """A `kind` of `Nodes` over the cluster's own connections, closed at the end; a Ctrl-C
+    first says, under PROG, what the run left on each node (`machine.left_on`)."""
     with transport.connected(cluster) as ssh:
         nodes = kind(cluster, config, files, ssh)
         try:
             yield nodes
+        except KeyboardInterrupt:
+            print(f"{prog}: what this run left on each node, by the last step it recorded "
+                  f"(the head's history holds every step):", file=sys.stderr)  # fmt: skip
+            for line in left_on([n.name for n in cluster.nodes], nodes.recorded):
+                print(line, file=sys.stderr)
+            raise
         finally:
             nodes.close()
 

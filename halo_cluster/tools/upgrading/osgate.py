@@ -103,8 +103,11 @@ def kernel(seen: Seen) -> str | None:
 
 
 def kernel_args(seen: Seen) -> str | None:
+    """The arguments for the kernel it booted (no amdgpu.gttsize from 6.15), as the kernel role
+    wrote them into that kernel's entry."""
     wanted = seen.cluster.kernel
-    missing = cmdline.missing_args(seen.after.cmdline, list(wanted.args), list(wanted.args_remove))
+    add, drop = cmdline.for_kernel(seen.after.running or None, wanted.args, wanted.args_remove)
+    missing = cmdline.missing_args(seen.after.cmdline, add, drop)
     return f"kernel arguments not active: {' '.join(missing)}" if missing else None
 
 

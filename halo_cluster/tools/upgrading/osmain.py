@@ -61,5 +61,5 @@ def main(args: list[str]) -> int:
     if out:
         print(f"{PROG}: --partial: {stays(out)}")
     targets = Targets(parsed.kernel, parsed.firmware)
-    with nodes.connected(cluster, project.config(), files, nodes.Nodes) as reached:
+    with nodes.connected(PROG, cluster, project.config(), files, nodes.Nodes) as reached:
         return Upgrade(cluster, targets, reached, chosen).upgrade()

@@ -24,8 +24,7 @@ def roll_back(
     if back is None:
         run.say(f"{reason}; no previous build to roll back to: {failed.digest} stays")
         return NOT_SERVING
-    restored = _restored(failed, back, reason, by_hand, before)
-    locks.write(run.lock_path, restored)
+    restored = run.write_image(_restored(failed, back, reason, by_hand, before))
     moved = {"from": failed.digest, "to": back.digest}
     run.history("switched", reference=restored.reference, **moved)
     # the name the restored lock pins, which the deploy renders: the reference before an
@@ -46,7 +45,7 @@ def roll_back(
         for node, state in nodes.items():
             run.say(f"  {node}: {state}")
         return NOT_SERVING
-    locks.write(run.lock_path, replace(restored, serving_since=locks.now()))
+    run.write_image(replace(restored, serving_since=locks.now()))
     run.history("rolled-back", to=back.digest, reason=reason, by_hand=by_hand,
                 seconds=seconds, **{"from": failed.digest})  # fmt: skip
     run.history("serving", digest=back.digest, since=locks.now())
@@ -93,4 +92,8 @@ def by_hand(run: ImageRun) -> int:
     pulled = run.pull(current.previous.digest)
     if pulled != OK:
         return pulled
-    return roll_back(run, current, "by hand", by_hand=True)
+    try:
+        return roll_back(run, current, "by hand", by_hand=True)
+    except Stop as stop:  # the lock became unreadable while the rollback ran
+        run.say(f"rollback: {stop.line}")
+        return stop.code
