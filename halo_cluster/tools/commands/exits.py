@@ -16,6 +16,7 @@ DRIFT = DOWN = 2
 REGRESSION = 3
 NO_CHECKS = 4  # verify: nothing to run (pytest's usage error, which it also is for verify)
 ABORTED, ROLLED_BACK, NOT_SERVING = 5, 6, 7
+NO_FIT = 2  # fit: the model does not fit, as drift's 2 is a change to make
 WIDTH = 100  # of a help page's lines
 
 _UPGRADE = (
@@ -103,6 +104,11 @@ EXITS: dict[str, tuple[tuple[int, str], ...]] = {
             "usage error",
         ),
         (REGRESSION, "a regression: output tokens/s fell or failed requests rose"),
+    ),
+    "fit": (
+        (OK, "the model fits at that TP x PP, length and concurrency"),
+        (ERROR, "the model's files not found or unreadable, a bad config, a usage error"),
+        (NO_FIT, "it does not fit: the line says by how much and the largest max_model_len"),
     ),
     "completion": (
         (OK, "the script printed"),
