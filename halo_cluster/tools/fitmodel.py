@@ -5,7 +5,7 @@ or *.safetensors (their sizes); or a hub id, found in the controller's Hugging F
 huggingface_hub lays it out ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub:
 models--ORG--NAME/snapshots/REV/, refs/main naming REV); or, when not there, those two small
 files fetched with huggingface_hub's hf_hub_download (online only; NOT VERIFIED here, where the
-hub cannot be reached). The estimate itself: decide/fit.py."""
+hub cannot be reached). The estimate itself: fitestimate.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`halo-cluster fit`'s answer: the model read (fitmodel.py), the estimate at the asked TP x PP
-and the smallest that fits (decide/fit.py), as lines or one JSON document."""
+and the smallest that fits (fitestimate.py), as lines or one JSON document."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from argparse import Namespace
 from dataclasses import dataclass
 
 from halo_cluster.config.model import Cluster
-from halo_cluster.decide import fit, kvcache
 from halo_cluster.decide.budget import gib
-from halo_cluster.tools import fitmodel
+from halo_cluster.tools import fitestimate as fit
+from halo_cluster.tools import fitmodel, kvcache
 
 
 def kv_cache_dtype(extra_args: tuple[str, ...]) -> str:

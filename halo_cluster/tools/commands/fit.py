@@ -1,5 +1,5 @@
 """`halo-cluster fit MODEL`: whether a model fits this cluster, before any download
-(halo_cluster/decide/fit.py, halo_cluster/tools/fitmodel.py; docs/models.md)."""
+(halo_cluster/tools/fitestimate.py, halo_cluster/tools/fitmodel.py; docs/models.md)."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ Hugging Face cache; else those two files from the hub), never its weights, and s
 config's memory (kernel.gtt_gib x serve.gpu_memory_utilization per node, the deploy's memory
 budget) the weights per node, the KV cache per token with vLLM's arithmetic, whether it fits,
 the largest max_model_len at that concurrency and the smallest TP x PP that fits on this
-cluster's nodes. MODEL defaults to serve.model. Activations and graph memory are not counted
-(docs/models.md).""",
+cluster's nodes. MODEL defaults to serve.model. Activations and graph memory are not counted:
+a model that fits with nothing to spare may still be refused by vLLM at start.""",
     OPTIONS,
     NAME,
     "halo-cluster fit Qwen/Qwen3-30B-A3B --max-model-len 32768 --concurrency 4",

@@ -1,6 +1,6 @@
 """Whether a model fits this cluster before anything is downloaded: its weights per node and
 its KV cache (kvcache.py, vLLM's arithmetic) against what vLLM may take on a node, the memory
-budget's own numbers (budget.py: GTT x serve.gpu_memory_utilization, weights at most
+budget's own numbers (decide/budget.py: GTT x serve.gpu_memory_utilization, weights at most
 WEIGHTS_SHARE of it). Activations, CUDA/HIP graphs and the sampler's memory are not modelled:
 vLLM takes them from the same share, so a model that fits here with no room left can still be
 refused by vLLM at start (docs/models.md)."""
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from halo_cluster.decide import budget, kvcache
+from halo_cluster.decide import budget
+from halo_cluster.tools import kvcache
 
 
 @dataclass(frozen=True)
