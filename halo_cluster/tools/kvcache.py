@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 BLOCK_SIZE = 16  # vLLM's CacheConfig.block_size default on CUDA and ROCm
 # vLLM's default max_num_batched_tokens for the OpenAI server on a GPU with 70 GiB or more
-# (vllm/engine/arg_utils.py): the Strix Halo's GTT is; only the sliding-window layers read it
+# (vllm/engine/arg_utils.py EngineArgs.get_batch_defaults): the Strix Halo's GTT is; only the
+# sliding-window layers read it
 MAX_NUM_BATCHED_TOKENS = 8192
 # bytes per element; `auto` is the model's dtype, and vLLM's `--dtype auto` serves a float32
 # checkpoint in 16 bits, so every unquantized cache is 2 bytes; fp8 caches 1
