@@ -74,7 +74,10 @@ def _layer_kinds(text: dict, layers: int) -> tuple[str, ...]:
         return tuple(SLIDING if t == "sliding_attention" else FULL for t in types)
     if not text.get("sliding_window") or text.get("use_sliding_window") is False:
         return (FULL,) * layers
-    pattern = text.get("sliding_window_pattern")
+    # gemma 3's text_config often leaves the pattern to transformers' default, 6
+    pattern = text.get(
+        "sliding_window_pattern", 6 if text.get("model_type") == "gemma3_text" else 0
+    )
     if isinstance(pattern, int) and pattern > 0:
         return tuple(FULL if (i + 1) % pattern == 0 else SLIDING for i in range(layers))
     if text.get("model_type") == "gemma2":

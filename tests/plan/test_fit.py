@@ -115,6 +115,28 @@ def test_text_config_nesting_and_fp8_cache() -> None:
     assert kvcache.per_token(fp8, 1, 1) == 262144 // 2
 
 
+def test_gemma3_every_sixth_layer_full() -> None:
+    """gemma 3 (its text_config, as a published Rust test of gemma-3-4b copies it: no recorded
+    file here, so NOT VERIFIED against the hub's): 5 sliding layers of 1024 to one full one."""
+    text = {
+        "model_type": "gemma3_text",
+        "hidden_size": 2560,
+        "num_hidden_layers": 34,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "sliding_window": 1024,
+        "max_position_embeddings": 32768,
+    }
+    att = kvcache.attention(
+        {"architectures": ["Gemma3ForConditionalGeneration"], "text_config": text}
+    )
+    assert [i for i, k in enumerate(att.layers) if k == "full"] == [5, 11, 17, 23, 29]
+    page = 2 * BLOCK * 4 * 256 * 2
+    sliding = (-(-min(1023 + BATCHED, 32768) // BLOCK) + 1) * page
+    assert kvcache.needed(att, 1, 1, 32768) == 5 * 2048 * page + 29 * sliding
+
+
 def test_pp_stages_split_as_vllm_does() -> None:
     assert [len(r) for r in kvcache.pp_layers(27, 2)] == [14, 13]
     assert [len(r) for r in kvcache.pp_layers(80, 3)] == [27, 27, 26]
