@@ -4,7 +4,8 @@ MODEL is a folder holding config.json and model.safetensors.index.json (its meta
 or *.safetensors (their sizes); or a hub id, found in the controller's Hugging Face cache as
 huggingface_hub lays it out ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub:
 models--ORG--NAME/snapshots/REV/, refs/main naming REV); or, when not there, those two small
-files fetched with huggingface_hub's hf_hub_download (online only; NOT VERIFIED here, where the
+files fetched with huggingface_hub's hf_hub_download, else the safetensors' sizes in the hub's
+file list (online only; NOT VERIFIED here, where the
 hub cannot be reached). The estimate itself: fitestimate.py."""
 
 from __future__ import annotations
@@ -86,10 +87,26 @@ def _fetched(model: str) -> Model:
         ) from error
     try:
         config = Path(hf_hub_download(model, CONFIG))
+    except Exception as error:  # offline, gated, no such repository: huggingface_hub's words
+        raise ModelNotFound(f"{quote(model)}: {CONFIG} not fetched: {error}") from error
+    try:
         index = Path(hf_hub_download(model, INDEX))
-    except Exception as error:  # offline, gated, no such repository or file: its own words
-        raise ModelNotFound(f"{quote(model)}: {CONFIG} and {INDEX} not fetched: {error}") from error
-    return Model(model, _json(config), _weights(index.parent, index), "the hub")
+        return Model(model, _json(config), _weights(index.parent, index), "the hub")
+    except Exception:  # one model.safetensors, no index: the sizes in the hub's file list
+        return Model(model, _json(config), _hub_sizes(model), "the hub")
+
+
+def _hub_sizes(model: str) -> int:
+    from huggingface_hub import HfApi
+
+    try:
+        info = HfApi().model_info(model, files_metadata=True)
+    except Exception as error:
+        raise ModelNotFound(f"{quote(model)}: the hub's file list not read: {error}") from error
+    sizes = [f.size or 0 for f in info.siblings or [] if f.rfilename.endswith(".safetensors")]
+    if not sum(sizes):
+        raise ModelNotFound(f"{quote(model)}: no {INDEX} nor *.safetensors on the hub")
+    return sum(sizes)
 
 
 def read(model: str) -> Model:

@@ -225,6 +225,12 @@ def test_the_command_refuses_what_it_cannot_read(
     (tmp_path / "empty").mkdir()
     assert fit_command.main([str(tmp_path / "empty")]) == exits.ERROR
     assert capsys.readouterr().err.strip().endswith("empty: no config.json")
+    # a hub id in no cache: huggingface_hub's fetch (not installed here, and no hub reachable)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "no-cache"))
+    assert fit_command.main(["Org/Absent"]) == exits.ERROR
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("halo-cluster fit: 'Org/Absent': ") and "\n" not in line
+    assert "huggingface_hub is not installed" in line or "not fetched" in line
     with pytest.raises(SystemExit) as usage:  # argparse's exit, with the command's code
         fit_command.main([str(tmp_path), "--tp", "0"])
     assert usage.value.code == exits.ERROR
