@@ -19,6 +19,7 @@ NAMES = (
     "verify",
     "status",
     "where",
+    "fit",
     "upgrade",
     "rollback",
     "bench",

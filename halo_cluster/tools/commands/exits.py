@@ -17,6 +17,7 @@ REGRESSION = 3
 NO_CHECKS = 4  # verify: nothing to run (pytest's usage error, which it also is for verify)
 ABORTED, ROLLED_BACK, NOT_SERVING = 5, 6, 7
 INTERRUPTED = 130  # Ctrl-C, for every command but verify (pytest's own 2): 128 + SIGINT, as shells
+NO_FIT = 2  # fit: the model does not fit, as drift's 2 is a change to make
 WIDTH = 100  # of a help page's lines
 
 _UPGRADE = (
@@ -113,6 +114,11 @@ EXITS: dict[str, tuple[tuple[int, str], ...]] = {
             "usage error",
         ),
         (REGRESSION, "a regression: output tokens/s fell or failed requests rose"),
+    ),
+    "fit": (
+        (OK, "the model fits at that TP x PP, length and concurrency"),
+        (ERROR, "the model's files not found or unreadable, a bad config, a usage error"),
+        (NO_FIT, "it does not fit: the line says by how much and the largest max_model_len"),
     ),
     "completion": (
         (OK, "the script printed"),
