@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 
 from halo_cluster.config import lock
-from lab import image, network, node, promimage, releases, rootfs, sh, throttle
+from lab import image, network, node, promimage, registry, releases, rootfs, sh, throttle
 from lab.places import CACHE, CONFIG, KEY, KNOWN_HOSTS, LAB_DIR, MUX_DIR, PROJECT, STATE
+from lab.registry import SEED_NAME
 from lab.sh import LabError
 
 MUX_PATH_MAX = 90  # sun_path holds 108 bytes, and ssh binds the path plus a random suffix first
@@ -32,7 +33,6 @@ HOST_TOOLS = {  # command -> Debian package
 }
 BOOT_TIMEOUT = 90.0
 DOWN_TIMEOUT = 5.0  # seconds `lab down` lets all nodes power off cleanly before killing them
-SEED_NAME = "127.0.0.1:5000/kyuz0/vllm-therock-gfx1151:latest"
 
 
 def node_dirs(name: str) -> node.NodeDirs:
@@ -188,66 +188,15 @@ def up(count: int, link: str, release: releases.Release = releases.DEFAULT) -> N
         known_hosts.append(f"{node_address(state, name)} {host_key}\n")
     KNOWN_HOSTS.write_text("".join(known_hosts))
     STATE.write_text(json.dumps(state))
-    reset_latest(shared)
+    registry.reset_latest(shared)
     seconds = boot(state, shared)
-    seed_registry(state, shared)
-    seed_prometheus(state, shared, prometheus)
+    first = ssh_argv(node_address(state, wanted[0]))
+    registry.seed(first, shared)
+    registry.tag_example(first, shared)
+    registry.seed_prometheus(first, shared, prometheus)
     print(f"lab: {count} nodes up ({link}, Fedora {release.version}) in {seconds:.1f} s")
     write_cluster_config(state)
     print(f"lab: wrote {CONFIG.relative_to(PROJECT) if CONFIG.is_relative_to(PROJECT) else CONFIG}")
-
-
-SEED = f"""
-set -eu
-podman import --quiet --change 'CMD ["/bin/bash"]' \\
-    /srv/halo-lab-image/image.tar {SEED_NAME} >/dev/null
-podman push --quiet --tls-verify=false {SEED_NAME} >/dev/null
-podman rmi --force {SEED_NAME} >/dev/null
-"""
-
-
-# the registry's own record of what `latest` names (distribution's filesystem layout)
-LATEST_LINK = (
-    "docker/registry/v2/repositories/kyuz0/vllm-therock-gfx1151/_manifests/tags/latest/current/link"
-)
-
-
-def seed_registry(state: dict, shared: node.Shared) -> None:
-    """Push the seed image into the shared registry storage once (from the first node); the
-    marker keeps the digest `latest` then named, which every new lab starts from."""
-    marker = shared.registry / ".seeded"
-    if marker.exists():
-        return
-    argv = [*ssh_argv(node_address(state, state["nodes"][0])), "sh", "-s"]
-    result = subprocess.run(argv, input=SEED, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise LabError(f"seeding the lab registry failed: {result.stderr.strip()}")
-    marker.write_text((shared.registry / LATEST_LINK).read_text())
-
-
-def seed_prometheus(state: dict, shared: node.Shared, tar: Path) -> None:
-    """Publish the lab's Prometheus image (lab/promimage.py) once per build of it, under the real
-    image's name and tag."""
-    marker = shared.registry / f".seeded-{tar.stem}"
-    if marker.exists():
-        return
-    script = promimage.seed_script(f"/srv/halo-lab-image/{tar.name}")
-    argv = [*ssh_argv(node_address(state, state["nodes"][0])), "sh", "-s"]
-    result = subprocess.run(argv, input=script, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise LabError(f"seeding the lab registry with Prometheus failed: {result.stderr.strip()}")
-    marker.touch()
-
-
-def reset_latest(shared: node.Shared) -> None:
-    """A new lab is a new cluster on the seed build: `latest` back where the seed put it (a build
-    an earlier lab published stays in the storage, under its digest, but no longer tagged)."""
-    marker, link = shared.registry / ".seeded", shared.registry / LATEST_LINK
-    seeded = marker.read_text().strip() if marker.exists() else ""
-    if not seeded.startswith("sha256:"):
-        marker.unlink(missing_ok=True)  # seeded before the digest was kept: seed again
-    elif link.exists():
-        link.write_text(seeded)  # in place: the file stays the registry user's
 
 
 BUILDS = LAB_DIR / "builds.json"

@@ -2,7 +2,7 @@
 huggingface_hub CLI (`hf`) in /opt/ray, the lab-only stand-in `vllm`, and a profile.d file as the
 real image has. Built once per recipe (this file, lab/standin/, lab/image/) and cached.
 
-The lab seeds its registry with it under the upstream image's name (see lab.cli.seed_registry).
+The lab seeds its registry with it under the upstream image's name (see lab.registry.seed).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ the seed put it, whatever an earlier lab published (`python -m lab publish-image
 
 from pathlib import Path
 
-from lab import cli, node
+from lab import node, registry
 
 SEED = "sha256:" + "a" * 64
 PUBLISHED = "sha256:" + "b" * 64
@@ -15,11 +15,11 @@ def shared(tmp_path: Path) -> node.Shared:
 
 def test_a_new_lab_finds_latest_on_the_seed_build(tmp_path: Path) -> None:
     storage = shared(tmp_path)
-    link = storage.registry / cli.LATEST_LINK
+    link = storage.registry / registry.LATEST_LINK
     link.parent.mkdir(parents=True)
     link.write_text(PUBLISHED)  # an earlier lab's publish-image moved the tag
     (storage.registry / ".seeded").write_text(SEED)
-    cli.reset_latest(storage)
+    registry.reset_latest(storage)
     assert link.read_text() == SEED
 
 
@@ -27,5 +27,11 @@ def test_a_registry_seeded_without_its_digest_is_seeded_again(tmp_path: Path) ->
     storage = shared(tmp_path)
     storage.registry.mkdir()
     (storage.registry / ".seeded").touch()
-    cli.reset_latest(storage)
+    registry.reset_latest(storage)
     assert not (storage.registry / ".seeded").exists()
+
+
+def test_the_lab_serves_the_tag_the_example_config_names() -> None:
+    """`init` writes cluster.example.yml's image; the lab tags its seed build with that tag."""
+    tag = registry.example_tag()
+    assert tag and tag != "latest" and "/" not in tag, tag
