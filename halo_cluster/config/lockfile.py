@@ -21,7 +21,9 @@ def guard(path: Path) -> Path:
 @contextmanager
 def held(path: Path) -> Iterator[None]:
     """The lock at `path` held for this writer alone (an exclusive `flock`; it waits for the
-    other's), released when the block ends or the process does."""
+    other's), released when the block ends or the process does. The block must not yield: under
+    pyinfra's gevent a greenlet waiting in flock blocks every other greenlet of its process,
+    the holder too (tests/unit/test_lock_writers.py)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor = os.open(guard(path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:

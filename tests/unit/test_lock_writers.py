@@ -42,7 +42,21 @@ def _slow_pin(path: Path, inside: threading.Event, hold: float) -> None:
 
 
 def test_two_writers_in_threads_keep_both_records(tmp_path: Path) -> None:
-    path = serving_lock(tmp_path)
+    """In a fresh interpreter: importing pyinfra_cli (other tests do) patches threading and
+    time.sleep with gevent's for the rest of the session (its __init__: monkey.patch_all), where
+    this test's writer, sleeping inside the lock, yields to the other, whose flock then blocks
+    the one OS thread both run on."""
+    code = (
+        f"from {__name__} import two_writers_in_threads; two_writers_in_threads({str(tmp_path)!r})"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def two_writers_in_threads(folder: str) -> None:
+    path = serving_lock(Path(folder))
     inside = threading.Event()
     pinning = threading.Thread(target=_slow_pin, args=(path, inside, 0.5))
     pinning.start()
