@@ -36,6 +36,7 @@ from halo_cluster.roles.serve.controller import make_token
 from halo_cluster.roles.serve.facts import (
     DepartedServices,
     HttpStatus,
+    ModelConfig,
     ModelFiles,
     RdmaLinks,
     UserManager,
@@ -215,6 +216,8 @@ def fresh_node(**over) -> Node:
         ModelWeights: memory,
         # the serve role's: the model's snapshot (none on a fresh node), its units, /health
         ModelFiles: over.pop("model", []),
+        # the head's read of the model's config.json before any download (none: not estimated)
+        ModelConfig: over.pop("model_config", []),
         UserUnits: over.pop("units", []),
         # the user role's: the cluster user as NSS sees it (none: not SSSD's or LDAP's)
         UserAccount: over.pop("account", []),
