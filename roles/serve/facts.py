@@ -300,7 +300,7 @@ class ModelConfig(FactBase[ModelConfigReading]):
             if part and line == f"{part}-end":
                 part = None
             elif part and line.startswith("error "):
-                found["error"] = line.removeprefix("error ")
+                found["error"] = found["error"] or line.removeprefix("error ")
             elif part:
                 lines[part].append(line)
             elif line in ("config-begin", "tree-begin"):

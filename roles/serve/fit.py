@@ -54,11 +54,12 @@ def check(node_host: Any) -> list[Check]:
     if not data.halo_serve_enabled or not data.halo_serve_model:
         return []
     head = head_host()
-    found = cached(head, ModelConfig, **_kwargs(head.data))
+    kwargs = _kwargs(head.data)
+    found = cached(head, ModelConfig, **kwargs)
     model = data.halo_serve_model
     total = _weights(head, found)
     if found["config"] is None or total is None:
-        return [Check(NAME, WARN, _unknown(model, found))]
+        return [Check(NAME, WARN, _unknown(model, _why(found, kwargs["online"])))]
     try:
         judged = fitestimate.judge(
             found["config"],
@@ -74,7 +75,7 @@ def check(node_host: Any) -> list[Check]:
             concurrency=1,  # vLLM's start check: one sequence of max_model_len
         )
     except kvcache.ModelConfigError as error:
-        return [Check(NAME, WARN, f"{_unknown(model, found, str(error))}")]
+        return [Check(NAME, WARN, _unknown(model, f"{found['source']}: {error}"))]
     if judged.asked.fits:
         return [Check(NAME, OK, _fits(model, judged, found["source"]))]
     return [Check(NAME, FAIL, refusal(data.halo_config_file, model, judged), refuses=True)]
@@ -95,24 +96,30 @@ def _weights(head: Any, found: ModelConfigReading) -> int | None:
     listed = {p: n for p, n in (files["expected"] or {}).items() if _top_safetensors(p)}
     if listed:
         return sum(listed.values())
-    on_disk = [n for p, n in files["files"].items() if _top_safetensors(p)]
-    return sum(on_disk) if on_disk and complete(files) else None
+    present = [n for p, n in files["files"].items() if _top_safetensors(p)]
+    return sum(present) if present and complete(files) else None
 
 
 def _top_safetensors(path: str) -> bool:
     return path.endswith(".safetensors") and "/" not in path
 
 
-def _unknown(model: str, found: ModelConfigReading, why: str | None = None) -> str:
-    if why is None:
-        if found["source"] is None:
-            why = "config.json is not in the head's cache and the hub was not asked (offline)"
-        elif found["error"]:
-            why = f"{found['source']}: {found['error']}"
-        elif found["config"] is None:
-            why = f"{found['source']}: config.json is not a JSON object"
-        else:
-            why = f"{found['source']}: the weights' size is in neither the index nor a file list"
+def _why(found: ModelConfigReading, online: bool) -> str:
+    if found["source"] is None and online:
+        return "neither the head's cache nor the hub answered"
+    if found["source"] is None:
+        return (
+            "config.json is not in the head's cache, and serve.download never or serve.env's "
+            "HF_HUB_OFFLINE keeps the hub out"
+        )
+    if found["error"]:
+        return f"{found['source']}: {found['error']}"
+    if found["config"] is None:
+        return f"{found['source']}: config.json is not a JSON object"
+    return f"{found['source']}: the weights' size is in neither the index nor a file list"
+
+
+def _unknown(model: str, why: str) -> str:
     return (
         f"serve.model {quote(model)}: could not estimate whether it fits ({why}); the deploy "
         "goes on, the memory budget weighs the weights once they are downloaded"
