@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from halo_cluster.decide import budget
-from halo_cluster.decide import kvcache
+from halo_cluster.decide import budget, kvcache
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ from argparse import Namespace
 from dataclasses import dataclass
 
 from halo_cluster.config.model import Cluster
-from halo_cluster.decide.budget import gib
 from halo_cluster.decide import fitestimate as fit
 from halo_cluster.decide import kvcache
+from halo_cluster.decide.budget import gib
 from halo_cluster.tools import fitmodel
 
 

@@ -269,7 +269,7 @@ class ModelConfig(FactBase[ModelConfigReading]):
             f"d={model_dir(user, model)}; "
             'if [ -f "$d/config.json" ]; then echo "source $d"; echo config-begin; '
             'cat "$d/config.json"; echo; echo config-end; i="$d/model.safetensors.index.json"; '
-            "[ ! -f \"$i\" ] || grep -o '\"total_size\"[[:space:]]*:[[:space:]]*[0-9]*' \"$i\" "
+            '[ ! -f "$i" ] || grep -o \'"total_size"[[:space:]]*:[[:space:]]*[0-9]*\' "$i" '
             "| head -n 1 | sed 's/.*[^0-9]/total_size /'; "
         )
         if not online or model.startswith("/"):

@@ -83,7 +83,7 @@ def test_weights_too_large_refuse_every_node_before_any_operation() -> None:
 
 
 def test_a_kv_cache_too_large_names_the_largest_max_model_len_that_fits() -> None:
-    cluster, result = plan(top="kernel: {gtt_gib: 38}\n", max_model_len=32768)
+    _, result = plan(top="kernel: {gtt_gib: 38}\n", max_model_len=32768)
     line = refusal(result, "halo1")
     left = int(38 * GIB * 0.9) - TOTAL // 2
     largest = left // (PER_TOKEN * 16) * 16  # whole blocks of 16 tokens (vLLM's block_size)

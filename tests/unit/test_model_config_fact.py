@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from halo_cluster.decide import fitestimate
+from halo_cluster.roles.serve.facts import ModelConfig
 from lab import hub
 from lab.hubserver import Hub
-from halo_cluster.roles.serve.facts import ModelConfig
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="no curl on this machine")
 NOBODY = "halo-no-such-user"  # its ~ does not expand: no cache, so the hub is asked
