@@ -24,6 +24,7 @@ def host_data(cluster: Cluster, node: Node) -> dict[str, Any]:
             "timeout": CONNECT_SECONDS,
             "banner_timeout": CONNECT_SECONDS,
         },
+        "halo_config_file": cluster.source,  # cluster.yml as read: the refusals name it
         "halo_node": node.name,
         "halo_role": node.role,
         "halo_interconnect": cluster.interconnect,

@@ -8,19 +8,10 @@ from argparse import Namespace
 from dataclasses import dataclass
 
 from halo_cluster.config.model import Cluster
+from halo_cluster.decide import fitestimate as fit
+from halo_cluster.decide import kvcache
 from halo_cluster.decide.budget import gib
-from halo_cluster.tools import fitestimate as fit
-from halo_cluster.tools import fitmodel, kvcache
-
-
-def kv_cache_dtype(extra_args: tuple[str, ...]) -> str:
-    """`--kv-cache-dtype X` (or `=X`) among serve.extra_args, else vLLM's `auto`."""
-    for i, arg in enumerate(extra_args):
-        if arg == "--kv-cache-dtype" and i + 1 < len(extra_args):
-            return extra_args[i + 1]
-        if arg.startswith("--kv-cache-dtype="):
-            return arg.partition("=")[2]
-    return "auto"
+from halo_cluster.tools import fitmodel
 
 
 @dataclass(frozen=True)
@@ -92,20 +83,21 @@ def run(cluster: Cluster, model: str, args: Namespace) -> Report | str:
     serve = cluster.serve
     try:
         found = fitmodel.read(model)
-        att = kvcache.attention(found.config, kv_cache_dtype(tuple(serve.extra_args)))
-        common = dict(
+        judged = fit.judge(
+            found.config,
+            found.weights,
             model=model,
+            extra_args=tuple(serve.extra_args),
+            tp=int(args.tp) if args.tp else serve.tensor_parallel_size,
+            pp=int(args.pp) if args.pp else serve.pipeline_parallel_size,
+            nodes=len(cluster.nodes),
             gtt_bytes=cluster.kernel.gtt_bytes,
             utilization=serve.gpu_memory_utilization,
             max_model_len=int(args.max_model_len) if args.max_model_len else serve.max_model_len,
             concurrency=int(args.concurrency) if args.concurrency else 1,
         )
-        tp = int(args.tp) if args.tp else serve.tensor_parallel_size
-        pp = int(args.pp) if args.pp else serve.pipeline_parallel_size
-        asked = fit.estimate(att, found.weights, tp=tp, pp=pp, **common)
-        smallest = fit.smallest(len(cluster.nodes), att=att, weights_total=found.weights, **common)
     except fitmodel.ModelNotFound as error:
         return str(error)
     except kvcache.ModelConfigError as error:
         return f"{model}: {error}"
-    return Report(found, att, asked, smallest, len(cluster.nodes))
+    return Report(found, judged.att, judged.asked, judged.smallest, len(cluster.nodes))

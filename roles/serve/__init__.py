@@ -9,9 +9,12 @@ remove, restart, wait for /health) in lifecycle.py."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyinfra import host, logger
 from pyinfra.api import deploy
 
+from halo_cluster.decide.preflight import Check
 from halo_cluster.decide.safety import e810_ports
 from halo_cluster.node import image as cluster_image
 from halo_cluster.node.context import NodeContext
@@ -21,6 +24,7 @@ from halo_cluster.node.report import fail
 from halo_cluster.roles.serve import (
     budget,
     controller,
+    fit,
     lifecycle,
     membership,
     ranks,
@@ -63,7 +67,15 @@ def reads(data) -> tuple[tuple[type, dict], ...]:
     node reads (the /health answer only when nothing was started, a no-op's case); on the head,
     serving or not, whether the nodes that left still run our services."""
     departed = membership.read(data)
-    return ((departed,) if departed else ()) + _serving_reads(data) + watchdog.reads(data)
+    model = fit.read(data)  # the head's read of the model's config.json, before any download
+    extra = tuple(r for r in (departed, model) if r)
+    return extra + _serving_reads(data) + watchdog.reads(data)
+
+
+def preflight(node_host: Any, node: NodeContext) -> list[Check]:
+    """Whether serve.model fits (fit.py): refused here, before any role changes a node and
+    before any byte of the model is downloaded (`node` unread: the head's reading is used)."""
+    return fit.check(node_host)
 
 
 def _serving_reads(data) -> tuple[tuple[type, dict], ...]:

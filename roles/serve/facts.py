@@ -241,3 +241,100 @@ class RdmaLinks(FactBase[list[RdmaLink]]):
 
     def process(self, output: list[str]) -> list[RdmaLink]:
         return parse_rdma_link("\n".join(output))
+
+
+class ModelConfigReading(TypedDict):
+    source: str | None  # the snapshot folder, or the hub's URL (None: neither read)
+    config: dict | None  # config.json
+    total_size: int | None  # the safetensors index's metadata.total_size (the cache's)
+    sizes: list[int] | None  # the hub's file list: each top-level *.safetensors' size
+    error: str | None  # why the hub did not answer (curl's exit status)
+
+
+class ModelConfig(FactBase[ModelConfigReading]):
+    """The model's config.json and its weights' size before any download (the serve role's
+    fit.py): from the cluster user's cache when its snapshot has config.json (with the index's
+    total_size, `grep`ped: an index lists every tensor), else, when `online`, from the hub's
+    HTTP API as huggingface_hub calls it, `GET ENDPOINT/MODEL/resolve/main/config.json` and the
+    file list `GET ENDPOINT/api/models/MODEL/tree/main` (the top level: what vLLM loads), with
+    the node's HF token when it has one (on curl's stdin, never an argument)."""
+
+    @staticmethod
+    def default() -> ModelConfigReading:
+        return ModelConfigReading(source=None, config=None, total_size=None, sizes=None, error=None)
+
+    def command(self, user: str, model: str, endpoint: str, token: str, online: bool) -> str:
+        """`token`: the node's token file as a shell word ("" none); `online`: may ask the hub."""
+        cache = (
+            f"d={model_dir(user, model)}; "
+            'if [ -f "$d/config.json" ]; then echo "source $d"; echo config-begin; '
+            'cat "$d/config.json"; echo; echo config-end; i="$d/model.safetensors.index.json"; '
+            '[ ! -f "$i" ] || grep -o \'"total_size"[[:space:]]*:[[:space:]]*[0-9]*\' "$i" '
+            "| head -n 1 | sed 's/.*[^0-9]/total_size /'; "
+        )
+        if not online or model.startswith("/"):
+            return cache + "fi; true"
+        q = shlex.quote
+        base = endpoint.rstrip("/")
+        curl = 'curl -fsSL --connect-timeout 10 -m 30 "$1"'
+        get = f"get() {{ {curl}; }}; "
+        if token:  # the header on stdin; printf is the shell's own: the token is in no argv
+            get = (
+                f"get() {{ if [ -r {token} ]; then printf 'Authorization: Bearer %s\\n' "
+                f'"$(cat {token})" | {curl} -H @-; else {curl}; fi; }}; '
+            )
+        hub = (
+            f"echo source {q(f'{base}/{model}')}; echo config-begin; "
+            f"get {q(f'{base}/{model}/resolve/main/config.json')} "
+            '|| echo "error config.json: curl exit status $?"; echo; echo config-end; '
+            f"echo tree-begin; get {q(f'{base}/api/models/{model}/tree/main')} "
+            '|| echo "error file list: curl exit status $?"; echo; echo tree-end; '
+        )
+        return f"{get}{cache}else {hub}fi; true"
+
+    def process(self, output: list[str]) -> ModelConfigReading:
+        found = self.default()
+        part: str | None = None
+        lines: dict[str, list[str]] = {"config": [], "tree": []}
+        for line in output:
+            if part and line == f"{part}-end":
+                part = None
+            elif part and line.startswith("error "):
+                found["error"] = found["error"] or line.removeprefix("error ")
+            elif part:
+                lines[part].append(line)
+            elif line in ("config-begin", "tree-begin"):
+                part = line.removesuffix("-begin")
+            elif line.startswith("source "):
+                found["source"] = line.removeprefix("source ")
+            elif line.startswith("total_size ") and line[11:].isdigit():
+                found["total_size"] = int(line[11:])
+        found["config"] = _json_object("\n".join(lines["config"]))
+        listing = _json_list("\n".join(lines["tree"]))
+        if listing is not None:
+            found["sizes"] = [
+                int(f["size"])
+                for f in listing
+                if isinstance(f, dict)
+                and f.get("type") == "file"
+                and str(f.get("path", "")).endswith(".safetensors")
+                and "/" not in str(f["path"])
+                and isinstance(f.get("size"), int)
+            ]
+        return found
+
+
+def _json_object(text: str) -> dict | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _json_list(text: str) -> list | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, list) else None

@@ -275,6 +275,8 @@ READS = (
     "halo_interconnect",
     "halo_toolbox",
     "halo_kernel_gtt_bytes",  # the budget's GTT when neither sysfs nor /proc/cmdline has it
+    "halo_config_file",  # the fit estimate's refusal names it (fit.py)
+    "halo_peers",  # the cluster's other nodes: the fit estimate's smallest TP x PP counts them
     # what model.py derives from the section (`Serving`)
     "halo_serve_gpus",
     "halo_serve_parallelism",

@@ -36,6 +36,7 @@ from halo_cluster.roles.serve.controller import make_token
 from halo_cluster.roles.serve.facts import (
     DepartedServices,
     HttpStatus,
+    ModelConfig,
     ModelFiles,
     RdmaLinks,
     UserManager,
@@ -215,6 +216,8 @@ def fresh_node(**over) -> Node:
         ModelWeights: memory,
         # the serve role's: the model's snapshot (none on a fresh node), its units, /health
         ModelFiles: over.pop("model", []),
+        # the head's read of the model's config.json before any download (none: not estimated)
+        ModelConfig: over.pop("model_config", []),
         UserUnits: over.pop("units", []),
         # the user role's: the cluster user as NSS sees it (none: not SSSD's or LDAP's)
         UserAccount: over.pop("account", []),
@@ -364,10 +367,18 @@ SHARED_DIR = Path(tempfile.mkdtemp(prefix="halo-plan-"))
 
 
 def serve_cluster(
-    nodes: int = 2, interconnect: str = "roce", serve: str = "", tmp_path=None, top: str = ""
+    nodes: int = 2,
+    interconnect: str = "roce",
+    serve: str = "",
+    tmp_path=None,
+    top: str = "",
+    model: str = "Qwen/Qwen3-14B",
+    max_model_len: int = 8192,
 ):
     data = "{interface: auto}" if interconnect == "roce" else "{}"
-    lines = [f"interconnect: {interconnect}", "cluster_user: vllm", top + SERVE % serve]
+    section = (SERVE % serve).replace("Qwen/Qwen3-14B", model)
+    section = section.replace("max_model_len: 8192", f"max_model_len: {max_model_len}")
+    lines = [f"interconnect: {interconnect}", "cluster_user: vllm", top + section]
     if nodes > 2:
         lines.append("subnet: 192.168.100.0/29")
     lines.append("nodes:")

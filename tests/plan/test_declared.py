@@ -124,7 +124,9 @@ def test_no_role_reads_another_roles_raw_key(reads: dict[str, set[str]]) -> None
 
 
 # the keys TP x PP is made of: vLLM is given each as its flag (flags.py); every other reader takes
-# the product as the serve derivation makes it, `halo_serve_gpus` (`cluster.serve.gpus`)
+# the product as the serve derivation makes it, `halo_serve_gpus` (`cluster.serve.gpus`), but the
+# fit estimate (the serve role's preflight, fit.py, not recorded here), whose KV cache per node
+# depends on how the layers are split, by TP or by PP
 PARALLEL_KEYS = ("tensor_parallel_size", "pipeline_parallel_size")
 
 
@@ -160,4 +162,10 @@ def test_tp_x_pp_is_multiplied_only_in_the_serve_derivation() -> None:
         for path in sources
         if any(_is_tp_times_pp(node) for node in ast.walk(ast.parse(path.read_text())))
     )
-    assert found == ["roles/serve/model.py"]
+    # besides the derivation: the fit estimate's arithmetic of each candidate TP x PP
+    # (`halo-cluster fit` and the serve role's preflight, fit.py), never the cluster's product
+    assert found == [
+        "halo_cluster/decide/fitestimate.py",
+        "halo_cluster/decide/kvcache.py",
+        "roles/serve/model.py",
+    ]

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from halo_cluster.decide import fitestimate as fit
+from halo_cluster.decide import kvcache
 from halo_cluster.decide.budget import GIB
-from halo_cluster.tools import fitestimate as fit
-from halo_cluster.tools import fitmodel, kvcache
+from halo_cluster.tools import fitmodel
 from halo_cluster.tools.commands import exits
 from halo_cluster.tools.commands import fit as fit_command
 

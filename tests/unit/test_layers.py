@@ -126,6 +126,10 @@ ONE_USER = {
     "rate",
     "on_disk",
     "layers_to_fetch",
+    # vLLM's KV-cache arithmetic (decide/kvcache.py), which decide/fitestimate.py alone composes
+    # into the one estimate `halo-cluster fit` and the serve role's preflight both run (`judge`)
+    "attention",
+    "per_token",
 }
 
 

@@ -1,5 +1,5 @@
 """`halo-cluster fit MODEL`: whether a model fits this cluster, before any download
-(halo_cluster/tools/fitestimate.py, halo_cluster/tools/fitmodel.py; docs/models.md)."""
+(halo_cluster/decide/fitestimate.py, halo_cluster/tools/fitmodel.py; docs/models.md)."""
 
 from __future__ import annotations
 

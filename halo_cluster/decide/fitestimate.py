@@ -3,14 +3,14 @@ its KV cache (kvcache.py, vLLM's arithmetic) against what vLLM may take on a nod
 budget's own numbers (decide/budget.py: GTT x serve.gpu_memory_utilization, weights at most
 WEIGHTS_SHARE of it). Activations, CUDA/HIP graphs and the sampler's memory are not modelled:
 vLLM takes them from the same share, so a model that fits here with no room left can still be
-refused by vLLM at start (docs/models.md)."""
+refused by vLLM at start (docs/models.md). `judge` is the one computation `halo-cluster fit` and
+the deploy's preflight (the serve role's fit.py) both run."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from halo_cluster.decide import budget
-from halo_cluster.tools import kvcache
+from halo_cluster.decide import budget, kvcache
 
 
 @dataclass(frozen=True)
@@ -106,3 +106,50 @@ def smallest(nodes: int, **kwargs) -> Estimate | None:
         if found.fits:
             return found
     return None
+
+
+def kv_cache_dtype(extra_args: tuple[str, ...]) -> str:
+    """`--kv-cache-dtype X` (or `=X`) among serve.extra_args, else vLLM's `auto`."""
+    for i, arg in enumerate(extra_args):
+        if arg == "--kv-cache-dtype" and i + 1 < len(extra_args):
+            return extra_args[i + 1]
+        if arg.startswith("--kv-cache-dtype="):
+            return arg.partition("=")[2]
+    return "auto"
+
+
+@dataclass(frozen=True)
+class Judged:
+    att: kvcache.Attention
+    asked: Estimate  # at the TP x PP asked
+    smallest: Estimate | None  # the first of `layouts` that fits, None when none does
+    nodes: int
+
+
+def judge(
+    config: dict,
+    weights_total: int,
+    *,
+    model: str,
+    extra_args: tuple[str, ...],
+    tp: int,
+    pp: int,
+    nodes: int,
+    gtt_bytes: int,
+    utilization: float,
+    max_model_len: int | None,
+    concurrency: int,
+) -> Judged:
+    """The estimate of config.json (a dict) and the weights' bytes at TP x PP and the smallest
+    layout on `nodes` that fits; raises kvcache.ModelConfigError naming a field it lacks."""
+    att = kvcache.attention(config, kv_cache_dtype(tuple(extra_args)))
+    common = dict(
+        model=model,
+        gtt_bytes=gtt_bytes,
+        utilization=utilization,
+        max_model_len=max_model_len,
+        concurrency=concurrency,
+    )
+    asked = estimate(att, weights_total, tp=tp, pp=pp, **common)
+    found = smallest(nodes, att=att, weights_total=weights_total, **common)
+    return Judged(att, asked, found, nodes)
