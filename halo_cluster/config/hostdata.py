@@ -5,12 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from halo_cluster.config.connect import CONNECT_SECONDS
 from halo_cluster.config.model import Cluster, Node
-
-# The one bound on reaching a node's SSH, TCP connect and banner alike, for every command: ssh's
-# ConnectTimeout (tools/sshconfig.py) and the deploy's paramiko, whose own banner wait is 15 s, so
-# a node that accepts and never greets is said within docs/ci.md's 15 s by every command
-CONNECT_SECONDS = 10
 
 
 def host_data(cluster: Cluster, node: Node) -> dict[str, Any]:

@@ -57,7 +57,7 @@ Probed = Callable[[set[str]], dict[str, str]]  # `meanwhile`'s answer: {name: wh
 def meanwhile(cluster: Cluster, names: set[str]) -> Iterator[Probed]:
     """`probe_names` of NAMES started now, beside a pyinfra run that reaches them its own way,
     and read after it for the nodes that run did not reach: a node that accepts and never
-    greets then costs the connect bound once (hostdata.CONNECT_SECONDS), not once in pyinfra
+    greets then costs the connect bound once (connect.CONNECT_SECONDS), not once in pyinfra
     and once more in a probe after it (paramiko's banner error names no cause)."""
     with ThreadPoolExecutor(1) as pool:
         found = pool.submit(probe_names, cluster, names) if names else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from halo_cluster.config.hostdata import CONNECT_SECONDS
+from halo_cluster.config.connect import CONNECT_SECONDS
 from halo_cluster.config.model import Cluster, Node
 
 

@@ -1,6 +1,6 @@
 """A node that accepts the TCP connection and never sends SSH's banner (issue 45 item 13): every
 command says it within docs/ci.md's 15 s, in one line naming the node, under the one bound
-declared once (hostdata.CONNECT_SECONDS): ssh's ConnectTimeout for the tool's own transport,
+declared once (connect.CONNECT_SECONDS): ssh's ConnectTimeout for the tool's own transport,
 paramiko's connect and banner timeouts for the deploy's pyinfra, and one wait, not two, where
 a pyinfra run's failure is then sorted by the tool's own probe (drift, deploy)."""
 
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from halo_cluster.config.hostdata import CONNECT_SECONDS, host_data
+from halo_cluster.config.connect import CONNECT_SECONDS
+from halo_cluster.config.hostdata import host_data
 from halo_cluster.tools import project, sshconfig
 from halo_cluster.tools.commands import exits
 from tests.unit.helpers_down import BOUND, NODES, config_text, key_folder, run, silent_nodes
