@@ -101,6 +101,7 @@ CONFIG_LAYER = (
     "yamlread.py",
     "schemacheck.py",
     "filecheck.py",
+    "presets.py",
 )
 
 
