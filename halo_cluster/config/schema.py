@@ -238,8 +238,8 @@ class Derivation:
 
 @dataclass(frozen=True)
 class Expansion:
-    """A key whose value names a file of its section's keys (`serve.recipe: NAME`), declared by
-    the role that owns the section; the loader expands it before the schema walk
+    """A key whose value names a file of its section's keys (a model recipe), declared by the
+    role that owns the section; the loader expands it before the schema walk
     (config/presets.py): the keys the user wrote win, and each key the file sets is checked by
     the same rules as a written one.
 
