@@ -112,3 +112,18 @@ def lines(cluster: Cluster, found: list[Row], config: str) -> list[str]:
         f"{len(cluster.nodes)} nodes in {shown(config)}. Use one: `{KEY}: NAME` in the serve "
         f"section (your keys win); your own recipes: {folder}/NAME.yml (docs/models.md).",
     ]
+
+
+def markdown_table(presets: list[Preset]) -> str:
+    """docs/models.md's table of the shipped recipes (tests/unit/test_recipes.py keeps it)."""
+    rows = [
+        "| recipe | model | TP x PP | nodes | vLLM flags | what it is |",
+        "|---|---|---|---|---|---|",
+    ]
+    for p in presets:
+        tp, pp = p.keys["tensor_parallel_size"], p.keys.get("pipeline_parallel_size") or 1
+        eager = ["--enforce-eager"] if p.keys.get("enforce_eager") else []
+        flags = ", ".join(f"`{flag}`" for flag in [*eager, *p.keys.get("extra_args", ())])
+        model = p.keys["model"]
+        rows.append(f"| `{p.name}` | `{model}` | {tp} x {pp} | {tp * pp} | {flags} | {p.summary} |")
+    return "\n".join(rows)

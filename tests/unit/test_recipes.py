@@ -12,9 +12,10 @@ import pytest
 import yaml
 
 from halo_cluster.config.loader import load_cluster
+from halo_cluster.config.presets import available
 from halo_cluster.config.schema import current
 from halo_cluster.roles.serve.schema import EXPANSION, RECIPE_KEYS
-from halo_cluster.tools import cli
+from halo_cluster.tools import cli, recipes
 from halo_cluster.tools.commands import documents, exits
 from tests.unit.configs import VALID_ROCE, problems, write
 
@@ -208,3 +209,10 @@ def test_models_refuses_a_bad_recipe_of_yours_in_one_line(
     assert models(write(tmp_path, VALID_ROCE)) == exits.ERROR
     err = capsys.readouterr().err
     assert err.splitlines() == [f"{path}: serve.tensor_parallel_size: 0 is outside 1-1000000000"]
+
+
+def test_the_docs_table_is_the_shipped_recipes(tmp_path: Path) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "models.md").read_text()
+    shipped = available(EXPANSION, tmp_path)  # no recipes/ folder there: the shipped ones alone
+    assert [p.name for p in shipped] == [p.stem for p in SHIPPED]
+    assert recipes.markdown_table(shipped) in page
