@@ -2,18 +2,23 @@
 config, in place of a shipped one of its name), what it needs and whether this cluster has it.
 
 A recipe needs TP x PP nodes, one GPU each: the serve role refuses a config whose TP x PP is not
-its node count (roles/serve/model.py), so a cluster has a recipe when its nodes are that many.
+its node count (roles/serve/model.py, which alone multiplies them), so a cluster has a recipe
+when its nodes are that many.
 The recipes are read by the config layer (config/presets.py), as `serve.recipe` reads them.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from pathlib import Path
 
+from halo_cluster.config import quoting
+from halo_cluster.config.loader import parse_cluster
 from halo_cluster.config.model import Cluster
 from halo_cluster.config.presets import Preset, available
 from halo_cluster.config.schema import Expansion, current
+from halo_cluster.config.yamlread import parse_yaml, read_config
 from halo_cluster.tools.where import shown
 
 KEY = "serve.recipe"  # the serve role's key naming a recipe (roles/serve/schema.py)
@@ -51,15 +56,22 @@ def expansion() -> Expansion:
     return next(e for e in current().expansions if e.key == KEY)
 
 
-def rows(cluster: Cluster, base_dir: Path) -> list[Row]:
-    """Every recipe with this cluster's verdict; ConfigError naming a recipe file it refused."""
+def rows(cluster: Cluster, config: Path) -> list[Row]:
+    """Every recipe with this cluster's verdict; ConfigError naming a recipe file it refused.
+
+    What a recipe needs is the serve derivation's own product (`cluster.serve.gpus`): this
+    config with its serve section the recipe alone, serving off (the check of TP x PP against
+    the nodes is the serving config's, which a recipe that does not fit would fail)."""
+    label = quoting.path(str(config))
+    raw, written = parse_yaml(read_config(config, label), label)
     count = len(cluster.nodes)
     found = []
-    for preset in available(expansion(), base_dir):
-        tp = preset.keys["tensor_parallel_size"]
-        pp = preset.keys.get("pipeline_parallel_size") or 1
-        needs = tp * pp
+    for preset in available(expansion(), config.parent):
+        doc = copy.deepcopy(raw) | {"serve": {"recipe": preset.name}}
+        serve = parse_cluster(doc, label, config.parent, written).serve
+        needs = serve.gpus
         why = None if needs == count else f"needs {_nodes(needs)}, the cluster has {count}"
+        tp, pp = serve.tensor_parallel_size, serve.pipeline_parallel_size
         found.append(Row(preset, needs, tp, pp, why))
     return found
 
@@ -116,14 +128,10 @@ def lines(cluster: Cluster, found: list[Row], config: str) -> list[str]:
 
 def markdown_table(presets: list[Preset]) -> str:
     """docs/models.md's table of the shipped recipes (tests/unit/test_recipes.py keeps it)."""
-    rows = [
-        "| recipe | model | TP x PP | nodes | vLLM flags | what it is |",
-        "|---|---|---|---|---|---|",
-    ]
+    rows = ["| recipe | model | TP x PP | vLLM flags | what it is |", "|---|---|---|---|---|"]
     for p in presets:
         tp, pp = p.keys["tensor_parallel_size"], p.keys.get("pipeline_parallel_size") or 1
         eager = ["--enforce-eager"] if p.keys.get("enforce_eager") else []
         flags = ", ".join(f"`{flag}`" for flag in [*eager, *p.keys.get("extra_args", ())])
-        model = p.keys["model"]
-        rows.append(f"| `{p.name}` | `{model}` | {tp} x {pp} | {tp * pp} | {flags} | {p.summary} |")
+        rows.append(f"| `{p.name}` | `{p.keys['model']}` | {tp} x {pp} | {flags} | {p.summary} |")
     return "\n".join(rows)

@@ -38,7 +38,7 @@ def main(argv: list[str]) -> int:
     if cluster is None:
         return exits.BAD_CONFIG
     try:
-        found = recipes.rows(cluster, Path(config).parent)
+        found = recipes.rows(cluster, Path(config))
     except ConfigError as error:  # a recipe of yours the loader would refuse
         print("\n".join(error.problems), file=sys.stderr)
         return exits.ERROR
