@@ -27,7 +27,7 @@ and in its `schema.py`:
   `halo_NAME_FIELD`), and `prepare(cluster, problems, base_dir)`, where they name files on the
   controller (`halo_cluster.config.schema.Derivation`);
 - `EXPANSION`, where a key of its section names a file of the section's keys (the serve role's
-  `serve.recipe`: `halo_cluster.config.schema.Expansion`, expanded by config/presets.py).
+  `serve.recipe`: `halo_cluster.config.expansion.Expansion`, expanded by config/presets.py).
 
 Adding a role is adding its folder: nothing here or in deploy.py lists the roles. A role imports
 no other role: what two roles share lives in halo_cluster (tests/unit/test_layers.py).
@@ -44,7 +44,8 @@ from typing import Any
 
 from pyinfra import host
 
-from halo_cluster.config.schema import CORE, Derivation, Expansion, Field, Schema
+from halo_cluster.config.expansion import Expansion
+from halo_cluster.config.schema import CORE, Derivation, Field, Schema
 
 
 @cache

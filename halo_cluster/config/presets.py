@@ -1,4 +1,4 @@
-"""Files of a section's keys, named by one key of it (a recipe: a `schema.Expansion` a role
+"""Files of a section's keys, named by one key of it (a recipe: an `Expansion` a role
 declares): found, read, checked and expanded into the document before the schema walk.
 
 A file is the user's `FOLDER/NAME.yml` beside the config, else the package's shipped one of that
@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from halo_cluster.config import quoting
+from halo_cluster.config.expansion import Expansion
 from halo_cluster.config.model import ConfigError, Problems
 from halo_cluster.config.quoting import quote
-from halo_cluster.config.schema import Expansion, current
+from halo_cluster.config.schema import current
 from halo_cluster.config.schemacheck import Checker
 from halo_cluster.config.yamlread import parse_yaml, read_config
 
@@ -132,10 +133,12 @@ def read(expansion: Expansion, path: Path, problems: Problems) -> Preset | None:
         if named not in keys and named not in items:
             problems.error(f"sources.{quote(named)}", f"names nothing the {expansion.noun} sets")
     summary = raw.get("summary", "")
+    if not isinstance(summary, str):
+        problems.error("summary", f"expected one line of text, got {quote(summary)}")
     if problems.lines:
         return None
     name, shipped = path.stem, path.parent == expansion.shipped
-    return Preset(name, path, shipped, str(summary), revision, dict(sources), dict(keys))
+    return Preset(name, path, shipped, summary, revision, dict(sources), dict(keys))
 
 
 def expand(doc: dict, problems: Problems, base_dir: Path) -> None:

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, make_dataclass
-from pathlib import Path
 from typing import Any
 
 from halo_cluster.config import rules
+from halo_cluster.config.expansion import Expansion
 
 # the words YAML 1.1 reads as each boolean (a bare `off` is read as false); a key whose values
 # are words takes the one its choices hold (`Field.word`)
@@ -234,30 +234,6 @@ class Derivation:
     name: str
     derive: Callable[..., Any]
     prepare: Callable[..., None] | None = None
-
-
-@dataclass(frozen=True)
-class Expansion:
-    """A key whose value names a file of its section's keys (a model recipe), declared by the
-    role that owns the section; the loader expands it before the schema walk
-    (config/presets.py): the keys the user wrote win, and each key the file sets is checked by
-    the same rules as a written one.
-
-    `key`: the naming key; `noun`: what its messages call a file (`recipe`); `keys`: the
-    section's keys a file may set, `required` those it must; `shipped`: the folder of the files
-    the package ships; `folder`: the user's folder of their own, beside the config, whose file
-    wins over a shipped one of the same name."""
-
-    key: str
-    noun: str
-    keys: tuple[str, ...]
-    required: tuple[str, ...]
-    shipped: Path
-    folder: str
-
-    @property
-    def section(self) -> str:
-        return self.key.rpartition(".")[0]
 
 
 class Schema:

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from halo_cluster.config import quoting
+from halo_cluster.config.expansion import Expansion
 from halo_cluster.config.loader import parse_cluster
 from halo_cluster.config.model import Cluster
 from halo_cluster.config.presets import Preset, available
-from halo_cluster.config.schema import Expansion, current
+from halo_cluster.config.schema import current
 from halo_cluster.config.yamlread import parse_yaml, read_config
 from halo_cluster.tools.where import shown
 
@@ -121,7 +122,7 @@ def lines(cluster: Cluster, found: list[Row], config: str) -> list[str]:
     folder = Path(shown(config)).parent / expansion().folder
     return [
         *out,
-        f"{len(cluster.nodes)} nodes in {shown(config)}. Use one: `{KEY}: NAME` in the serve "
+        f"{_nodes(len(cluster.nodes))} in {shown(config)}. Use one: `{KEY}: NAME` in the serve "
         f"section (your keys win); your own recipes: {folder}/NAME.yml (docs/models.md).",
     ]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from halo_cluster.config import presets, rules
-from halo_cluster.config.schema import DERIVED, Expansion, Field, variables
+from halo_cluster.config.expansion import Expansion
+from halo_cluster.config.schema import DERIVED, Field, variables
 from halo_cluster.roles.serve import flags
 from halo_cluster.roles.serve.files import BY_NAME
 

@@ -184,7 +184,7 @@ def test_models_lists_each_recipe_and_whether_this_cluster_has_it(
     assert rows["mine"].split()[1:4] == ["(yours)", "org/mine", "1"]
     assert rows["mine"].endswith("  yes (in use)")
     assert rows["qwen3-14b-awq"].endswith("  yes")
-    assert out[-1].startswith(f"1 nodes in {config}. Use one: `serve.recipe: NAME`")
+    assert out[-1].startswith(f"1 node in {config}. Use one: `serve.recipe: NAME`")
 
 
 def test_models_json_is_its_declared_document(

@@ -102,6 +102,7 @@ CONFIG_LAYER = (
     "schemacheck.py",
     "filecheck.py",
     "presets.py",
+    "expansion.py",
 )
 
 
