@@ -21,7 +21,7 @@ from halo_cluster.config.expansion import Expansion
 from halo_cluster.config.model import ConfigError, Problems
 from halo_cluster.config.quoting import quote
 from halo_cluster.config.schema import current
-from halo_cluster.config.schemacheck import Checker
+from halo_cluster.config.schemacheck import Checker, key_text
 from halo_cluster.config.yamlread import parse_yaml, read_config
 
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")  # a file name, never a path: no `/`, no `..`
@@ -107,7 +107,7 @@ def read(expansion: Expansion, path: Path, problems: Problems) -> Preset | None:
     for key in raw:
         if key not in (section, *ABOUT):
             known = ", ".join((section, *ABOUT))
-            problems.error(quote(key), f"unknown key (known keys: {known})")
+            problems.error(key_text(key), f"unknown key (known keys: {known})")
     keys = raw.get(section)
     if not isinstance(keys, dict):
         problems.error(section, f"expected the mapping of the {expansion.noun}'s {section} keys")
@@ -128,10 +128,10 @@ def read(expansion: Expansion, path: Path, problems: Problems) -> Preset | None:
     if not isinstance(sources, dict) or not all(isinstance(v, str) for v in sources.values()):
         problems.error("sources", "expected a mapping of what the file sets to its source")
         sources = {}
-    items = {item for value in keys.values() if isinstance(value, list) for item in value}
+    items = {i for v in keys.values() if isinstance(v, list) for i in v if isinstance(i, str)}
     for named in sources:
         if named not in keys and named not in items:
-            problems.error(f"sources.{quote(named)}", f"names nothing the {expansion.noun} sets")
+            problems.error(f"sources.{key_text(named)}", f"names nothing the {expansion.noun} sets")
     summary = raw.get("summary", "")
     if not isinstance(summary, str):
         problems.error("summary", f"expected one line of text, got {quote(summary)}")

@@ -110,8 +110,34 @@ def test_a_recipe_sets_no_key_of_the_cluster_and_names_only_what_it_sets(tmp_pat
     assert problems(tmp_path, serving(ONE_NODE, "  recipe: wide\n")) == [
         f"{path}: serve.listen: not a key a recipe sets ({', '.join(RECIPE_KEYS)})",
         f"{path}: serve.bogus: unknown key (known keys: {', '.join(sorted(current().children_of('serve')))})",  # noqa: E501
-        f"{path}: sources.'--trust-remote-code': names nothing the recipe sets",
+        f"{path}: sources.--trust-remote-code: names nothing the recipe sets",
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("[1, 2]", "expected a mapping with serve: and summary, revision, sources"),
+        (
+            "serve: {model: org/m, tensor_parallel_size: 1, extra_args: [{a: 1}]}",
+            "serve.extra_args: expected list of strings, got list [{'a': 1}]",
+        ),
+        (
+            "serve: {model: org/m, tensor_parallel_size: 1}\nfrom: me",
+            "from: unknown key (known keys: serve, summary, revision, sources)",
+        ),
+        ("serve: {model: org/m}", "serve.tensor_parallel_size: required in a recipe"),
+        (
+            "serve: {model: org/m, model: org/n, tensor_parallel_size: 1}",
+            "line 1, column 23: YAML error: duplicate key 'model'",
+        ),
+    ],
+)
+def test_a_malformed_recipe_is_one_line_naming_its_file(
+    tmp_path: Path, text: str, problem: str
+) -> None:
+    path = mine(tmp_path, "bad", text)
+    assert problems(tmp_path, serving(ONE_NODE, "  recipe: bad\n")) == [f"{path}: {problem}"]
 
 
 def test_an_unknown_recipe_is_one_line_with_the_known_names(tmp_path: Path) -> None:
