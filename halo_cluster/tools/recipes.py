@@ -13,7 +13,7 @@ import copy
 from dataclasses import dataclass
 from pathlib import Path
 
-from halo_cluster.config import quoting
+from halo_cluster.config import docs, quoting
 from halo_cluster.config.expansion import Expansion
 from halo_cluster.config.loader import parse_cluster
 from halo_cluster.config.model import Cluster
@@ -123,7 +123,7 @@ def lines(cluster: Cluster, found: list[Row], config: str) -> list[str]:
     return [
         *out,
         f"{_nodes(len(cluster.nodes))} in {shown(config)}. Use one: `{KEY}: NAME` in the serve "
-        f"section (your keys win); your own recipes: {folder}/NAME.yml (docs/models.md).",
+        f"section (your keys win); your own recipes: {folder}/NAME.yml ({docs.page('models.md')}).",
     ]
 
 

@@ -92,7 +92,8 @@ def test_a_recipe_is_checked_against_the_cluster_as_a_written_key_is(tmp_path: P
     assert found == [
         f"{tmp_path / 'cluster.yml'}: serve.tensor_parallel_size: TP 2 x PP 1 = 2 GPUs, but the "
         "cluster has 1 "
-        "nodes with one GPU each: TP x PP must equal the number of nodes"
+        "nodes with one GPU each: TP x PP must equal the number of nodes (serve.recipe "
+        "gpt-oss-120b-tp2: see halo-cluster models)"
     ]
 
 
