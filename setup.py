@@ -70,10 +70,11 @@ class BuildWithEntryPoints(build_py):
 setup(
     packages=packages(),
     package_dir=FOLDERS,
-    # a role's data beside its code (the os role's known-versions list), and the templates (the
-    # metrics role's Grafana dashboards are JSON written as they are)
+    # a role's data beside its code (the os role's known-versions list, the serve role's model
+    # recipes), and the templates (the metrics role's Grafana dashboards are JSON written as
+    # they are)
     package_data={
-        "halo_cluster.roles": ["*/*.yml"],
+        "halo_cluster.roles": ["*/*.yml", "*/recipes/*.yml"],
         "halo_cluster.templates": ["**/*.j2", "**/*.json"],
     },
     cmdclass={"build_py": BuildWithEntryPoints},

@@ -25,7 +25,9 @@ and in its `schema.py`:
   it, which may then import the section from `schema.py`), where a value is computed from
   several keys or checked across them: its typed values (`cluster.NAME`, host data
   `halo_NAME_FIELD`), and `prepare(cluster, problems, base_dir)`, where they name files on the
-  controller (`halo_cluster.config.schema.Derivation`).
+  controller (`halo_cluster.config.schema.Derivation`);
+- `EXPANSION`, where a key of its section names a file of the section's keys (the serve role's
+  `serve.recipe`: `halo_cluster.config.expansion.Expansion`, expanded by config/presets.py).
 
 Adding a role is adding its folder: nothing here or in deploy.py lists the roles. A role imports
 no other role: what two roles share lives in halo_cluster (tests/unit/test_layers.py).
@@ -42,6 +44,7 @@ from typing import Any
 
 from pyinfra import host
 
+from halo_cluster.config.expansion import Expansion
 from halo_cluster.config.schema import CORE, Derivation, Field, Schema
 
 
@@ -68,7 +71,13 @@ def schema() -> Schema:
     roles' derivations. An entry point that loads a config hands it to
     `halo_cluster.config.schema.use` first."""
     fields = CORE + tuple(f for section in sections().values() for f in section)
-    return Schema(fields, tuple(d for role in all_roles() if (d := derivation(role))))
+    derivations = tuple(d for role in all_roles() if (d := derivation(role)))
+    return Schema(fields, derivations, expansions())
+
+
+def expansions() -> tuple[Expansion, ...]:
+    """Every role's `EXPANSION` (its schema section's key naming a file of its keys)."""
+    return tuple(e for role in all_roles() if (e := getattr(role.schema, "EXPANSION", None)))
 
 
 def derivation(role: ModuleType) -> Derivation | None:

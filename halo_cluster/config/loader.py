@@ -3,7 +3,8 @@
 `load_cluster(path)` is the one entry point: inventory.py, the testinfra conftest, drift and the
 lab all use it. Problems are collected, not raised one by one, so the user sees every mistake in
 one run; each is a single line `FILE: KEY.PATH: what is wrong`, and nothing is contacted before.
-The steps are modules of their own: the YAML read (`yamlread.py`), the schema walk
+The steps are modules of their own: the YAML read (`yamlread.py`), a section's key naming a
+file of its keys expanded into the document (`presets.py`), the schema walk
 (`schemacheck.py`), the derivation (`derive.py`) and the files checked on the controller
 (`filecheck.py`).
 """
@@ -19,6 +20,7 @@ from halo_cluster.config import quoting
 from halo_cluster.config.derive import derive
 from halo_cluster.config.filecheck import check_files
 from halo_cluster.config.model import Cluster, ConfigError, Problems
+from halo_cluster.config.presets import expand
 from halo_cluster.config.rules import file_path
 from halo_cluster.config.schemacheck import Checker
 from halo_cluster.config.yamlread import parse_yaml, read_config
@@ -52,9 +54,11 @@ def parse_cluster(
     doc = checker.mapping(raw, "")
     if doc is None:
         problems.raise_if_any()
+    base_dir = base_dir or Path.cwd()
+    expand(doc, problems, base_dir)  # a named file's keys, walked with the user's
     checker.walk(doc, "", "")
     if problems.fatal:
         problems.raise_if_any()
-    cluster = derive(doc, problems, base_dir or Path.cwd())
+    cluster = derive(doc, problems, base_dir)
     problems.raise_if_any()
     return cluster

@@ -22,6 +22,7 @@ from dataclasses import dataclass, make_dataclass
 from typing import Any
 
 from halo_cluster.config import rules
+from halo_cluster.config.expansion import Expansion
 
 # the words YAML 1.1 reads as each boolean (a bare `off` is read as false); a key whose values
 # are words takes the one its choices hold (`Field.word`)
@@ -238,9 +239,15 @@ class Derivation:
 class Schema:
     """Fields assembled from sections, with the look-ups the loader, the model and the docs use."""
 
-    def __init__(self, fields: tuple[Field, ...], derivations: tuple[Derivation, ...] = ()) -> None:
+    def __init__(
+        self,
+        fields: tuple[Field, ...],
+        derivations: tuple[Derivation, ...] = (),
+        expansions: tuple[Expansion, ...] = (),
+    ) -> None:
         self.fields = fields
         self.derivations = derivations
+        self.expansions = expansions
         self.by_path: dict[str, Field] = {}
         for field in fields:
             if field.path in self.by_path:

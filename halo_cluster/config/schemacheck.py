@@ -36,7 +36,7 @@ class Checker:
         for key in doc:
             if key not in fields:
                 known = ", ".join(sorted(fields))
-                self.error(key_path(where, _key_text(key)), f"unknown key (known keys: {known})")
+                self.error(key_path(where, key_text(key)), f"unknown key (known keys: {known})")
         for key, spec in fields.items():
             at = key_path(where, key)
             if key not in doc or doc[key] is None:
@@ -83,7 +83,7 @@ class Checker:
         if isinstance(value, list):
             items = [(f"{at}[{i}]", item) for i, item in enumerate(value)]
         elif isinstance(value, dict):  # a map of strings: the rule sees each (key, value)
-            items = [(key_path(at, _key_text(key)), (key, item)) for key, item in value.items()]
+            items = [(key_path(at, key_text(key)), (key, item)) for key, item in value.items()]
         else:
             items = [(at, value)]
         for where, item in items:
@@ -120,7 +120,7 @@ class Checker:
         return ok
 
 
-def _key_text(key: Any) -> str:
+def key_text(key: Any) -> str:
     """A key as a message shows it: a plain name whole, anything else quoted and cut."""
     text = str(key) if isinstance(key, str | int | float | bool) or key is None else quote(key)
     return text if re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", text) else quote(text)

@@ -103,10 +103,12 @@ def _check_enabled(serve: Serving, node_count: int, problems: Problems) -> None:
     if not serve.model:
         problems.error("serve.model", "required when serve.enabled is true")
     if serve.gpus != node_count:
+        # from a recipe unless written: `models` names the recipes this cluster has
+        recipe = f" (serve.recipe {serve.recipe}: see halo-cluster models)" if serve.recipe else ""
         problems.error(
             "serve.tensor_parallel_size",
             f"{serve.parallelism} = {serve.gpus} GPUs, but the cluster has {node_count} nodes "
-            "with one GPU each: TP x PP must equal the number of nodes",
+            f"with one GPU each: TP x PP must equal the number of nodes{recipe}",
         )
     if serve.model and serve.model.startswith("/") and serve.download != "never":
         problems.warn(

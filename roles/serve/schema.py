@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from halo_cluster.config import rules
+from pathlib import Path
+
+from halo_cluster.config import presets, rules
+from halo_cluster.config.expansion import Expansion
 from halo_cluster.config.schema import DERIVED, Field, variables
 from halo_cluster.roles.serve import flags
 from halo_cluster.roles.serve.files import BY_NAME
@@ -36,6 +39,16 @@ SECTION: tuple[Field, ...] = (
         "Hugging Face id (`org/name`, the hub's characters, no `.`/`..` segments) or an absolute "
         "path that exists on every node (not a system folder); required when `serve.enabled`.",
         rule=rules.model,
+    ),
+    Field(
+        "serve.recipe",
+        "string",
+        None,
+        "A model recipe by name (`halo-cluster models` lists them; docs/models.md, Recipes): its "
+        "keys are this section's where you write none (yours win), each checked as if you "
+        "wrote it. Yours, `recipes/NAME.yml` beside cluster.yml, win over a shipped one.",
+        rule=presets.name_rule,
+        unmeasured="the keys it sets are in the key themselves",
     ),
     Field(
         "serve.served_model_name",
@@ -253,6 +266,29 @@ SECTION: tuple[Field, ...] = (
         "`thunderbolt` (which refuses `rdma`).",
         ("rdma", "sockets"),
     ),
+)
+# a recipe (`serve.recipe`): the keys it may set, declared once: what the model needs and the
+# flags known to work with it, never where vLLM listens, its secrets, its launcher or the deploy's
+# waits, which are the cluster's
+RECIPE_KEYS = (
+    "model",
+    "served_model_name",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "gpu_memory_utilization",
+    "max_model_len",
+    "max_num_seqs",
+    "enforce_eager",
+    "extra_args",
+    "env",
+)
+EXPANSION = Expansion(
+    key="serve.recipe",
+    noun="recipe",
+    keys=RECIPE_KEYS,
+    required=("model", "tensor_parallel_size"),  # the nodes it needs: TP x PP
+    shipped=Path(__file__).resolve().parent / "recipes",
+    folder="recipes",
 )
 # host data it reads beyond its section: other sections' keys, values hostdata.py derives
 READS = (

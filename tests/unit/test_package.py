@@ -244,6 +244,13 @@ def test_the_installed_commands_run_outside_the_checkout(
     assert report["config"] == "cluster.yml" and report["exit_code"] == 1
     deploy = installed.run(command, "deploy", "--config", "cluster.yml", "--dry", cwd=elsewhere)
     assert deploy.returncode == 1 and "Could not connect" in deploy.stdout + deploy.stderr
+    # the shipped recipes are package data: the wheel's models lists them (roles/serve/recipes)
+    models = installed.run(command, "models", "--config", "cluster.yml", "--json", cwd=elsewhere)
+    assert models.returncode == 0, models.stdout + models.stderr
+    shipped = [r for r in json.loads(models.stdout)["recipes"] if r["shipped"]]
+    assert {r["name"] for r in shipped} >= {"qwen3-14b-awq", "gpt-oss-120b-tp2"}, models.stdout
+    site = installed.site.resolve()
+    assert all(Path(r["file"]).resolve().is_relative_to(site) for r in shipped), models.stdout
     verify = installed.run(command, "verify", "--config", "missing.yml", cwd=elsewhere)
     assert verify.returncode == BAD_CONFIG, verify.stdout + verify.stderr
     assert f"{elsewhere / 'missing.yml'}: cannot read" in verify.stdout + verify.stderr

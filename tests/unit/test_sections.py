@@ -101,6 +101,8 @@ CONFIG_LAYER = (
     "yamlread.py",
     "schemacheck.py",
     "filecheck.py",
+    "presets.py",
+    "expansion.py",
 )
 
 

@@ -20,6 +20,7 @@ NAMES = (
     "status",
     "where",
     "fit",
+    "models",
     "upgrade",
     "rollback",
     "bench",

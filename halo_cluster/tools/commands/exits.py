@@ -120,6 +120,10 @@ EXITS: dict[str, tuple[tuple[int, str], ...]] = {
         (ERROR, "the model's files not found or unreadable, a bad config, a usage error"),
         (NO_FIT, "it does not fit: the line says by how much and the largest max_model_len"),
     ),
+    "models": (
+        (OK, "the recipes listed"),
+        (ERROR, "a bad config, a recipe file of yours refused, a usage error"),
+    ),
     "completion": (
         (OK, "the script printed"),
         (ERROR, "an unknown shell, a usage error"),
