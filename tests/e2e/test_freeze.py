@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 
-from halo_cluster.tools.status import PART_SECONDS, READ_SECONDS
+from halo_cluster.tools.status.read import PART_SECONDS, READ_SECONDS
 from tests.e2e.conftest import ROOT, Lab
 from tests.e2e.helpers_cluster import HALO_CLUSTER, run
 from tests.e2e.serving_lab import HEAD, SERVE, health

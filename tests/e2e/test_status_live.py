@@ -1,6 +1,6 @@
 """`halo-cluster status` live on the serving lab (issue 37 item 6): after a few completions, the
 head's Prometheus (lab/serve.yml: metrics on, a scrape every 2 s) answers every query of
-statuslive.py, read through status's one read of the head; the lab has no amdgpu card, so GPU
+status/live.py, read through status's one read of the head; the lab has no amdgpu card, so GPU
 busy and GTT are "no data" there (NOT VERIFIED: their names are node_exporter's drm
 collector's)."""
 

@@ -44,7 +44,7 @@ from halo_cluster.node.thunderbolt import thunderbolt_links_command
 from halo_cluster.node.versions import VersionsInfo, versions_command, versions_process
 from halo_cluster.roles import all_packages
 from halo_cluster.roles.serve.usermanager import MEMLOCK_ROW, hard_memlock
-from halo_cluster.tools.status import ray_nodes_command
+from halo_cluster.tools.status.read import ray_nodes_command
 
 NOT_VERIFIED = "NOT VERIFIED"
 KEYFILE = "/etc/NetworkManager/system-connections/halo-data.nmconnection"

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 from halo_cluster.node import batch
-from halo_cluster.tools import bench, benchstore, project
+from halo_cluster.tools import project
+from halo_cluster.tools.bench import run, store
 from tests.recorded import skopeo_digest, strix_halo_versions, versions_output
 from tests.unit.configs import VALID_ROCE, write
 
@@ -43,10 +44,10 @@ def head_sections(digest: str, owned_by: str = "vllm") -> dict[str, dict[str, ba
             "halo2": batch.sections(worker_read, HEAD_READS[:1])}  # fmt: skip
 
 
-def head(digest: str | None = None, owned_by: str = "vllm") -> benchstore.Head:
+def head(digest: str | None = None, owned_by: str = "vllm") -> store.Head:
     found = head_sections(digest or skopeo_digest(), owned_by)
-    nodes = {n: bench.node_versions(f["versions"].filled) for n, f in found.items()}
-    return bench.parse_head(found["halo1"], nodes)
+    nodes = {n: run.node_versions(f["versions"].filled) for n, f in found.items()}
+    return run.parse_head(found["halo1"], nodes)
 
 
 # a node that accepts the connection and never answers; the end of a shared connection (`-O

@@ -11,7 +11,7 @@ import yaml
 from halo_cluster.config.loader import parse_cluster
 from halo_cluster.config.model import Cluster
 from halo_cluster.node import batch
-from halo_cluster.tools import statuslive
+from halo_cluster.tools.status import live
 
 SERVING = (
     "cluster_user: vllm\nserve: {enabled: true, model: org/model}\nnodes:\n"
@@ -35,7 +35,7 @@ def run_live(cluster: Cluster, port: int, home: str = "") -> dict[str, batch.Par
         name: command.replace(url, f"127.0.0.1:{port}").replace(
             f"~{cluster.cluster_user}/", f"{home}/"
         )
-        for name, command in statuslive.commands(cluster).items()
+        for name, command in live.commands(cluster).items()
     }
     run = subprocess.run(
         ["sh", "-s"], input=batch.named(commands).encode(), capture_output=True, timeout=30

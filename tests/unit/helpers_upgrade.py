@@ -14,7 +14,7 @@ from halo_cluster.decide import cmdline
 from halo_cluster.node import batch
 from halo_cluster.node.versions import FIRMWARE_PACKAGES
 from halo_cluster.tools import project
-from halo_cluster.tools.benchresults import GateResult, Side
+from halo_cluster.tools.bench.results import GateResult, Side
 from halo_cluster.tools.transport import Result
 from halo_cluster.tools.upgrading.imagegate import LocalImage
 from tests.recorded import skopeo_digest, versions_output

@@ -15,8 +15,10 @@ import pytest
 from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.serving import SECRETS_ENV
 from halo_cluster.node import batch
-from halo_cluster.tools import bench, benchresults, benchstore, benchview, project, transport
+from halo_cluster.tools import project, transport
+from halo_cluster.tools.bench import results, run, store, view
 from halo_cluster.tools.commands import documents
+from halo_cluster.tools.status import read
 from tests.recorded import fixture, skopeo_digest, strix_halo_versions
 from tests.unit.configs import VALID_ROCE, write
 from tests.unit.helpers_bench import (
@@ -35,14 +37,14 @@ RESULT = json.loads(fixture("vllm-bench-serve-result-random-qwen25-vl-3b.json"))
 OTHER = "sha256:" + "b" * 64
 
 
-def run_line(the_cluster, the_head: benchstore.Head, scale: float = 1.0, failed: int = 1) -> dict:
+def run_line(the_cluster, the_head: store.Head, scale: float = 1.0, failed: int = 1) -> dict:
     result = dict(RESULT, output_throughput=RESULT["output_throughput"] * scale, failed=failed)
-    the_key = benchstore.key(the_cluster, the_head)
+    the_key = store.key(the_cluster, the_head)
     meta = {"run_id": f"{scale:g}-{failed}", "date": "20261201T100000Z", "key": the_key,
-            "config_id": benchresults.config_id(the_key), "key_id": benchresults.key_id(the_key),
+            "config_id": results.config_id(the_key), "key_id": results.key_id(the_key),
             "lab": the_head.lab}  # fmt: skip
     record = {"halo_cluster": meta, "results": {"1": result, "8": result}}
-    return benchstore.index_line(record, f"runs/x-{meta['key_id']}.json", "0.33.0")
+    return store.index_line(record, f"runs/x-{meta['key_id']}.json", "0.33.0")
 
 
 # ---- the keys
@@ -68,7 +70,7 @@ def test_a_bad_bench_key_is_one_line_naming_it(tmp_path, text, problem) -> None:
 
 
 def test_the_defaults_are_vllms_workload_with_two_levels(tmp_path) -> None:
-    assert benchstore.workload(cluster(tmp_path)) == {
+    assert store.workload(cluster(tmp_path)) == {
         "input_len": 1024, "output_len": 128, "num_prompts": 40, "concurrency": [1, 8],
         "seed": 0, "warmups": 3,
     }  # fmt: skip
@@ -91,50 +93,46 @@ def test_the_head_gives_the_digest_that_serves_the_revision_and_each_nodes_versi
 
 def test_the_tests_head_answers_in_the_reads_own_order(tmp_path) -> None:
     the_cluster = cluster(tmp_path)
-    assert tuple(bench.gather_commands(the_cluster, the_cluster.head)) == HEAD_READS
-    assert tuple(bench.gather_commands(the_cluster, the_cluster.workers[0])) == HEAD_READS[:1]
+    assert tuple(run.gather_commands(the_cluster, the_cluster.head)) == HEAD_READS
+    assert tuple(run.gather_commands(the_cluster, the_cluster.workers[0])) == HEAD_READS[:1]
 
 
 def test_no_vllm_container_is_not_serving() -> None:
     found = head_sections(skopeo_digest())["halo1"]
     found["images"] = batch.Part(0)
-    with pytest.raises(bench.BenchError, match="not serving: the head has no running halo-vllm"):
-        bench.parse_head(found, {})
+    with pytest.raises(run.BenchError, match="not serving: the head has no running halo-vllm"):
+        run.parse_head(found, {})
 
 
 def test_config_id_ignores_the_image_kernel_and_firmware_and_key_id_does_not(tmp_path) -> None:
     one = cluster(tmp_path)
-    first = benchstore.key(one, head())
+    first = store.key(one, head())
     upgraded = dict(first, image_digest=OTHER)
     upgraded["nodes"] = {**first["nodes"], "halo2": {"kernel": "6.18.9-200.fc43.x86_64",
                                                     "firmware": {}}}  # fmt: skip
-    assert benchresults.config_id(upgraded) == benchresults.config_id(first)
-    assert benchresults.key_id(upgraded) != benchresults.key_id(first)
-    assert len(benchresults.config_id(first)) == 12
-    loaded = benchstore.key(cluster(tmp_path, "bench: {concurrency: [1, 16]}\n"), head())
+    assert results.config_id(upgraded) == results.config_id(first)
+    assert results.key_id(upgraded) != results.key_id(first)
+    assert len(results.config_id(first)) == 12
+    loaded = store.key(cluster(tmp_path, "bench: {concurrency: [1, 16]}\n"), head())
     text = (
         VALID_ROCE + "serve: {enabled: true, model: Qwen/Qwen3-14B, gpu_memory_utilization: 0.5}\n"
     )
-    memory = benchstore.key(project.load(write(tmp_path, text)), head())
-    assert (
-        benchresults.config_id(loaded)
-        != benchresults.config_id(first)
-        != benchresults.config_id(memory)
-    )
+    memory = store.key(project.load(write(tmp_path, text)), head())
+    assert results.config_id(loaded) != results.config_id(first) != results.config_id(memory)
 
 
 def test_the_users_serve_env_is_part_of_the_configuration(tmp_path) -> None:
-    plain = benchstore.key(cluster(tmp_path), head())
+    plain = store.key(cluster(tmp_path), head())
     text = VALID_ROCE + (
         "serve: {enabled: true, model: Qwen/Qwen3-14B, env: {PYTORCH_TUNABLEOP_ENABLED: '1'}}\n"
     )
-    tuned = benchstore.key(project.load(write(tmp_path, text)), head())
+    tuned = store.key(project.load(write(tmp_path, text)), head())
     assert tuned["env"] == {"PYTORCH_TUNABLEOP_ENABLED": "1"} and plain["env"] == {}
-    assert benchresults.config_id(tuned) != benchresults.config_id(plain)
+    assert results.config_id(tuned) != results.config_id(plain)
 
 
 def test_the_model_is_read_from_the_mounted_snapshot(tmp_path) -> None:
-    argv = bench.bench_argv(cluster(tmp_path), head(), "ab12cd34", 8)
+    argv = run.bench_argv(cluster(tmp_path), head(), "ab12cd34", 8)
     folder = f"/root/.cache/huggingface/hub/models--Qwen--Qwen3-14B/snapshots/{REVISION}"
     assert argv[argv.index("--model") + 1] == folder == argv[argv.index("--tokenizer") + 1]
     assert argv[argv.index("--max-concurrency") + 1] == "8"
@@ -145,8 +143,8 @@ def test_the_model_is_read_from_the_mounted_snapshot(tmp_path) -> None:
 
 
 def test_every_flag_the_tool_passes_is_vllms_own(tmp_path) -> None:
-    wanted = bench.flags(bench.bench_argv(cluster(tmp_path), head(), "r", 1))
-    assert benchresults.missing_flags(fixture("vllm-bench-serve-flags-009e6d4.txt"), wanted) == []
+    wanted = run.flags(run.bench_argv(cluster(tmp_path), head(), "r", 1))
+    assert results.missing_flags(fixture("vllm-bench-serve-flags-009e6d4.txt"), wanted) == []
 
 
 def test_an_image_whose_client_lacks_flags_is_refused_naming_them(tmp_path) -> None:
@@ -154,9 +152,9 @@ def test_an_image_whose_client_lacks_flags_is_refused_naming_them(tmp_path) -> N
     cached = tmp_path / "flags" / f"{the_head.digest.removeprefix('sha256:')}.txt"
     cached.parent.mkdir()
     cached.write_text(fixture("benchmark-serving-help-vllm-legacy.txt"))
-    wanted = bench.flags(bench.bench_argv(cluster(tmp_path), the_head, "r", 1))
-    with pytest.raises(bench.BenchError) as error:
-        bench.check_flags(cluster(tmp_path), None, the_head, wanted, tmp_path)  # cached: not asked
+    wanted = run.flags(run.bench_argv(cluster(tmp_path), the_head, "r", 1))
+    with pytest.raises(run.BenchError) as error:
+        run.check_flags(cluster(tmp_path), None, the_head, wanted, tmp_path)  # cached: not asked
     assert str(error.value) == (
         f"image {the_head.digest}: vllm bench serve has no --served-model-name, "
         "--max-concurrency, --num-warmups, --temperature"
@@ -165,12 +163,12 @@ def test_an_image_whose_client_lacks_flags_is_refused_naming_them(tmp_path) -> N
 
 def test_the_key_reaches_vllm_from_the_containers_environment_only(tmp_path) -> None:
     the_cluster = cluster(tmp_path)
-    line = bench.level_command(the_cluster, bench.bench_argv(the_cluster, head(), "r", 1), "r", 1)
+    line = run.level_command(the_cluster, run.bench_argv(the_cluster, head(), "r", 1), "r", 1)
     words = shlex.split(line)
     script = words[words.index("-c") + 1]
     assert words[words.index("exec") + 1] == "halo-vllm"
     assert script.startswith(
-        bench.BENCH_SHELL + 'OPENAI_API_KEY="$VLLM_API_KEY" timeout -k 10 3600 vllm bench serve '
+        run.BENCH_SHELL + 'OPENAI_API_KEY="$VLLM_API_KEY" timeout -k 10 3600 vllm bench serve '
     )
     assert "Bearer" not in line and "--header" not in script
 
@@ -185,7 +183,7 @@ FAKE_TOOLS = {
     'shift; exec "$@"\n',
     # the test machine's /etc/profile would reset PATH, so the image's prologue is left out
     "podman": 'printf "%s\\n" "$@" >> "$ARGV_LOG"\n'
-    f'[ "$1" = exec ] && VLLM_API_KEY={KEY} exec sh -c "${{5#{bench.BENCH_SHELL}}}"\n',
+    f'[ "$1" = exec ] && VLLM_API_KEY={KEY} exec sh -c "${{5#{run.BENCH_SHELL}}}"\n',
     "vllm": 'printf "%s\\n" "$@" "env:$OPENAI_API_KEY" >> "$ARGV_LOG"\n',
 }
 
@@ -209,13 +207,13 @@ def run_on_fake_head(tmp_path: Path, line: str) -> tuple[str, str]:
 
 
 def test_models_command_gives_curl_the_key_on_stdin_never_in_argv(tmp_path) -> None:
-    argv, stdin = run_on_fake_head(tmp_path, bench.status.models_command(cluster(tmp_path)))
+    argv, stdin = run_on_fake_head(tmp_path, read.models_command(cluster(tmp_path)))
     assert "-H\n@-\n" in argv and KEY not in argv
     assert stdin == f"Authorization: Bearer {KEY}\n"
 
 
 def test_models_command_without_a_key_sends_no_header(tmp_path) -> None:
-    line = bench.status.models_command(cluster(tmp_path)).replace("VLLM_API_KEY=", "NO_KEY=")
+    line = read.models_command(cluster(tmp_path)).replace("VLLM_API_KEY=", "NO_KEY=")
     argv, stdin = run_on_fake_head(tmp_path, line)
     assert "/v1/models" in argv and stdin == ""
 
@@ -223,9 +221,9 @@ def test_models_command_without_a_key_sends_no_header(tmp_path) -> None:
 def test_no_bench_command_puts_the_key_in_an_argv(tmp_path) -> None:
     the_cluster = cluster(tmp_path)
     lines = [
-        batch.named(bench.gather_commands(the_cluster, the_cluster.head)),
-        bench.level_command(the_cluster, bench.bench_argv(the_cluster, head(), "r", 1), "r", 1),
-        bench.help_command(the_cluster),
+        batch.named(run.gather_commands(the_cluster, the_cluster.head)),
+        run.level_command(the_cluster, run.bench_argv(the_cluster, head(), "r", 1), "r", 1),
+        run.help_command(the_cluster),
     ]
     argv, _ = run_on_fake_head(tmp_path, "\n".join(lines))
     assert "bench\nserve\n--backend" in argv and f"env:{KEY}" in argv  # vLLM got it, by env
@@ -237,7 +235,7 @@ def test_a_level_that_outlives_its_timeout_is_stopped_in_the_container(tmp_path)
     tools.mkdir()
     (tools / "vllm").write_text("#!/bin/sh\nexec /bin/sleep 30\n")
     (tools / "vllm").chmod(0o755)
-    script = bench.level_script(["--seed", "0"], "r", 1, seconds=1)
+    script = run.level_script(["--seed", "0"], "r", 1, seconds=1)
     env = {"PATH": f"{tools}:/usr/bin:/bin"}
     done = subprocess.run(["sh", "-c", script], env=env, capture_output=True, timeout=20)
     assert done.returncode == 124  # timeout's own: the client was stopped, not left running
@@ -246,7 +244,7 @@ def test_a_level_that_outlives_its_timeout_is_stopped_in_the_container(tmp_path)
 def test_the_warmups_fill_each_level_once(tmp_path) -> None:
     the_cluster = cluster(tmp_path)  # bench.warmups: 3
     for concurrency, wanted in ((1, "3"), (8, "8")):
-        argv = bench.bench_argv(the_cluster, head(), "r", concurrency)
+        argv = run.bench_argv(the_cluster, head(), "r", concurrency)
         assert argv[argv.index("--num-warmups") + 1] == wanted
 
 
@@ -278,10 +276,10 @@ def test_each_run_appends_the_history_before_closing_its_ssh_master(tmp_path, mo
     monkeypatch.setenv("PATH", f"{tmp_path / 'fakebin'}:/usr/bin:/bin")
     monkeypatch.setenv("LOG", str(tmp_path / "log"))
     monkeypatch.setenv("ANSWERS", str(answers))
-    kept = bench.measure(cluster(tmp_path), tmp_path / "reports", ("r-old1", "r-old2"))
+    kept = run.measure(cluster(tmp_path), tmp_path / "reports", ("r-old1", "r-old2"))
     assert [(line["run_id"], c.verdict) for line, c in kept] == [
         ("r-old1", "baseline"), ("r-old2", "within")]  # fmt: skip
-    assert benchstore.read_index(tmp_path / "reports") == [line for line, _ in kept]
+    assert store.read_index(tmp_path / "reports") == [line for line, _ in kept]
     calls = (tmp_path / "log").read_text().split()
     assert calls.count("help") == 1 and calls.count("read") == 2, calls
     assert calls[-8:] == ["level", "level", "history"] * 2 + ["close", "close"], calls
@@ -292,7 +290,7 @@ def test_each_run_appends_the_history_before_closing_its_ssh_master(tmp_path, mo
 
 def test_a_first_run_is_the_baseline(tmp_path) -> None:
     latest = run_line(cluster(tmp_path), head())
-    comparison = benchresults.compare(latest, None, 10)
+    comparison = results.compare(latest, None, 10)
     assert (comparison.verdict, comparison.exit_code) == ("baseline", 0)
 
 
@@ -307,7 +305,7 @@ def test_output_falling_past_the_tolerance_or_more_failures_is_a_regression(
     the_cluster = cluster(tmp_path)
     before = run_line(the_cluster, head())
     after = run_line(the_cluster, head(OTHER), scale, failed)
-    comparison = benchresults.compare(after, before, the_cluster.bench.tolerance)
+    comparison = results.compare(after, before, the_cluster.bench.tolerance)
     assert (comparison.verdict, comparison.exit_code) == (verdict, code)
     assert comparison.deltas["8"]["output_throughput"] == pytest.approx((scale - 1) * 100)
     assert comparison.changed == (f"image_digest: {skopeo_digest()} -> {OTHER}",)
@@ -315,7 +313,7 @@ def test_output_falling_past_the_tolerance_or_more_failures_is_a_regression(
 
 def test_the_regression_says_the_level_the_fall_and_the_tolerance(tmp_path) -> None:
     the_cluster = cluster(tmp_path)
-    comparison = benchresults.compare(
+    comparison = results.compare(
         run_line(the_cluster, head(), 0.8), run_line(the_cluster, head()), 10
     )
     assert comparison.reasons[0] == (
@@ -329,8 +327,8 @@ def test_a_regression_is_never_the_next_comparison_base(tmp_path) -> None:
     slow = dict(run_line(the_cluster, head(OTHER), 0.8), verdict="regression")
     still_slow = run_line(the_cluster, head(OTHER), 0.8)
     lines = [good, slow, still_slow]
-    assert benchresults.previous_of(lines, still_slow) is good
-    assert benchresults.compare(still_slow, good, 10).verdict == "regression"
+    assert results.previous_of(lines, still_slow) is good
+    assert results.compare(still_slow, good, 10).verdict == "regression"
 
 
 def test_bench_that_cannot_reach_the_head_is_an_error_not_a_traceback(
@@ -340,7 +338,7 @@ def test_bench_that_cannot_reach_the_head_is_an_error_not_a_traceback(
     monkeypatch.setattr(transport, "READ_SECONDS", 0.2)
     monkeypatch.setattr(project, "ROOT", tmp_path)
     monkeypatch.setenv("CLUSTER_CONFIG", str(write(tmp_path, SERVING)))
-    assert bench.main([]) == bench.ERROR
+    assert run.main([]) == run.ERROR
     assert capsys.readouterr().err.splitlines() == [
         f"bench: {name} ({host}:22): cannot be reached: timed out (no answer within 0.2 s)"
         for name, host in (("halo1", "10.0.0.11"), ("halo2", "10.0.0.12"))
@@ -356,12 +354,12 @@ def test_a_run_is_kept_as_its_file_an_index_line_and_the_report(tmp_path) -> Non
     second = run_line(the_cluster, head(OTHER), 0.8)
     for line in (first, second):
         record = {"halo_cluster": {"key": line["key"]}, "results": {"1": RESULT}}
-        benchstore.store(tmp_path, record, line)
-    lines = benchstore.read_index(tmp_path)
+        store.store(tmp_path, record, line)
+    lines = store.read_index(tmp_path)
     assert [x["run_id"] for x in lines] == [first["run_id"], second["run_id"]]
     kept = json.loads((tmp_path / second["file"]).read_text())
     assert kept["results"]["1"] == RESULT  # vLLM's result fields, unchanged
-    assert lines[0]["levels"]["8"] == {m: RESULT[m] for m in benchresults.METRICS}
+    assert lines[0]["levels"]["8"] == {m: RESULT[m] for m in results.METRICS}
     assert lines[0]["kernel"] == strix_halo_versions()[0]
     assert lines[0]["firmware"] == "20260110-1.fc43"
     report = (tmp_path / "report.md").read_text()
@@ -373,28 +371,28 @@ def test_a_run_is_kept_as_its_file_an_index_line_and_the_report(tmp_path) -> Non
 
 def test_a_lab_run_is_marked_in_the_report(tmp_path) -> None:
     line = run_line(cluster(tmp_path), head(owned_by="lab stand-in for vLLM"))
-    assert line["lab"] and "**Lab stand-in, not a model's numbers**" in benchresults.report([line])
+    assert line["lab"] and "**Lab stand-in, not a model's numbers**" in results.report([line])
 
 
 def test_compare_takes_the_latest_and_the_one_before_of_its_config(tmp_path, capsys) -> None:
     the_cluster = cluster(tmp_path)
-    other = benchstore.key(cluster(tmp_path, "bench: {concurrency: [1, 4]}\n"), head())
-    stray = dict(run_line(the_cluster, head()), config_id=benchresults.config_id(other), run_id="x")
+    other = store.key(cluster(tmp_path, "bench: {concurrency: [1, 4]}\n"), head())
+    stray = dict(run_line(the_cluster, head()), config_id=results.config_id(other), run_id="x")
     lines = [run_line(the_cluster, head()), stray, run_line(the_cluster, head(OTHER), 0.7)]
     (tmp_path / "index.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    assert benchview.compare_only(the_cluster, tmp_path) == 3
+    assert view.compare_only(the_cluster, tmp_path) == 3
     out = capsys.readouterr().out
     assert f"changed: image_digest: {skopeo_digest()} -> {OTHER}" in out
     assert "-30.0 %" in out and out.rstrip().endswith("bench: regression")
-    assert benchview.compare_only(the_cluster, tmp_path, as_json=True) == 3  # one document
+    assert view.compare_only(the_cluster, tmp_path, as_json=True) == 3  # one document
     document = json.loads(capsys.readouterr().out)
     assert documents.problems("bench", document) == [] and document["verdict"] == "regression"
 
 
 def test_compare_without_runs_is_an_error(tmp_path, capsys) -> None:
-    assert benchview.compare_only(cluster(tmp_path), tmp_path) == 1
+    assert view.compare_only(cluster(tmp_path), tmp_path) == 1
     assert "no runs yet" in capsys.readouterr().err
-    assert benchview.compare_only(cluster(tmp_path), tmp_path, as_json=True) == 1
+    assert view.compare_only(cluster(tmp_path), tmp_path, as_json=True) == 1
     document = json.loads(capsys.readouterr().out)
     assert documents.problems("bench", document) == [] and document["levels"] is None
     assert "no runs yet" in document["error"]
@@ -410,14 +408,14 @@ def test_a_history_that_cannot_take_the_run_is_said_before_any_node(
     fake_ssh(tmp_path, monkeypatch, f"touch {mark}; exit 1\n")
     monkeypatch.setattr(project, "ROOT", tmp_path)
     monkeypatch.setenv("CLUSTER_CONFIG", str(write(tmp_path, SERVING)))
-    folder = bench.reports()
+    folder = run.reports()
     if problem == "index":
         folder.mkdir(parents=True)
         (folder / "index.jsonl").write_text("{not json\n")
     else:  # the state folder's reports/ a file (a mode would not stop root, who runs here too)
         folder.parent.parent.mkdir(parents=True)
         folder.parent.write_text("")
-    assert bench.main([]) == bench.ERROR
+    assert run.main([]) == run.ERROR
     err = capsys.readouterr().err
     assert not mark.exists() and len(err.splitlines()) == 1, err
     said = (

@@ -1,4 +1,4 @@
-"""The image upgrade's bench gate (halo_cluster/tools/benchgate.py, benchresults.gate_result):
+"""The image upgrade's bench gate (halo_cluster/tools/bench/gate.py, results.gate_result):
 noise against a slower build, with the issue's own numbers; the spread rule; failed requests;
 `bench.gate_runs`; the gate's sides without a cluster (the runs themselves are the lab's,
 tests/e2e/test_upgrade.py)."""
@@ -12,8 +12,9 @@ import pytest
 
 from halo_cluster.config import lock as locks
 from halo_cluster.config.loader import ConfigError
-from halo_cluster.tools import bench, benchgate, benchresults, benchstore, project, transport
-from halo_cluster.tools.benchresults import GateResult, Side, gate_result, spread
+from halo_cluster.tools import project, transport
+from halo_cluster.tools.bench import gate, results, run, store
+from halo_cluster.tools.bench.results import GateResult, Side, gate_result, spread
 from tests.recorded import skopeo_digest
 from tests.unit.configs import VALID_ROCE, write
 from tests.unit.helpers_bench import SILENT, fake_ssh
@@ -81,7 +82,7 @@ def test_it_fails_only_beyond_both_the_tolerance_and_the_spread(old, new, tolera
 def test_the_spread_is_the_range_against_the_median_of_the_noisier_side() -> None:
     assert spread([100, 90, 110]) == pytest.approx(20.0)
     assert spread([5.0]) == 0.0  # one run: no spread known, the tolerance alone decides
-    level = benchresults.gate_levels(runs(100, 90, 110), runs(100, 99, 101), 10)[0]
+    level = results.gate_levels(runs(100, 90, 110), runs(100, 99, 101), 10)[0]
     assert level.spread == pytest.approx(20.0) and level.runs == (3, 3)
 
 
@@ -138,7 +139,7 @@ def test_gate_runs_is_not_in_the_key(tmp_path: Path) -> None:
     three = project.load(write(tmp_path, SERVING))
     five = project.load(write(tmp_path, SERVING + "bench: {gate_runs: 5}\n"))
     assert (three.bench.gate_runs, five.bench.gate_runs) == (3, 5)
-    assert benchstore.workload(three) == benchstore.workload(five)
+    assert store.workload(three) == store.workload(five)
 
 
 # ---- the gate's sides, without a cluster
@@ -152,16 +153,16 @@ def kept(monkeypatch, measured: list[list[dict]]) -> list[tuple[str, ...]]:
         asked.append(run_ids)
         return [(line, None) for line in measured[len(asked) - 1]]
 
-    monkeypatch.setattr(bench, "measure", measure)
+    monkeypatch.setattr(run, "measure", measure)
     return asked
 
 
 def test_each_side_is_gate_runs_runs_with_their_own_ids(tmp_path: Path, monkeypatch) -> None:
     config = write(tmp_path, SERVING + "bench: {gate_runs: 2}\n")
     asked = kept(monkeypatch, [runs(3494, 3420, digest=OLD), runs(349, 341)])
-    left = benchgate.runs(config, "old", folder=tmp_path)
+    left = gate.runs(config, "old", folder=tmp_path)
     assert left == Side("measured", lines=tuple(runs(3494, 3420, digest=OLD)))
-    result = benchgate.gate(config, left, OLD, folder=tmp_path)
+    result = gate.gate(config, left, OLD, folder=tmp_path)
     assert result.status == "failed" and "-90.0 %" in result.reason
     assert asked == [(f"{locks.RUN}-old1", f"{locks.RUN}-old2"),
                      (f"{locks.RUN}-new1", f"{locks.RUN}-new2")]  # fmt: skip
@@ -174,19 +175,19 @@ def test_a_gate_again_after_an_interruption_compares_with_the_kept_runs_of_the_b
     index = [*runs(100, digest=OLD), *runs(3494, 3420, 3560, digest=OLD), *runs(50, digest=NEW)]
     (tmp_path / "index.jsonl").write_text("".join(json.dumps(x) + "\n" for x in index))
     kept(monkeypatch, [runs(2836, 2410, 3450)])
-    result = benchgate.gate(config, None, OLD, folder=tmp_path)
+    result = gate.gate(config, None, OLD, folder=tmp_path)
     assert result.status == "passed" and "against 3,494 (old, median of 3)" in result.said[0]
     kept(monkeypatch, [runs(2836, 2410, 3450)])
-    result = benchgate.gate(config, None, "sha256:" + "d" * 64, folder=tmp_path)
+    result = gate.gate(config, None, "sha256:" + "d" * 64, folder=tmp_path)
     assert result == GateResult("baseline", "baseline (no run of config c0nf1g on the build left)")
 
 
 def test_the_gate_is_skipped_when_bench_gate_is_false(tmp_path: Path, monkeypatch) -> None:
     config = write(tmp_path, SERVING + "bench: {gate: false}\n")
     asked = kept(monkeypatch, [])
-    left = benchgate.runs(config, "old", folder=tmp_path)
+    left = gate.runs(config, "old", folder=tmp_path)
     assert left == Side("skipped", "bench.gate: false")
-    assert benchgate.gate(config, left, OLD, folder=tmp_path) == GateResult(
+    assert gate.gate(config, left, OLD, folder=tmp_path) == GateResult(
         "skipped", "bench.gate: false"
     )
     assert asked == []
@@ -205,8 +206,8 @@ def test_the_gate_never_raises_a_run_that_could_not_start_fails_it(
     fake_ssh(tmp_path, monkeypatch, ssh)
     monkeypatch.setattr(transport, "READ_SECONDS", 0.2)
     config = write(tmp_path, SERVING)
-    left = benchgate.runs(config, "old", folder=tmp_path)
+    left = gate.runs(config, "old", folder=tmp_path)
     assert left.status == "failed" and reason in left.reason, left
     measured = Side("measured", lines=tuple(runs(100, digest=OLD)))
-    result = benchgate.gate(config, measured, OLD, folder=tmp_path)
+    result = gate.gate(config, measured, OLD, folder=tmp_path)
     assert result.status == "failed" and reason in result.reason, result

@@ -15,19 +15,20 @@ from halo_cluster.config.loader import load_cluster
 from halo_cluster.config.schema import Field, Schema, use
 from halo_cluster.roles.serve import flags
 from halo_cluster.roles.serve.schema import SECTION
-from halo_cluster.tools import benchresults, benchstore, project
+from halo_cluster.tools import project
+from halo_cluster.tools.bench import results, store
 from tests.unit.configs import VALID_ROCE, write
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVING = VALID_ROCE + "serve: {enabled: true, model: Qwen/Qwen3-14B%s}\n"
-HEAD = benchstore.Head(digest="sha256:" + "a" * 64, revision="b" * 40, lab=False, nodes={})
+HEAD = store.Head(digest="sha256:" + "a" * 64, revision="b" * 40, lab=False, nodes={})
 PATHS = {f.path: f for f in SECTION if f.type != "mapping"}
 
 
 def serve_key(folder: Path, extra: str = "") -> dict:
     """The key of a serving config, loaded with the schema in use (not `project.load`, which
     puts the roles' own schema back)."""
-    return benchstore.key(load_cluster(write(folder, SERVING % extra)), HEAD)
+    return store.key(load_cluster(write(folder, SERVING % extra)), HEAD)
 
 
 @pytest.fixture
@@ -43,7 +44,7 @@ def schema_with() -> Iterator:
 
 
 def test_the_key_holds_every_serve_key_but_those_with_a_reason(tmp_path) -> None:
-    found = benchstore.key(project.load(write(tmp_path, SERVING % "")), HEAD)
+    found = store.key(project.load(write(tmp_path, SERVING % "")), HEAD)
     measured = {p.removeprefix("serve.") for p, f in PATHS.items() if not f.unmeasured}
     own = {"image_digest", "revision", "nodes", "workload", "lab"}
     assert set(found) == measured | own and not measured & own
@@ -65,8 +66,8 @@ def test_a_serve_key_added_to_the_section_changes_the_key(tmp_path, schema_with)
     schema_with(Field("serve.speculative_tokens", "integer", None, "A new vLLM setting."))
     plain, tuned = serve_key(tmp_path), serve_key(tmp_path, ", speculative_tokens: 4")
     assert plain["speculative_tokens"] is None and tuned["speculative_tokens"] == 4
-    assert benchresults.config_id(tuned) != benchresults.config_id(plain)
-    assert "speculative_tokens: None -> 4" in benchresults.changes(plain, tuned)
+    assert results.config_id(tuned) != results.config_id(plain)
+    assert "speculative_tokens: None -> 4" in results.changes(plain, tuned)
 
 
 def test_a_serve_key_with_a_reason_leaves_the_key_as_it_was(tmp_path, schema_with) -> None:
@@ -77,17 +78,15 @@ def test_a_serve_key_with_a_reason_leaves_the_key_as_it_was(tmp_path, schema_wit
 
 @pytest.mark.parametrize("change", ["max_num_seqs: 8", "nccl_debug: true", "env: {A: '1'}"])
 def test_a_measured_key_changes_the_configuration(tmp_path, change) -> None:
-    plain = benchstore.key(project.load(write(tmp_path, SERVING % "")), HEAD)
-    changed = benchstore.key(project.load(write(tmp_path, SERVING % f", {change}")), HEAD)
-    assert benchresults.config_id(changed) != benchresults.config_id(plain)
+    plain = store.key(project.load(write(tmp_path, SERVING % "")), HEAD)
+    changed = store.key(project.load(write(tmp_path, SERVING % f", {change}")), HEAD)
+    assert results.config_id(changed) != results.config_id(plain)
 
 
 def test_an_unmeasured_key_does_not(tmp_path) -> None:
-    plain = benchstore.key(project.load(write(tmp_path, SERVING % "")), HEAD)
-    moved = benchstore.key(
-        project.load(write(tmp_path, SERVING % ", port: 8001, wait: false")), HEAD
-    )
-    assert benchresults.config_id(moved) == benchresults.config_id(plain)
+    plain = store.key(project.load(write(tmp_path, SERVING % "")), HEAD)
+    moved = store.key(project.load(write(tmp_path, SERVING % ", port: 8001, wait: false")), HEAD)
+    assert results.config_id(moved) == results.config_id(plain)
 
 
 def test_every_flag_the_deploy_passes_comes_from_a_serve_key() -> None:
@@ -103,9 +102,9 @@ def test_every_flag_the_deploy_passes_comes_from_a_serve_key() -> None:
 
 def test_a_stored_key_reads_back_equal(tmp_path) -> None:
     text = ", extra_args: ['--dtype=auto'], env: {B: '2', A: '1'}"
-    found = benchstore.key(project.load(write(tmp_path, SERVING % text)), HEAD)
+    found = store.key(project.load(write(tmp_path, SERVING % text)), HEAD)
     assert json.loads(json.dumps(found)) == found
-    assert benchresults.changes(json.loads(json.dumps(found)), found) == []
+    assert results.changes(json.loads(json.dumps(found)), found) == []
 
 
 def test_the_bench_page_names_every_key_left_out() -> None:

@@ -13,7 +13,7 @@ import pytest
 from halo_cluster.config import lock as locks
 from halo_cluster.config import lockschema
 from halo_cluster.roles.metrics import grafana, model, prometheus
-from halo_cluster.tools.statusview import image_line
+from halo_cluster.tools.status.view import image_line
 from tests.recorded import skopeo_digest
 from tests.unit.helpers_lock import load, problems
 

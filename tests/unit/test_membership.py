@@ -162,7 +162,8 @@ def test_bench_and_verify_say_what_the_next_deploy_records_and_write_no_lock(
     --json document; verify says it before its checks run)."""
     import pytest as checks
 
-    from halo_cluster.tools import bench, benchview, project
+    from halo_cluster.tools import project
+    from halo_cluster.tools.bench import run, view
     from halo_cluster.tools.commands import verify
 
     lock = three_node_lock(tmp_path)
@@ -170,8 +171,8 @@ def test_bench_and_verify_say_what_the_next_deploy_records_and_write_no_lock(
     said = "halo-cluster.lock: halo3 left the config: the next deploy records it"
     monkeypatch.setenv("CLUSTER_CONFIG", str(config(tmp_path, 2)))
     monkeypatch.setattr(project, "ROOT", tmp_path)
-    monkeypatch.setattr(benchview, "compare_only", lambda cluster, folder, as_json: 0)
-    assert bench.main(["--compare"]) == 0
+    monkeypatch.setattr(view, "compare_only", lambda cluster, folder, as_json: 0)
+    assert run.main(["--compare"]) == 0
     assert capsys.readouterr().err.splitlines()[0].startswith(said)
 
     ran: list[str] = []

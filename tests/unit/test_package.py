@@ -149,6 +149,15 @@ def test_the_wheel_installs_halo_cluster_alone(installed: Installed) -> None:
     assert top == {"halo_cluster", f"{installed.wheel.name.split('-py')[0]}.dist-info"}
 
 
+def test_the_wheel_ships_every_module_of_the_package(installed: Installed) -> None:
+    """Every module of halo_cluster/, its subpackages' too (tools/status/, tools/bench/, ...):
+    setup.py finds the packages rather than listing them, and this is what it found."""
+    shipped = set(zipfile.ZipFile(installed.wheel).namelist())
+    modules = {str(p.relative_to(ROOT)) for p in (ROOT / "halo_cluster").rglob("*.py")}
+    assert "halo_cluster/tools/status/view.py" in modules
+    assert sorted(modules - shipped) == []
+
+
 def test_the_sdist_builds_the_same_wheel(installed: Installed, tmp_path: Path) -> None:
     """What `python -m build` and an index install do: the wheel built from the sdist, which
     must carry the files the wheel's build copies in (deploy.py, inventory.py)."""

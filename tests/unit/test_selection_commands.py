@@ -15,8 +15,9 @@ import pytest
 
 from halo_cluster.config import state
 from halo_cluster.config.quoting import quote
-from halo_cluster.tools import cli, project, selection, status
+from halo_cluster.tools import cli, project, selection
 from halo_cluster.tools.commands import NAMES, command, exits
+from halo_cluster.tools.status import read
 
 # two nodes that refuse connections at once (port 1 of loopback addresses)
 NODES = "".join(
@@ -75,12 +76,12 @@ def test_status_reads_only_the_nodes_left_in(
     assert f"halo-cluster status: {LEFT_OUT}" in err.splitlines()
 
 
-def statuses(*nodes: tuple[str, str, bool]) -> list[status.NodeStatus]:
+def statuses(*nodes: tuple[str, str, bool]) -> list[read.NodeStatus]:
     """Reachable nodes, every unit active, Ray alive where `ray` says so; the head serving."""
     found = []
     for name, role, ray in nodes:
-        unit = status.Unit("halo-ray", "active")
-        node = status.NodeStatus(name, role, "", ray="alive" if ray else "unknown", units=[unit])
+        unit = read.Unit("halo-ray", "active")
+        node = read.NodeStatus(name, role, "", ray="alive" if ray else "unknown", units=[unit])
         node.vllm = {"health": 200} if role == "head" else {}
         found.append(node)
     return found
@@ -90,10 +91,10 @@ def test_status_judges_only_the_selected_nodes(config: Path) -> None:
     """With the head left out Ray and vLLM are not read (their fields stay unknown): the worker's
     own services judge; with the head in, Ray must see every selected node."""
     cluster = project.load(config)  # serving through Ray, the default launcher
-    assert status.exit_code(cluster, statuses(("halo2", "worker", False))) == status.UP
-    assert status.exit_code(cluster, statuses(("halo1", "head", True))) == status.UP
+    assert read.exit_code(cluster, statuses(("halo2", "worker", False))) == read.UP
+    assert read.exit_code(cluster, statuses(("halo1", "head", True))) == read.UP
     both = statuses(("halo1", "head", True), ("halo2", "worker", False))
-    assert status.exit_code(cluster, both) == status.DOWN
+    assert read.exit_code(cluster, both) == read.DOWN
 
 
 def test_drift_plans_only_the_nodes_left_in(

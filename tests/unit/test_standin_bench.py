@@ -58,7 +58,7 @@ def tokenizer_folder(folder: Path) -> Path:
     return folder
 
 
-def run(
+def bench_serve(
     module: ModuleType, url: str, folder: Path, name: str, level: int = 4, output: int = 6
 ) -> dict:
     tokenizer = str(tokenizer_folder(folder / "tokenizer"))
@@ -78,7 +78,7 @@ def test_a_run_measures_the_streamed_path_and_writes_vllms_fields(
     standin, url, tmp_path, monkeypatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    result = run(standin, url, tmp_path, "r1-c4.json")
+    result = bench_serve(standin, url, tmp_path, "r1-c4.json")
     assert set(result) >= FIELDS, FIELDS - set(result)
     assert (result["completed"], result["failed"]) == (8, 0)
     assert (result["total_input_tokens"], result["total_output_tokens"]) == (8 * 12, 8 * 6)
@@ -94,7 +94,7 @@ def test_without_the_key_every_request_fails_and_is_counted(
     standin, url, tmp_path, monkeypatch
 ) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    result = run(standin, url, tmp_path, "nokey.json")
+    result = bench_serve(standin, url, tmp_path, "nokey.json")
     assert (result["completed"], result["failed"], result["output_throughput"]) == (0, 8, 0)
 
 
@@ -127,7 +127,7 @@ def test_the_slow_build_streams_ten_times_slower(tmp_path, monkeypatch) -> None:
     for name, module in (("fast", fast), ("slow", slow)):
         for address in server(module):
             # 20 tokens each: the slow build's 0.4 s a request outweighs a loaded core's delays
-            results[name] = run(module, address, tmp_path, f"{name}.json", output=20)
+            results[name] = bench_serve(module, address, tmp_path, f"{name}.json", output=20)
     assert slow.TOKEN_SECONDS == 10 * fast.TOKEN_SECONDS
     assert results["slow"]["output_throughput"] < 0.5 * results["fast"]["output_throughput"]
 
@@ -138,14 +138,14 @@ def test_the_tools_level_script_passes_the_key_by_environment_and_prints_the_res
     """halo-cluster's script for one level, run by sh with the stand-in as `vllm` (as in the
     lab's image, without podman): the key only in VLLM_API_KEY, the result on stdout, the file
     removed."""
-    from halo_cluster.tools import bench
+    from halo_cluster.tools.bench import run
     from tests.unit.helpers_bench import cluster, head
 
     wrapper = tmp_path / "bin" / "vllm"
     wrapper.parent.mkdir()
     wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {STANDIN} "$@"\n')
     wrapper.chmod(0o755)
-    argv = bench.bench_argv(
+    argv = run.bench_argv(
         cluster(
             tmp_path, "bench: {input_len: 4, output_len: 3, num_prompts: 4, concurrency: [1, 2]}\n"
         ),
@@ -159,13 +159,13 @@ def test_the_tools_level_script_passes_the_key_by_environment_and_prints_the_res
     monkeypatch.setenv("PATH", f"{wrapper.parent}:{os.environ['PATH']}")
     monkeypatch.setenv("VLLM_API_KEY", KEY)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    script = bench.level_script(argv, "t1", 1, 120)
+    script = run.level_script(argv, "t1", 1, 120)
     assert KEY not in script
     done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert (result["completed"], result["failed"], result["halo_run"]) == (4, 0, "t1")
-    assert not (Path(bench.RESULT_DIR) / "t1-c1.json").exists()
+    assert not (Path(run.RESULT_DIR) / "t1-c1.json").exists()
 
 
 def post(url: str, path: str, body: dict) -> tuple[int, dict]:

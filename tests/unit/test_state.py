@@ -13,7 +13,8 @@ import pytest
 from halo_cluster.config import lock as locks
 from halo_cluster.config import state
 from halo_cluster.config.loader import load_cluster
-from halo_cluster.tools import bench, cli, project
+from halo_cluster.tools import cli, project
+from halo_cluster.tools.bench import run
 from halo_cluster.tools.commands import deploy, exits
 from tests.recorded import skopeo_digest
 
@@ -53,7 +54,7 @@ def test_the_state_folder_is_beside_the_config_whatever_the_current_folder(
     folder = config.parent.resolve() / ".halo-cluster"
     assert project.state() == folder
     assert project.reports() == folder / "reports"
-    assert bench.reports() == folder / "reports" / "bench"
+    assert run.reports() == folder / "reports" / "bench"
     cluster = load_cluster(config)
     assert cluster.container.lock == str(folder / locks.LOCK_FILE)
     assert cluster.serve.ray_token_file == str(folder / "ray-token")

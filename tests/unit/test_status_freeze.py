@@ -12,7 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from halo_cluster.node import batch
-from halo_cluster.tools import reach, status, statusview, transport
+from halo_cluster.tools import reach, transport
+from halo_cluster.tools.status import read, view
 from tests.unit.helpers_bench import fake_ssh
 from tests.unit.helpers_status import CLUSTER, LIVE
 
@@ -31,19 +32,19 @@ shift 3; exec "$@"
 
 
 def test_a_node_silent_past_the_reads_bound_is_one_line(tmp_path, monkeypatch) -> None:
-    names = status.gather_commands(CLUSTER, CLUSTER.head)
+    names = read.gather_commands(CLUSTER, CLUSTER.head)
     answer = tmp_path / "head"
     answer.write_bytes(batch.joined(batch.Part(0) for _ in names))
     fake_ssh(tmp_path, monkeypatch, FROZEN_WORKER)
     monkeypatch.setenv("PATH", f"{tmp_path / 'fakebin'}:/usr/bin:/bin")
     monkeypatch.setenv("ANSWER", str(answer))
-    monkeypatch.setattr(status, "READ_SECONDS", 1)
+    monkeypatch.setattr(read, "READ_SECONDS", 1)
     start = time.monotonic()
-    head, worker = status.collect(CLUSTER)
+    head, worker = read.collect(CLUSTER)
     assert time.monotonic() - start < 10  # the bound, not the sleeping ssh's 60 s
     assert head.reachable and not worker.reachable
     assert worker.unreachable == "b (h2:22): cannot be reached: timed out (no answer within 1 s)"
-    assert status.exit_code(CLUSTER, [head, worker]) == status.UNREACHABLE
+    assert read.exit_code(CLUSTER, [head, worker]) == read.UNREACHABLE
 
 
 @pytest.fixture
@@ -55,10 +56,10 @@ def local(tmp_path, monkeypatch) -> Iterator[transport.SshTransport]:
 
 
 def test_a_part_that_hangs_is_stopped_at_its_bound_the_others_read(local, monkeypatch) -> None:
-    monkeypatch.setattr(status, "PART_SECONDS", 1)
+    monkeypatch.setattr(read, "PART_SECONDS", 1)
     start = time.monotonic()
     result, found = local.read(
-        CLUSTER.workers[0], status.bounded({"versions": "echo 6.18", "units": "exec sleep 30"})
+        CLUSTER.workers[0], read.bounded({"versions": "echo 6.18", "units": "exec sleep 30"})
     )
     assert time.monotonic() - start < 8
     assert result.ok and found["versions"].out == "6.18\n"
@@ -68,33 +69,33 @@ def test_a_part_that_hangs_is_stopped_at_its_bound_the_others_read(local, monkey
 def test_a_part_that_ignores_term_is_killed(local, monkeypatch) -> None:
     """A process that ignores TERM (its children inherit the ignored signal) is killed 2 s
     later: the part's exit is KILL's, still a stopped part."""
-    monkeypatch.setattr(status, "PART_SECONDS", 1)
+    monkeypatch.setattr(read, "PART_SECONDS", 1)
     start = time.monotonic()
-    _, found = local.read(CLUSTER.workers[0], status.bounded({"units": "trap '' TERM; sleep 30"}))
+    _, found = local.read(CLUSTER.workers[0], read.bounded({"units": "trap '' TERM; sleep 30"}))
     assert time.monotonic() - start < 10
-    assert found["units"].status == 128 + 9 and found["units"].status in status.STOPPED
+    assert found["units"].status == 128 + 9 and found["units"].status in read.STOPPED
 
 
 def test_a_node_whose_services_do_not_answer_says_so_and_is_down() -> None:
     """The worker's user manager stopped: `units` and `errors` stopped at their bound; its units
     are unknown (not absent), and one line names the node and what did not answer."""
-    names = status.gather_commands(CLUSTER, CLUSTER.workers[0])
+    names = read.gather_commands(CLUSTER, CLUSTER.workers[0])
     printed = batch.joined(
         batch.Part(transport.TIMED_OUT if name in ("units", "errors") else 0) for name in names
     )
     result = transport.Result(CLUSTER.workers[0], 0, printed.decode(), "")
-    worker, _ = status.read_node(CLUSTER, CLUSTER.workers[0], result, result.sections(names))
+    worker, _ = read.read_node(CLUSTER, CLUSTER.workers[0], result, result.sections(names))
     assert worker.reachable and worker.silent == ["units", "errors"]
     assert [(u.name, u.state) for u in worker.units] == [("halo-ray", reach.UNKNOWN)]
-    assert statusview.silent_lines([worker]) == [
-        f"b: reached, but no answer within {status.PART_SECONDS} s from its read of "
+    assert view.silent_lines([worker]) == [
+        f"b: reached, but no answer within {read.PART_SECONDS} s from its read of "
         "units, errors (a process it asks is stopped or stuck)"
     ]
-    head = status.NodeStatus("a", "head", "192.168.100.1", ray="alive")
-    head.units = [status.Unit("halo-ray", "active"), status.Unit("halo-vllm", "active")]
+    head = read.NodeStatus("a", "head", "192.168.100.1", ray="alive")
+    head.units = [read.Unit("halo-ray", "active"), read.Unit("halo-vllm", "active")]
     head.vllm = {"health": 200}
     worker.ray = "alive"
-    assert status.exit_code(CLUSTER, [head, worker]) == status.DOWN
+    assert read.exit_code(CLUSTER, [head, worker]) == read.DOWN
 
 
 def test_every_read_of_status_is_bounded() -> None:
@@ -102,11 +103,11 @@ def test_every_read_of_status_is_bounded() -> None:
     included; the head's HTTP reads (vLLM's /health and /v1/models) also by curl's own -m."""
     cluster = LIVE
     for node in cluster.nodes:
-        read = status.bounded(status.gather_commands(cluster, node))
-        prefix = f"timeout -k 2 {status.PART_SECONDS} sh -c "
-        assert all(command.startswith(prefix) for command in read.values())
-    head = status.gather_commands(cluster, cluster.head)
+        commands = read.bounded(read.gather_commands(cluster, node))
+        prefix = f"timeout -k 2 {read.PART_SECONDS} sh -c "
+        assert all(command.startswith(prefix) for command in commands.values())
+    head = read.gather_commands(cluster, cluster.head)
     assert {"ray", "health", "models", "live:tokens_per_s"} <= set(head)
     curls = [c for c in head.values() if "curl " in c]
     assert len(curls) == 10 and all(" -m " in c for c in curls)
-    assert status.READ_SECONDS < transport.READ_SECONDS
+    assert read.READ_SECONDS < transport.READ_SECONDS

@@ -1,8 +1,8 @@
 """`status` live against a real Prometheus (Debian's `prometheus` package of the lab's suite,
-lab/debs.py): every query of statuslive.py parses and answers on series named as vLLM 0.33.0
+lab/debs.py): every query of status/live.py parses and answers on series named as vLLM 0.33.0
 exposes them (prometheus_client's text: a counter with `_total`, a histogram's `_bucket{le}`) and
 as node_exporter's drm and meminfo collectors do, scraped every second from a local server with
-the metrics role's `node` labels; sent by the real curl, read back by `statuslive.read`. With
+the metrics role's `node` labels; sent by the real curl, read back by `live.read`. With
 `metrics.listen: all`'s web config (the role's web.yml, a bcrypt hash), the head's two readers
 send the role's header file: status's curl on its stdin, the watchdog's alert query."""
 
@@ -25,7 +25,7 @@ import pytest
 from halo_cluster.roles.metrics import prometheus as role
 from halo_cluster.roles.metrics.model import AUTHORIZATION
 from halo_cluster.roles.serve import stallwatch
-from halo_cluster.tools import statuslive
+from halo_cluster.tools.status import live
 from lab import debs
 from lab.sh import LabError
 from tests.unit.helpers_status import LIVE, LIVE_ALL, run_live
@@ -143,21 +143,25 @@ def ready(port: int, header: str = "") -> bool:
 
 def test_every_query_answers_on_vllms_and_node_exporters_names(prometheus: int) -> None:
     deadline = time.monotonic() + 60
-    live: dict = {}
+    numbers: dict = {}
     while time.monotonic() < deadline:
         if ready(prometheus):
-            live = statuslive.read(LIVE, run_live(LIVE, prometheus))
+            numbers = live.read(LIVE, run_live(LIVE, prometheus))
             # rates need two scrapes: the queries run at once, one may see the second before
             # another does
-            rated = (live.get("tokens_per_s"), live.get("ttft_p50_s"), live.get("ttft_p95_s"))
-            if live["state"] == "up" and None not in rated:
+            rated = (
+                numbers.get("tokens_per_s"),
+                numbers.get("ttft_p50_s"),
+                numbers.get("ttft_p95_s"),
+            )
+            if numbers["state"] == "up" and None not in rated:
                 break
         time.sleep(0.5)
-    assert live["state"] == "up" and live["errors"] == [], live
-    assert (live["requests_running"], live["requests_waiting"]) == (2.0, 1.0)
-    assert live["tokens_per_s"] > 0
-    assert 0 < live["ttft_p50_s"] <= live["ttft_p95_s"] <= 0.25  # within the buckets scraped
-    assert live["nodes"] == {
+    assert numbers["state"] == "up" and numbers["errors"] == [], numbers
+    assert (numbers["requests_running"], numbers["requests_waiting"]) == (2.0, 1.0)
+    assert numbers["tokens_per_s"] > 0
+    assert 0 < numbers["ttft_p50_s"] <= numbers["ttft_p95_s"] <= 0.25  # within the buckets scraped
+    assert numbers["nodes"] == {
         "a": {"gpu_busy_percent": 87.0, "memory_available_bytes": 12.0 * GIB,
               "gtt_used_bytes": 80.0 * GIB},
         "b": {"gpu_busy_percent": 85.0, "memory_available_bytes": 3.0 * GIB,
@@ -214,9 +218,9 @@ def guarded(tmp_path: Path) -> Iterator[tuple[int, Path]]:
 
 def test_with_listen_all_status_sends_the_heads_header_and_is_answered(guarded) -> None:
     port, home = guarded
-    live = statuslive.read(LIVE_ALL, run_live(LIVE_ALL, port, home=str(home)))
-    assert live["state"] == "up" and live["errors"] == [], live
-    refused = statuslive.read(LIVE, run_live(LIVE, port))  # listen: data's commands: no header
+    numbers = live.read(LIVE_ALL, run_live(LIVE_ALL, port, home=str(home)))
+    assert numbers["state"] == "up" and numbers["errors"] == [], numbers
+    refused = live.read(LIVE, run_live(LIVE, port))  # listen: data's commands: no header
     assert refused["state"] == "down" and "Unauthorized" in refused["reason"], refused
 
 

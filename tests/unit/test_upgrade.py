@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from halo_cluster.config import lock as locks
-from halo_cluster.tools.benchresults import GateResult, Side
+from halo_cluster.tools.bench.results import GateResult, Side
 from halo_cluster.tools.upgrading import imagegate
 from halo_cluster.tools.upgrading.image import Upgrade
 from halo_cluster.tools.upgrading.imagegate import LocalImage
@@ -209,7 +209,7 @@ def test_an_interrupted_upgrade_is_gated_again(tmp_path: Path) -> None:
 
 
 def test_status_shows_current_and_previous_with_their_serving_times(tmp_path: Path) -> None:
-    from halo_cluster.tools.statusview import image_line
+    from halo_cluster.tools.status.view import image_line
 
     path, runner = serving_lock(tmp_path), FakeCluster()
     assert machine(path, runner)[0].upgrade() == OK
@@ -269,7 +269,7 @@ def test_an_interrupted_upgrade_is_gated_against_the_kept_runs_of_the_build_left
     tmp_path: Path,
 ) -> None:
     """Its build being left no longer serves: nothing to bench before the gate; the runs the
-    interrupted upgrade kept stand in (benchgate.gate with no `left`)."""
+    interrupted upgrade kept stand in (bench/gate.py's `gate` with no `left`)."""
     previous = locks.Build(D0, "2026-12-01T10:00:00Z", "2026-12-01T10:05:00Z", "2.60.0", "0.33.0")
     path = serving_lock(tmp_path, digest=D1, trial=True, previous=previous)
     runner = FakeCluster(gated=PASSED)

@@ -17,7 +17,7 @@ import pytest
 from halo_cluster.node.batch import Part
 from halo_cluster.roles.serve import stallwatch
 from halo_cluster.roles.serve.stallwatch import HOUR, Probe, Settings, State, judge, plan, step
-from halo_cluster.tools import statuswatchdog
+from halo_cluster.tools.status import watchdog
 
 SETTINGS = Settings(
     url="http://127.0.0.1:1",
@@ -298,14 +298,14 @@ def test_the_history_line_is_the_heads_format(served) -> None:
 def test_status_says_the_last_restart_and_why() -> None:
     line = json.dumps({"time": "2026-12-02T14:00:00Z", "event": "watchdog-restart", "reason": "r"})
     found = {"watchdog": Part(0, b"active\n"), "watchdog_last": Part(0, line.encode() + b"\n")}
-    said = statuswatchdog.line(statuswatchdog.read(found))
+    said = watchdog.line(watchdog.read(found))
     assert said == "watchdog: active; last restart 2026-12-02T14:00:00Z: r"
     held = line.replace("watchdog-restart", "watchdog-held").encode()
     found = {"watchdog": Part(3, b"inactive\n"), "watchdog_last": Part(0, held)}
-    assert statuswatchdog.line(statuswatchdog.read(found)).startswith("watchdog: inactive; holding")
+    assert watchdog.line(watchdog.read(found)).startswith("watchdog: inactive; holding")
     none = {"watchdog": Part(0, b"active\n"), "watchdog_last": Part(1)}
-    assert statuswatchdog.line(statuswatchdog.read(none)) == "watchdog: active; no restart yet"
-    assert statuswatchdog.line(statuswatchdog.read({})) == ""
+    assert watchdog.line(watchdog.read(none)) == "watchdog: active; no restart yet"
+    assert watchdog.line(watchdog.read({})) == ""
 
 
 def test_the_program_runs_alone_from_its_text(served, tmp_path: Path) -> None:
@@ -334,10 +334,10 @@ def test_the_names_it_shares_are_the_same_everywhere() -> None:
     """stallwatch.py runs alone on the head (its text is the program: it imports nothing of the
     tool) and the tools import no role, so the names they share are written in each: tied here."""
     from halo_cluster.roles.metrics import queries
-    from halo_cluster.roles.serve import watchdog
+    from halo_cluster.roles.serve.watchdog import WATCHDOG
 
-    assert statuswatchdog.WATCHDOG == watchdog.WATCHDOG
-    assert statuswatchdog.RESTART == stallwatch.RESTART
+    assert watchdog.WATCHDOG == WATCHDOG
+    assert watchdog.RESTART == stallwatch.RESTART
     assert stallwatch.HELD.startswith("watchdog-")  # status reads every "watchdog-" event
     assert stallwatch.TOKENS in queries.vllm_names()  # the counter vLLM exposes
     rules = Path(stallwatch.__file__).parents[2] / "templates" / "metrics" / "alerts.yml.j2"

@@ -1,4 +1,4 @@
-"""`halo-cluster bench`: the serving cluster benchmarked (halo_cluster/tools/bench.py)."""
+"""`halo-cluster bench`: the serving cluster benchmarked (halo_cluster/tools/bench/)."""
 
 from __future__ import annotations
 
@@ -35,14 +35,15 @@ a node out (the head, or a worker) is refused with its reason.""",
 
 
 def main(argv: list[str]) -> int:
-    from halo_cluster.tools import bench, options
+    from halo_cluster.tools import options
+    from halo_cluster.tools.bench import run
 
     parser = options.parser(PROG, None, exits.ERROR)
     selection.add(parser)
     chosen, rest = parser.parse_known_args(argv)
     if (chosen.limit or chosen.exclude) and not _every_node(chosen):
         return exits.ERROR
-    return bench.main(rest)
+    return run.main(rest)
 
 
 def _every_node(args: argparse.Namespace) -> bool:

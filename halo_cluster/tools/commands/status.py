@@ -1,4 +1,4 @@
-"""`halo-cluster status`: the serving cluster in one table (halo_cluster/tools/statusview.py)."""
+"""`halo-cluster status`: the serving cluster in one table (halo_cluster/tools/status/)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,6 @@ node: whether it answers, the image its containers run, its kernel and firmware.
 
 
 def main(argv: list[str]) -> int:
-    from halo_cluster.tools import statusview
+    from halo_cluster.tools.status import view
 
-    return statusview.main(argv)
+    return view.main(argv)

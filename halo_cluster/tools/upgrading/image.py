@@ -8,7 +8,7 @@
        Ray's restart on every node, then started, its /health identity wait), a crash loop cut
        short
     P3 gate: every node's containers on the new digest, one real completion, the bench gate
-       (the new build benched, against the old one's runs: benchgate.py)
+       (the new build benched, against the old one's runs: bench/gate.py)
     P4 passed: the lock final, the history, every older image pruned but current and previous
     R  rollback (rollback.py): every node back on the previous digest and serving (exit 6), or
        not (exit 7)
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from halo_cluster.config import lock as locks
-from halo_cluster.tools.benchresults import FAILED, Side
+from halo_cluster.tools.bench.results import FAILED, Side
 from halo_cluster.tools.upgrading import rollback
 from halo_cluster.tools.upgrading.imagegate import ImageRun
 from halo_cluster.tools.upgrading.machine import ABORTED, OK, REFUSED, Stop

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from halo_cluster.config import lock as locks
 from halo_cluster.config.rules import image_name
-from halo_cluster.tools.benchresults import FAILED, GateResult, Side
+from halo_cluster.tools.bench.results import FAILED, GateResult, Side
 from halo_cluster.tools.upgrading.machine import ABORTED, OK, REFUSED, Reach, Stop, record
 
 CRASH_LOOP = 3  # vLLM's restarts after the switch that end the wait at once (a build that dies)

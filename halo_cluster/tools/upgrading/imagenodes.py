@@ -1,7 +1,7 @@
 """The image phases' reach of a real cluster (imagegate.ImageReach): `Nodes` plus the dry run
 as `drift` runs it, the head's resolve of the image, the pull on every node with its progress,
 the switch through the deploy with vLLM's restarts watched, a /health poller on the head for the
-downtime, what each node's containers run, the prune, and the bench gate (benchgate.py)."""
+downtime, what each node's containers run, the prune, and the bench gate (bench/gate.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from halo_cluster.node import progress
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import IMAGES_FORMAT, ResolvedImage, parse_images, versions_command
 from halo_cluster.tools import drift
-from halo_cluster.tools.benchresults import GateResult, Side
+from halo_cluster.tools.bench.results import GateResult, Side
 from halo_cluster.tools.upgrading.imagegate import LocalImage, crash_looping, downtime
 from halo_cluster.tools.upgrading.machine import last_error
 from halo_cluster.tools.upgrading.nodes import READ_SECONDS, Nodes
@@ -202,15 +202,15 @@ class ImageNodes(Nodes):
 
     def bench_left(self) -> Side:
         """The bench gate's runs of the build that serves, before the switch (docs/bench.md)."""
-        from halo_cluster.tools import benchgate  # here: it imports the bench, which is large
+        from halo_cluster.tools.bench import gate  # here: it imports the bench, which is large
 
-        return benchgate.runs(self.config, "old")
+        return gate.runs(self.config, "old")
 
     def bench(self, left: Side | None, baseline: str) -> GateResult:
         """The bench gate's runs of the new build, compared with `left` (docs/bench.md)."""
-        from halo_cluster.tools import benchgate
+        from halo_cluster.tools.bench import gate
 
-        return benchgate.gate(self.config, left, baseline)
+        return gate.gate(self.config, left, baseline)
 
     # R
     def states(self) -> dict[str, str]:

@@ -1,9 +1,9 @@
-"""What `halo-cluster status` reads (its output is statusview.py's): one batched read per node
+"""What `halo-cluster status` reads (its output is view.py's): one batched read per node
 through the transport, all nodes at once: each service unit (state, restarts, since when, the
 last error line of a failed one), the image its containers run, the kernel and firmware the node
 runs and has installed (the deploy's InstalledVersions read), its memory budget, and from the
 head Ray's nodes (address, alive, GPUs; with `serve.launcher: native` the head's world instead:
-statusranks.py) and vLLM's health, models and URL; and the verdict (exit
+ranks.py) and vLLM's health, models and URL; and the verdict (exit
 0 everything up, 2 something down, 1 a node not reached)."""
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import IMAGES_FORMAT, parse_images
 from halo_cluster.node.memory import memory_command, memory_process
 from halo_cluster.node.versions import versions_command, versions_process
-from halo_cluster.tools import reach, statuslive, statusranks, statuswatchdog, transport
+from halo_cluster.tools import reach, transport
 from halo_cluster.tools.commands.exits import DOWN, ERROR, OK
+from halo_cluster.tools.status import live, ranks, watchdog
 
 UP, UNREACHABLE = OK, ERROR  # status's names for them: 2 is DOWN, something is down
 VERDICTS = {UP: "up", DOWN: "something is down", UNREACHABLE: "a node cannot be reached"}
@@ -74,8 +75,8 @@ class NodeStatus:
     memory: dict = field(default_factory=dict)  # the memory budget (decide/budget.py)
     versions: dict = field(default_factory=dict)  # kernel and firmware (node/versions.py)
     images: dict = field(default_factory=dict)  # container -> the reference it runs (ImageName)
-    rank: dict = field(default_factory=dict)  # serve.launcher: native: its rank (statusranks.py)
-    live: dict = field(default_factory=dict)  # head only: Prometheus' numbers (statuslive.py)
+    rank: dict = field(default_factory=dict)  # serve.launcher: native: its rank (ranks.py)
+    live: dict = field(default_factory=dict)  # head only: Prometheus' numbers (live.py)
     watchdog: dict = field(default_factory=dict)  # head only: the stall watchdog's last restart
     silent: list[str] = field(default_factory=list)  # the parts of its read stopped unanswered
 
@@ -118,11 +119,11 @@ def gather_commands(cluster: Cluster, node: Node) -> dict[str, str]:
             "ray": as_user(user, f"podman exec halo-ray sh -c {shlex.quote(ray)}"),
             "health": f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {url}/health",
             "models": models_command(cluster),
-        } | statuslive.commands(cluster)
-        commands |= statuswatchdog.commands(cluster)
-        if statusranks.native(cluster):  # no Ray to ask: the head's own view of its world
+        } | live.commands(cluster)
+        commands |= watchdog.commands(cluster)
+        if ranks.native(cluster):  # no Ray to ask: the head's own view of its world
             commands = {n: c for n, c in commands.items() if n != "ray"}
-            commands |= statusranks.head_commands(cluster)
+            commands |= ranks.head_commands(cluster)
     return commands
 
 
@@ -186,14 +187,14 @@ def read_node(
     if "units" in status.silent:  # not "absent": the user manager did not answer
         status.units = [Unit(name, state=reach.UNKNOWN) for name in SERVICES]
     status.memory = asdict(node_budget(cluster, node, found["memory"].filled))
-    status.units = [u for u in status.units if u.name in statusranks.services(cluster, node)]
+    status.units = [u for u in status.units if u.name in ranks.services(cluster, node)]
     if node.role == "worker":
         return status, []
     status.vllm = _vllm(cluster, found)
-    status.live = statuslive.read(cluster, found)
-    status.watchdog = statuswatchdog.read(found)
-    if statusranks.native(cluster):
-        status.vllm["world"] = statusranks.head_world(found)
+    status.live = live.read(cluster, found)
+    status.watchdog = watchdog.read(found)
+    if ranks.native(cluster):
+        status.vllm["world"] = ranks.head_world(found)
         return status, []
     try:
         ray_nodes = json.loads((found["ray"].filled or ["[]"])[-1])
@@ -233,7 +234,7 @@ def collect(cluster: Cluster) -> list[NodeStatus]:
         read = ssh.read_all(lambda node: bounded(gather_commands(cluster, node)), READ_SECONDS)
     results = [read_node(cluster, n, *read[n.name]) for n in cluster.nodes]
     statuses = [status for status, _ in results]
-    if statusranks.native(cluster) or not cluster.serve.enabled:
+    if ranks.native(cluster) or not cluster.serve.enabled:
         return statuses  # no Ray: each rank is placed on the whole config (main), or none
     head = next((s for s in statuses if s.role == "head"), None)
     if head is None or not head.reachable:
@@ -261,8 +262,8 @@ def exit_code(cluster: Cluster, statuses: list[NodeStatus]) -> int:
     head = next((s for s in statuses if s.role == "head"), None)
     # the head left out (--limit, --exclude): Ray and vLLM, read there, are not judged
     ray = head is None or all(s.ray == "alive" for s in statuses)
-    if statusranks.native(cluster):
-        ray = statusranks.whole(cluster, statuses)  # no Ray: the head's world is whole
+    if ranks.native(cluster):
+        ray = ranks.whole(cluster, statuses)  # no Ray: the head's world is whole
     served = head is None or head.vllm.get("health") == 200
     units = all(u.state == "active" for s in statuses for u in s.units)
     return UP if ray and served and units else DOWN

@@ -6,8 +6,8 @@ it depends on, and compared with the previous run of the same configuration (doc
 Exit 0 within `bench.tolerance` (or the first run of a configuration: its baseline), 3 on a
 regression (output tokens/s fell by more than the tolerance at a level, or failed requests
 rose), 1 on an error (not serving, a flag the image's vLLM lacks, a level that failed or timed
-out, a bad config). `measure` is also the image upgrade's (its gate: benchgate.py). This module
-runs and collects; what a run is kept as is benchstore.py's, what it says benchview.py's.
+out, a bad config). `measure` is also the image upgrade's (its gate: gate.py). This module
+runs and collects; what a run is kept as is store.py's, what it says view.py's.
 
 The API key never reaches a command line: the container's shell is given the text
 `OPENAI_API_KEY="$VLLM_API_KEY"` and expands it into vLLM's environment, from the container's own
@@ -31,20 +31,11 @@ from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import IMAGES_FORMAT, parse_images
 from halo_cluster.node.memory import hub_folder
 from halo_cluster.node.versions import FIRMWARE_PACKAGES, versions_command, versions_process
-from halo_cluster.tools import (
-    benchchart,
-    benchresults,
-    benchstore,
-    benchview,
-    jsonout,
-    options,
-    project,
-    reach,
-    status,
-    transport,
-)
-from halo_cluster.tools.benchstore import Head
+from halo_cluster.tools import jsonout, options, project, reach, transport
+from halo_cluster.tools.bench import chart, results, store, view
+from halo_cluster.tools.bench.store import Head
 from halo_cluster.tools.commands.exits import ERROR
+from halo_cluster.tools.status import read
 
 CONTAINER = "halo-vllm"
 RESULT_DIR = "/tmp/halo-bench"  # inside the container: the result files, removed once read
@@ -158,7 +149,7 @@ def gather_commands(cluster: Cluster, node: Node) -> dict[str, str]:
         commands |= {
             "images": as_user(user, inspect),
             "revision": f"cat {refs}" if refs else "true",
-            "models": status.models_command(cluster),
+            "models": read.models_command(cluster),
         }
     return commands
 
@@ -189,12 +180,12 @@ def parse_head(found: dict[str, batch.Part], nodes: dict[str, dict]) -> Head:
 
 
 def read_cluster(cluster: Cluster, ssh: transport.SshTransport) -> Head:
-    read = ssh.read_all(lambda node: gather_commands(cluster, node))
-    down = {name: reach.down(result) for name, (result, _) in read.items() if not result.reached}
+    answers = ssh.read_all(lambda node: gather_commands(cluster, node))
+    down = {name: reach.down(result) for name, (result, _) in answers.items() if not result.reached}
     if down:
         raise Unreachable(down)
-    nodes = {name: node_versions(found["versions"].filled) for name, (_, found) in read.items()}
-    head = parse_head(read[cluster.head.name][1], nodes)
+    nodes = {name: node_versions(found["versions"].filled) for name, (_, found) in answers.items()}
+    head = parse_head(answers[cluster.head.name][1], nodes)
     if head.revision is None and not cluster.serve.model.startswith("/"):
         # the client reads the tokenizer from the snapshot, offline, as the server does
         raise BenchError(f"{cluster.serve.model}: no refs/main in the head's Hugging Face cache")
@@ -217,7 +208,7 @@ def check_flags(
             raise BenchError(f"image {head.digest}: vllm bench serve --help=all failed: {last}")
         cached.parent.mkdir(parents=True, exist_ok=True)
         cached.write_text(answer.out)
-    missing = benchresults.missing_flags(cached.read_text(), wanted)
+    missing = results.missing_flags(cached.read_text(), wanted)
     if missing:
         raise BenchError(f"image {head.digest}: vllm bench serve has no {', '.join(missing)}")
 
@@ -263,7 +254,7 @@ def run_level(
 
 def measure(
     cluster: Cluster, folder: Path, run_ids: tuple[str, ...] = (locks.RUN,)
-) -> list[tuple[dict, benchresults.Comparison]]:
+) -> list[tuple[dict, results.Comparison]]:
     """One run per id, one after another on one read of the cluster and its flag check: each
     level, then the run stored and compared with the previous run of its configuration."""
     kept = []
@@ -271,10 +262,10 @@ def measure(
         head = read_cluster(cluster, ssh)
         check_flags(cluster, ssh, head, flags(bench_argv(cluster, head, run_ids[0], 1)), folder)
         for run_id in run_ids:
-            results = {
+            measured = {
                 str(c): run_level(cluster, ssh, head, run_id, c) for c in cluster.bench.concurrency
             }
-            line, comparison = benchstore.keep(cluster, folder, head, results, run_id)
+            line, comparison = store.keep(cluster, folder, head, measured, run_id)
             # on the shared connection, before it is closed: a new one per append would be a
             # second login to the head, and could fail where the run's own did not
             history(ssh, cluster, line)
@@ -314,12 +305,12 @@ def main(argv: list[str]) -> int:
         print(change, file=sys.stderr)
     folder = reports()
     if args.compare:
-        return benchview.compare_only(cluster, folder, args.json)
+        return view.compare_only(cluster, folder, args.json)
     if not cluster.serve.enabled:
         said_ = f"serve.enabled is false in {cluster.source}: nothing serves"
-        return benchview.failed(said_, args.json)
-    if unready := benchstore.unready(folder):  # a local input: before any node is reached
-        return benchview.failed(unready, args.json)
+        return view.failed(said_, args.json)
+    if unready := store.unready(folder):  # a local input: before any node is reached
+        return view.failed(unready, args.json)
     try:
         [(line, comparison)] = measure(cluster, folder)
     except Unreachable as error:
@@ -329,20 +320,20 @@ def main(argv: list[str]) -> int:
             n.name: {"reachable": n.name not in error.lines, "reason": error.lines.get(n.name)}
             for n in cluster.nodes
         }
-        return benchview.failed("a node cannot be reached", args.json, nodes)
+        return view.failed("a node cannot be reached", args.json, nodes)
     except BenchError as error:
-        return benchview.failed(str(error), args.json)
+        return view.failed(str(error), args.json)
     except OSError as error:  # reports/ not writable
-        return benchview.failed(str(error), args.json)
+        return view.failed(str(error), args.json)
     previous = next(
-        (x for x in benchstore.read_index(folder) if x["run_id"] == line["compared_to"]), None
+        (x for x in store.read_index(folder) if x["run_id"] == line["compared_to"]), None
     )
-    chart = folder / benchchart.FILE
+    svg = folder / chart.FILE
     if args.json:
-        document = benchview.report_json(line, comparison, previous) | {"chart": str(chart)}
+        document = view.report_json(line, comparison, previous) | {"chart": str(svg)}
         jsonout.emit("bench", document)
         return comparison.exit_code
-    print("\n".join(benchview.said(line, comparison, previous)))
+    print("\n".join(view.said(line, comparison, previous)))
     print(f"bench: report {folder / 'report.md'}")
-    print(f"bench: chart {chart}")
+    print(f"bench: chart {svg}")
     return comparison.exit_code

@@ -7,18 +7,19 @@ import sys
 from pathlib import Path
 
 from halo_cluster.config.model import Cluster
-from halo_cluster.tools import benchresults, benchstore, jsonout
+from halo_cluster.tools import jsonout
+from halo_cluster.tools.bench import results, store
 from halo_cluster.tools.commands.exits import ERROR
 
 
-def said(line: dict, comparison: benchresults.Comparison, previous: dict | None) -> list[str]:
+def said(line: dict, comparison: results.Comparison, previous: dict | None) -> list[str]:
     """The end of a run or `--compare`: the tables, what changed and the verdict."""
     lab = " (lab stand-in: not a model's numbers)" if line["lab"] else ""
     out = [
         f"bench {line['date']} ({line['file']}), config {line['config_id']}, "
         f"image {line['image_digest']}{lab}"
     ]
-    out += benchresults.level_table(line["levels"], comparison.deltas)
+    out += results.level_table(line["levels"], comparison.deltas)
     if previous is None:
         out.append(f"bench: baseline: no earlier run of config {line['config_id']}")
         return out
@@ -30,12 +31,12 @@ def said(line: dict, comparison: benchresults.Comparison, previous: dict | None)
 
 
 def compare_only(cluster: Cluster, folder: Path, as_json: bool = False) -> int:
-    lines = benchstore.read_index(folder)
+    lines = store.read_index(folder)
     if not lines:
         return failed(f"no runs yet in {folder / 'index.jsonl'}: run halo-cluster bench", as_json)
     latest = lines[-1]
-    previous = benchresults.previous_of(lines, latest)
-    comparison = benchresults.compare(latest, previous, cluster.bench.tolerance)
+    previous = results.previous_of(lines, latest)
+    comparison = results.compare(latest, previous, cluster.bench.tolerance)
     if as_json:
         jsonout.emit("bench", report_json(latest, comparison, previous) | {"chart": None})
     else:
@@ -57,7 +58,7 @@ def failed(error: str, as_json: bool, nodes: dict[str, dict] | None = None) -> i
     return ERROR
 
 
-def report_json(line: dict, comparison: benchresults.Comparison, previous: dict | None) -> dict:
+def report_json(line: dict, comparison: results.Comparison, previous: dict | None) -> dict:
     """The run's report for --json: its index line, the verdict and what it was compared with."""
     return {
         "exit_code": comparison.exit_code,

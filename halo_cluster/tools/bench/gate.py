@@ -2,7 +2,7 @@
 measured just before the switch and the new one just after, `bench.gate_runs` runs each with the
 same workload, every run kept like any run of `halo-cluster bench`; the new build fails only
 when it is slower than the old one by more than both `bench.tolerance` and the runs' own spread
-(`benchresults.gate_result`). Neither function raises: the upgrade rolls back on a failed gate,
+(`results.gate_result`). Neither function raises: the upgrade rolls back on a failed gate,
 so an exception would leave the trial."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from pathlib import Path
 from halo_cluster.config import lock as locks
 from halo_cluster.config.loader import ConfigError
 from halo_cluster.config.model import Cluster
-from halo_cluster.tools import bench, benchresults, benchstore, project
-from halo_cluster.tools.benchresults import FAILED, MEASURED, GateResult, Side
+from halo_cluster.tools import project
+from halo_cluster.tools.bench import results, run, store
+from halo_cluster.tools.bench.results import FAILED, MEASURED, GateResult, Side
 
 
 def runs(config: str | Path, side: str, folder: Path | None = None) -> Side:
@@ -23,7 +24,7 @@ def runs(config: str | Path, side: str, folder: Path | None = None) -> Side:
         cluster = project.load(config)
     except ConfigError as error:
         return Side(FAILED, error.problems[0])
-    return _runs(cluster, side, folder or bench.reports())
+    return _runs(cluster, side, folder or run.reports())
 
 
 def _runs(cluster: Cluster, side: str, folder: Path) -> Side:
@@ -32,8 +33,8 @@ def _runs(cluster: Cluster, side: str, folder: Path) -> Side:
     # one id per run (the run's result file in the container, its index and history lines)
     ids = tuple(f"{locks.RUN}-{side}{n}" for n in range(1, cluster.bench.gate_runs + 1))
     try:
-        kept = bench.measure(cluster, folder, ids)
-    except bench.BenchError as error:
+        kept = run.measure(cluster, folder, ids)
+    except run.BenchError as error:
         return Side(FAILED, str(error))
     except OSError as error:  # reports/ not writable (a node's failure is a BenchError)
         return Side(FAILED, str(error))
@@ -47,7 +48,7 @@ def gate(
     interrupted upgrade gated again, whose build being left no longer serves; its latest kept
     runs on `baseline_digest` stand in (those the interrupted upgrade took before its switch),
     and with none the gate passes as `baseline`."""
-    folder = folder or bench.reports()
+    folder = folder or run.reports()
     try:
         cluster = project.load(config)
     except ConfigError as error:
@@ -61,11 +62,11 @@ def gate(
     old = left.lines if left is not None else kept_runs(folder, config_id, baseline_digest, new)
     if not old:
         return GateResult("baseline", f"baseline (no run of config {config_id} on the build left)")
-    return benchresults.gate_result(list(old), list(new.lines), cluster.bench.tolerance)
+    return results.gate_result(list(old), list(new.lines), cluster.bench.tolerance)
 
 
 def kept_runs(folder: Path, config_id: str, digest: str, new: Side) -> tuple[dict, ...]:
     """The latest kept runs of `config_id` on `digest`, as many as the new side has (every
     verdict: each is a measurement of that build, whatever the run before it measured)."""
-    lines = [x for x in benchstore.read_index(folder) if x["config_id"] == config_id]
+    lines = [x for x in store.read_index(folder) if x["config_id"] == config_id]
     return tuple([x for x in lines if x["image_digest"] == digest][-len(new.lines) :])

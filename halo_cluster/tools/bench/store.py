@@ -1,7 +1,7 @@
 """What a bench run is kept as (docs/bench.md): its key, everything a result depends on (every
 serve key of the schema in use, the digest, the model's revision, each node's kernel and firmware,
 the workload), and the files under the bench folder: the run's record in runs/, its line in
-index.jsonl (what jq queries), report.md and its chart (benchchart.py), each written whole."""
+index.jsonl (what jq queries), report.md and its chart (chart.py), each written whole."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from halo_cluster.config import lock as locks
 from halo_cluster.config.model import Cluster
 from halo_cluster.config.schema import current, host_name
 from halo_cluster.node.versions import FIRMWARE_PACKAGES
-from halo_cluster.tools import benchchart, benchresults
+from halo_cluster.tools.bench import chart, results
 
 SERVE = "serve"  # the section whose keys reach vLLM and Ray (`serve_values`)
 
@@ -110,7 +110,7 @@ def index_line(record: dict, file: str, vllm: str) -> dict:
         "kernel": one_value(nodes, lambda n: n["kernel"]),
         "firmware": one_value(nodes, firmware_text),
         "lab": meta["lab"],
-        "levels": {c: benchresults.level(result) for c, result in record["results"].items()},
+        "levels": {c: results.level(result) for c, result in record["results"].items()},
         "key": meta["key"],
         "compared_to": None,
         "verdict": None,
@@ -147,8 +147,8 @@ def store(folder: Path, record: dict, line: dict) -> None:
     (folder / line["file"]).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     with (folder / "index.jsonl").open("a") as index:
         index.write(json.dumps(line, sort_keys=True) + "\n")
-    (folder / "report.md").write_text(benchresults.report(read_index(folder)))
-    (folder / benchchart.FILE).write_text(benchchart.svg(read_index(folder)))
+    (folder / "report.md").write_text(results.report(read_index(folder)))
+    (folder / chart.FILE).write_text(chart.svg(read_index(folder)))
 
 
 def vllm_version(cluster: Cluster, digest: str) -> str:
@@ -161,9 +161,9 @@ def keep(
     cluster: Cluster,
     folder: Path,
     head: Head,
-    results: dict[str, dict],
+    measured: dict[str, dict],
     run_id: str,
-) -> tuple[dict, benchresults.Comparison]:
+) -> tuple[dict, results.Comparison]:
     """The run's record and index line, compared and stored under `folder`."""
     the_key = key(cluster, head)
     date = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -171,16 +171,16 @@ def keep(
         "run_id": run_id,
         "date": date,
         "key": the_key,
-        "config_id": benchresults.config_id(the_key),
-        "key_id": benchresults.key_id(the_key),
+        "config_id": results.config_id(the_key),
+        "key_id": results.key_id(the_key),
         "lab": head.lab,
     }
-    record = {"halo_cluster": meta, "results": results}
+    record = {"halo_cluster": meta, "results": measured}
     line = index_line(
         record, f"runs/{date}-{meta['key_id']}.json", vllm_version(cluster, head.digest)
     )
-    previous = benchresults.previous_of([*read_index(folder), line], line)
-    comparison = benchresults.compare(line, previous, cluster.bench.tolerance)
+    previous = results.previous_of([*read_index(folder), line], line)
+    comparison = results.compare(line, previous, cluster.bench.tolerance)
     line.update(compared_to=previous and previous["run_id"], verdict=comparison.verdict)
     store(folder, record, line)
     return line, comparison

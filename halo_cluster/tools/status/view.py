@@ -6,7 +6,7 @@ run (its digest, short, and the Ray and vLLM versions the lock records for it; t
 Prometheus' and Grafana's images under the cluster's image line), the kernel and
 firmware the node runs and has installed (the deploy's InstalledVersions read), and from the head
 the Ray nodes (address, alive, GPUs), vLLM's health, model and URL, and with metrics on the last
-5 minutes from Prometheus (statuslive.py). Exit 0 when everything is
+5 minutes from Prometheus (live.py). Exit 0 when everything is
 up, 2 when something is down (or serve.enabled is false), 1 when a node cannot be reached (one
 line naming it and SSH's reason; in --json what it could not say is null) or the config is
 bad. With serve.enabled false it still reads each node: its reach, image and versions.
@@ -23,17 +23,10 @@ from halo_cluster.config.docs import page
 from halo_cluster.config.model import Cluster
 from halo_cluster.decide import budget
 from halo_cluster.node.versions import firmware, summary
-from halo_cluster.tools import (
-    jsonout,
-    options,
-    reach,
-    selection,
-    statuslive,
-    statusranks,
-    statuswatchdog,
-)
+from halo_cluster.tools import jsonout, options, reach, selection
 from halo_cluster.tools.project import config, load_or_say, next_deploy
-from halo_cluster.tools.status import (
+from halo_cluster.tools.status import live, ranks, watchdog
+from halo_cluster.tools.status.read import (
     DOWN,
     PART_SECONDS,
     SERVICES,
@@ -73,15 +66,15 @@ def versions_table(statuses: list[NodeStatus]) -> str:
 
 
 def live_table(statuses: list[NodeStatus]) -> str:
-    """Prometheus' numbers (statuslive.py), read on the head; nothing when it was left out."""
+    """Prometheus' numbers (live.py), read on the head; nothing when it was left out."""
     head = next((s for s in statuses if s.role == "head" and s.reachable), None)
-    return "\n".join(statuslive.lines(head.live)) if head else ""
+    return "\n".join(live.lines(head.live)) if head else ""
 
 
 def watchdog_line(statuses: list[NodeStatus]) -> str:
-    """The head's stall watchdog: running, its last restart and why (statuswatchdog.py)."""
+    """The head's stall watchdog: running, its last restart and why (watchdog.py)."""
     head = next((s for s in statuses if s.role == "head" and s.reachable), None)
-    return statuswatchdog.line(head.watchdog) if head else ""
+    return watchdog.line(head.watchdog) if head else ""
 
 
 def silent_lines(statuses: list[NodeStatus]) -> list[str]:
@@ -131,7 +124,7 @@ def image_line(lock: locks.Lock | None) -> str:
 
 
 def table(cluster: Cluster, statuses: list[NodeStatus], lock: locks.Lock | None = None) -> str:
-    native = statusranks.native(cluster)  # no Ray: which rank runs where, in the head's world
+    native = ranks.native(cluster)  # no Ray: which rank runs where, in the head's world
     rows = [("node", "role", "rank" if native else "ray", "node ip", "gpus", "image", "services",
              "vllm")]  # fmt: skip
     for s in statuses:
@@ -149,7 +142,7 @@ def table(cluster: Cluster, statuses: list[NodeStatus], lock: locks.Lock | None 
             vllm = f"health {health or 'no answer'}, {models}, {s.vllm.get('url', '?')}"
         image = image_cell(s.images, lock)
         gpus = reach.UNKNOWN if s.gpus is None else f"{s.gpus:g}"
-        ray = statusranks.cell(s) if native else s.ray
+        ray = ranks.cell(s) if native else s.ray
         rows.append((s.name, s.role, ray, s.address, gpus, image, services, vllm))
     rows = rows if len(rows) > 1 else []  # no node read: no table
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))] if rows else []
@@ -157,7 +150,7 @@ def table(cluster: Cluster, statuses: list[NodeStatus], lock: locks.Lock | None 
     lines += [
         "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
     ]
-    lines += [statusranks.world_line(cluster, statuses)] if native and rows else []
+    lines += [ranks.world_line(cluster, statuses)] if native and rows else []
     lines += [f"{s.name}: {u.name} failed: {u.error}" for s in statuses for u in s.units if u.error]
     return "\n".join(lines)
 
@@ -179,8 +172,8 @@ def main(argv: list[str]) -> int:
     serving = cluster.serve.enabled
     # serving off: no services to judge, but each node's reach, image and versions are read
     off = None if serving else f"serve.enabled is false in {cluster.source}: no services to show"
-    if statusranks.native(cluster) and serving:
-        statusranks.place(cluster, statuses)
+    if ranks.native(cluster) and serving:
+        ranks.place(cluster, statuses)
     code = exit_code(cluster, statuses) if serving else off_code(statuses)
     if args.json:
         nodes = [as_json(s) for s in statuses]

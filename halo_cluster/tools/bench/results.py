@@ -209,7 +209,7 @@ def report(lines: list[dict]) -> str:
     )
 
 
-# ---- the upgrade gate: two builds' runs in one window (halo_cluster/tools/benchgate.py)
+# ---- the upgrade gate: two builds' runs in one window (gate.py)
 MEASURED, FAILED = "measured", "failed"
 
 
