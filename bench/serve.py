@@ -7,9 +7,10 @@ On a converged 2-node lab (the lab's stand-in vllm; real Ray with `--launcher ra
 multi-node launcher with `native`): the deploy that enables `serve:` until /health answers 200
 (the deploy itself waits for it), a reboot of both nodes until /health answers 200 with no
 deploy, with Ray the recovery from each fault of lab/faults.py (a crash until vLLM serves
-steadily again, no deploy), with either the worker's rank killed until a completion is answered
-again, and the memory of each node (PSS of every process in the node's cgroup) and of each
-service's processes (RSS and PSS). Median of --repeat runs. Needs root, like the lab.
+steadily again, no deploy), with either the worker's rank killed and then the head's own until a
+completion is answered again, and the memory of each node (PSS of every process in the node's
+cgroup) and of each service's processes (RSS and PSS). Median of --repeat runs. Needs root, like
+the lab.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from lab import cli, faults, node
@@ -86,17 +88,29 @@ def head_started() -> str:
     return faults.user("node1", "systemctl --user show -p InvocationID --value halo-vllm")
 
 
-def rank_killed(launcher: str, timeout: float = 900) -> float:
-    """Seconds from the worker's rank killed until the head's vLLM, started since, answers a
-    completion; one request after another all along, as users' would."""
+def killed_until_served(kill: Callable[[], object], what: str, timeout: float = 900) -> float:
+    """Seconds from `kill` until the head's vLLM, started since, answers a completion; one
+    request after another all along, as users' would."""
     before = head_started()
     start = time.monotonic()
-    faults.ssh("node2", KILL_RANK[launcher])
+    kill()
     while not (answers(COMPLETION) and head_started() != before):
         if time.monotonic() - start > timeout:
-            raise SystemExit(f"the worker's rank killed: not serving after {timeout:.0f} s")
+            raise SystemExit(f"{what}: not serving after {timeout:.0f} s")
         time.sleep(0.5)
     return time.monotonic() - start
+
+
+def rank_killed(launcher: str) -> float:
+    kill = KILL_RANK[launcher]
+    return killed_until_served(lambda: faults.ssh("node2", kill), "the worker's rank killed")
+
+
+def head_killed() -> float:
+    """The head's rank (its vLLM container, rank 0 with native) killed: systemd restarts it, and
+    with native the worker's ranks must meet it again on the master port."""
+    kill = faults.FAULTS["vLLM killed"]
+    return killed_until_served(kill, "the head's rank killed")
 
 
 def reboot_to_health() -> float:
@@ -159,6 +173,7 @@ def main(argv: list[str]) -> int:
         fault: [faults.recover(fault) for _ in range(args.repeat)] for fault in ray_faults
     }
     killed = [rank_killed(args.launcher) for _ in range(args.repeat)]
+    head = [head_killed() for _ in range(args.repeat)]
     time.sleep(10)  # let the services settle after their start
     print(f"launcher: {args.launcher}")
     print("| measure | seconds (median) | runs |")
@@ -168,6 +183,7 @@ def main(argv: list[str]) -> int:
     for fault, times in recoveries.items():
         row(f"{fault}, until vLLM serves steadily again", times)
     row("the worker's rank killed (-9), until a restarted head answers a completion", killed)
+    row("the head's rank killed (its container), until it answers a completion again", head)
     for name in ("node1", "node2"):
         for owner, sizes in sorted(memory_mib(name).items()):
             print(
