@@ -58,7 +58,7 @@ def test_the_key_holds_every_serve_key_but_those_with_a_reason(tmp_path) -> None
         "serve.hf_token_file", "serve.ray_token_file", "serve.ready_timeout", "serve.wait",
         "serve.download", "serve.master_port", "serve.watchdog_enabled",
         "serve.watchdog_timeout_seconds", "serve.watchdog_interval_seconds",
-        "serve.watchdog_misses", "serve.watchdog_max_restarts_per_hour",
+        "serve.watchdog_misses", "serve.watchdog_max_restarts_per_hour", "serve.recipe",
     }  # fmt: skip
 
 
