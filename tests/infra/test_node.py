@@ -10,12 +10,13 @@ from halo_cluster.decide import cmdline
 from halo_cluster.node import toolbox
 from halo_cluster.roles import all_packages
 
-from . import memlock
+from . import autoupdate, memlock
 from .target import (
     ACTIVE_PROFILES,
     KEYFILE,
     MEMLOCK_DROPINS,
     MEMLOCK_LIMITS,
+    WARN,
     Target,
 )
 
@@ -224,3 +225,18 @@ def test_launcher_defaults(node: Target) -> None:
         f"NCCL_SOCKET_IFNAME={node.interface}",
     ):
         assert line in env.splitlines(), f"{node.name}: {line} missing in cluster.env"
+
+
+def test_nothing_upgrades_behind_the_lock(node: Target, measured) -> None:
+    """With os.lock: PackageKit (GNOME Software's and Cockpit's way to update), its offline
+    update waiting for the next boot, and dnf5 automatic applying updates. A WARN, not a
+    failure: Fedora Workstation ships PackageKit, and the node serves as it is."""
+    if not node.cluster.os_lock:
+        pytest.skip("os.lock is false: no lock for an upgrade to go behind")
+    texts = {p: f.text for p, f in node.files.items() if p in autoupdate.AUTOMATIC_CONFS}
+    show = node.run(autoupdate.SHOW).stdout.splitlines()
+    triggers = node.run(autoupdate.TRIGGER_COMMAND).stdout.splitlines()  # rc 1: one is absent
+    warnings, found = autoupdate.behind_the_lock(show, triggers, texts)
+    measured("; ".join(found))
+    if warnings:
+        pytest.skip(f"{WARN}: {node.name}: " + "; ".join(warnings))
