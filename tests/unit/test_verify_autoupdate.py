@@ -86,6 +86,19 @@ def test_the_timer_applying_updates_is_a_warning_naming_the_file(where: str) -> 
     )
 
 
+def test_a_timer_enabled_through_its_alias_runs_from_the_next_boot() -> None:
+    """`systemctl enable dnf-automatic.timer` without --now: enabled, inactive until a boot."""
+    show = fixture("systemctl-show-dnf5-automatic-enabled-by-alias-systemd252.txt").splitlines()
+    confs = {USR: DNF5_CONF, ETC: applying(DNF5_CONF, "1")}
+    warnings, _ = autoupdate.behind_the_lock(show, [], confs)
+    assert warnings == [
+        "dnf5-automatic.timer enabled, inactive, apply_updates = 1 (/etc/dnf/automatic.conf): "
+        "dnf5 automatic upgrades every package the lock does not hold on its timer; fix: "
+        "systemctl disable --now dnf5-automatic.timer, or apply_updates = no in "
+        "/etc/dnf/automatic.conf"
+    ]
+
+
 def test_a_later_file_wins_and_cockpits_reboot_is_said() -> None:
     """Cockpit appends `[commands]` with apply_updates and reboot to the deprecated file; the
     user's /etc/dnf/automatic.conf, read last, decides apply_updates."""
