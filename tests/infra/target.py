@@ -461,6 +461,13 @@ class Target:
     def serve_env_command(self) -> str:
         return f"cat {shlex.quote(self.serve_env)}"
 
+    def behind_the_lock(self) -> tuple[list[str], list[str]]:
+        """(warnings, what was found): what would upgrade this node's packages behind os.lock."""
+        texts = {p: f.text for p, f in self.files.items() if p in autoupdate.AUTOMATIC_CONFS}
+        show = self.out(autoupdate.SHOW).splitlines()  # a failed read is no "not installed"
+        triggers = self.run(autoupdate.TRIGGER_COMMAND).stdout.splitlines()  # rc 1: one absent
+        return autoupdate.behind_the_lock(show, triggers, texts)
+
     def not_verified(self, what: str) -> None:
         """Skip as NOT VERIFIED when the hardware cannot exist here; return on real hosts."""
         if self.container:

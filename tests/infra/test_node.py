@@ -10,7 +10,7 @@ from halo_cluster.decide import cmdline
 from halo_cluster.node import toolbox
 from halo_cluster.roles import all_packages
 
-from . import autoupdate, memlock
+from . import memlock
 from .target import (
     ACTIVE_PROFILES,
     KEYFILE,
@@ -233,10 +233,7 @@ def test_nothing_upgrades_behind_the_lock(node: Target, measured) -> None:
     failure: Fedora Workstation ships PackageKit, and the node serves as it is."""
     if not node.cluster.os_lock:
         pytest.skip("os.lock is false: no lock for an upgrade to go behind")
-    texts = {p: f.text for p, f in node.files.items() if p in autoupdate.AUTOMATIC_CONFS}
-    show = node.out(autoupdate.SHOW).splitlines()  # a failed read is no "not installed"
-    triggers = node.run(autoupdate.TRIGGER_COMMAND).stdout.splitlines()  # rc 1: one is absent
-    warnings, found = autoupdate.behind_the_lock(show, triggers, texts)
+    warnings, found = node.behind_the_lock()
     measured("; ".join(found))
     if warnings:
         pytest.skip(f"{WARN}: {node.name}: " + "; ".join(warnings))

@@ -12,7 +12,6 @@ import yaml
 from halo_cluster.config.loader import parse_cluster
 from halo_cluster.node.facts import TextFiles
 from tests.infra import autoupdate
-from tests.infra import test_node as checks  # its check called here, not collected
 from tests.infra.conftest import _row
 from tests.infra.target import FILES, WARN, Target
 from tests.recorded import fixture, text_files_output
@@ -183,10 +182,11 @@ def test_a_warning_is_its_own_status_in_the_summary() -> None:
     )
 
 
-def locked_head(show: str, triggers: str = "", lock: bool = True) -> Target:
+def locked_head(show: str, triggers: str = "") -> Target:
     """The head of a 2-node cluster with os.lock, its one read done: the check's commands'
-    results recorded, dnf5's automatic.conf among its files."""
-    text = f"cluster_user: vllm\nos: {{lock: {str(lock).lower()}}}\n" + NODES
+    results recorded, dnf5's automatic.conf and an /etc/dnf/automatic.conf applying updates
+    among its files."""
+    text = "cluster_user: vllm\nos: {lock: true}\n" + NODES
     cluster = parse_cluster(yaml.safe_load(text))
     target = Target(cluster, cluster.head, None)
     files = text_files_output({USR: DNF5_CONF, ETC: applying(DNF5_CONF, "yes")})
@@ -197,32 +197,23 @@ def locked_head(show: str, triggers: str = "", lock: bool = True) -> Target:
     return target
 
 
-def test_the_check_passes_on_the_lab_and_says_what_it_found() -> None:
-    measured: list[str] = []
-    checks.test_nothing_upgrades_behind_the_lock(locked_head(NONE), measured.append)
-    assert measured == [
-        "PackageKit not installed; no offline update waiting; dnf5-automatic not installed"
-    ]
-
-
-def test_the_check_warns_on_a_workstation_and_never_fails() -> None:
-    """PackageKit, its offline update and the timer applying: one WARN naming all three."""
-    head = locked_head(TIMER_ON, "find-system-update-packagekit.txt")
-    with pytest.raises(pytest.skip.Exception) as skipped:
-        checks.test_nothing_upgrades_behind_the_lock(head, lambda _: None)
-    reason = str(skipped.value)
-    assert reason.startswith(f"{WARN}: a: packagekit.service installed (static, inactive)")
-    assert (
-        "fix: pkcon offline-cancel; dnf5-automatic.timer enabled, active, apply_updates = yes"
-        in (reason)
+def test_the_node_read_on_the_lab_says_what_it_found() -> None:
+    assert locked_head(NONE).behind_the_lock() == (
+        [],
+        ["PackageKit not installed", "no offline update waiting", "dnf5-automatic not installed"],
     )
 
 
-def test_the_check_is_left_out_without_the_lock() -> None:
-    with pytest.raises(pytest.skip.Exception, match=r"os\.lock is false"):
-        checks.test_nothing_upgrades_behind_the_lock(
-            locked_head(TIMER_ON, lock=False), lambda _: None
-        )
+def test_the_node_read_on_a_workstation_warns_of_all_three() -> None:
+    """PackageKit, its offline update and the timer applying (the head's /etc/dnf/automatic.conf
+    says yes)."""
+    warnings, _ = locked_head(TIMER_ON, "find-system-update-packagekit.txt").behind_the_lock()
+    assert [w.split(" ")[0] for w in warnings] == [
+        "packagekit.service",
+        "PackageKit's",
+        "dnf5-automatic.timer",
+    ]
+    assert "apply_updates = yes (/etc/dnf/automatic.conf)" in warnings[2]
 
 
 def test_a_failed_systemctl_read_fails_the_check() -> None:
@@ -230,4 +221,4 @@ def test_a_failed_systemctl_read_fails_the_check() -> None:
     head = locked_head(NONE)
     head._read[autoupdate.SHOW] = SimpleNamespace(rc=1, stdout="", stderr="Failed to connect")
     with pytest.raises(AssertionError, match="Unexpected exit code 1"):
-        checks.test_nothing_upgrades_behind_the_lock(head, lambda _: None)
+        head.behind_the_lock()
