@@ -145,8 +145,8 @@ class Lab:
         return path
 
 
-def verify(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, CLUSTER_CONFIG=str(cli.CONFIG))
+def verify(*args: str, config: Path | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, CLUSTER_CONFIG=str(config or cli.CONFIG))
     return subprocess.run(
         [
             sys.executable,

@@ -14,7 +14,8 @@ import pytest
 
 from halo_cluster.roles.os import installonly
 from lab import releases
-from tests.e2e.conftest import ROOT, Lab, failure
+from tests.e2e.conftest import ROOT, Lab, failure, summary, verify
+from tests.infra import autoupdate
 from tests.recorded import fixture
 
 pytestmark = pytest.mark.last  # a lab of another release, after the 2-node tests
@@ -42,6 +43,28 @@ def upgrade_os(config: Path, kernel: str) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
 
+def nothing_behind_the_lock(lab: Lab, locked: Path) -> None:
+    """verify's check with the lock on: neither PackageKit nor dnf5 automatic in the lab, then
+    the trigger PackageKit's offline update leaves (a WARN, the run still passes), removed at once:
+    it would make the next boot an offline update."""
+    check = "nothing_upgrades_behind_the_lock"
+    found = verify("-k", check, config=locked)
+    assert found.returncode == 0, found.stdout[-3000:]
+    assert [summary(found)[(node, check)] for node in lab.nodes] == ["passed"] * len(lab.nodes)
+    assert "PackageKit not installed; no offline update waiting; dnf5-automatic not installed" in (
+        found.stdout
+    )
+    lab.ssh("node1", f"ln -s {autoupdate.PACKAGEKIT_PREPARED[0]} /system-update")
+    try:
+        found = verify("-k", check, config=locked)
+    finally:
+        lab.ssh("node1", "rm -f /system-update")
+    assert found.returncode == 0, found.stdout[-3000:]
+    rows = summary(found)
+    assert (rows[("node1", check)], rows[("node2", check)]) == ("WARN", "passed"), rows
+    assert "fix: pkcon offline-cancel" in (ROOT / "reports" / "verify-lab.xml").read_text()
+
+
 def test_fedora_45_through_real_dnf5() -> None:
     lab = Lab(2, "roce", fedora=45).fresh()
     assert "VERSION_ID=45\n" in lab.ssh("node1", "cat /etc/os-release")
@@ -56,6 +79,7 @@ def test_fedora_45_through_real_dnf5() -> None:
     for node in lab.nodes:
         assert f'value = "{RUNNING}"' in lab.ssh(node, "cat /etc/dnf/versionlock.toml")
         assert installonly.UNLIMITED in lab.ssh(node, f"cat {installonly.DNF_CONF}").splitlines()
+    nothing_behind_the_lock(lab, locked)
 
     # what PackageKit does behind the lock (PackageKit#677): two more kernels, four in all, one
     # over Fedora's installonly_limit; dnf5 would rotate one out in the next transaction

@@ -29,7 +29,7 @@ from halo_cluster.config.model import Cluster
 from halo_cluster.tools import jsonout, project, reach, selection, sshconfig
 from halo_cluster.tools.commands.exits import BAD_CONFIG, NO_CHECKS
 
-from .target import NOT_VERIFIED, Target
+from .target import NOT_VERIFIED, WARN, Target
 
 SERVING = "test_serving.py"  # the serving checks' module: collected only where the config serves
 
@@ -235,8 +235,8 @@ def _row(report: pytest.TestReport) -> tuple[str, str, str, str]:
     if report.skipped:
         reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else ""
         reason = reason.removeprefix("Skipped: ")
-        status = NOT_VERIFIED if reason.startswith(NOT_VERIFIED) else "skipped"
-        return where, check, status, reason.removeprefix(f"{NOT_VERIFIED}: ")
+        status = next((s for s in (NOT_VERIFIED, WARN) if reason.startswith(f"{s}: ")), "skipped")
+        return where, check, status, reason.removeprefix(f"{status}: ")
     message = (
         str(report.longrepr.reprcrash.message) if hasattr(report.longrepr, "reprcrash") else ""
     )
@@ -287,7 +287,8 @@ class Summary:
         counts = _counts(rows)
         write(
             f"verification: {counts['passed']} passed, {counts['FAILED']} FAILED, "
-            f"{counts[NOT_VERIFIED]} NOT VERIFIED (hardware this machine cannot have)"
+            f"{counts[NOT_VERIFIED]} NOT VERIFIED (hardware this machine cannot have), "
+            f"{counts[WARN]} WARN (reported, not failed)"
             + (f", {len(self.unreachable)} node(s) not reached" if self.unreachable else "")
         )
 
@@ -320,4 +321,5 @@ class Summary:
 
 
 def _counts(rows: list[tuple[str, str, str, str]]) -> dict[str, int]:
-    return {s: sum(1 for r in rows if r[2] == s) for s in ("passed", "FAILED", NOT_VERIFIED)}
+    statuses = ("passed", "FAILED", NOT_VERIFIED, WARN)
+    return {s: sum(1 for r in rows if r[2] == s) for s in statuses}

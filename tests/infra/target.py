@@ -46,7 +46,10 @@ from halo_cluster.roles import all_packages
 from halo_cluster.roles.serve.usermanager import MEMLOCK_ROW, hard_memlock
 from halo_cluster.tools.status.read import ray_nodes_command
 
+from . import autoupdate
+
 NOT_VERIFIED = "NOT VERIFIED"
+WARN = "WARN"  # a skip whose reason starts so: reported in the table, the run still passes
 KEYFILE = "/etc/NetworkManager/system-connections/halo-data.nmconnection"
 ENTRIES = "/boot/loader/entries/"
 MEMLOCK_LIMITS = "/etc/security/limits.d/90-halo-memlock.conf"
@@ -63,6 +66,7 @@ FILES = (
     "/etc/halo-cluster/cluster.env",
     MEMLOCK_LIMITS,
     *MEMLOCK_DROPINS,
+    *autoupdate.AUTOMATIC_CONFS,  # what dnf5 automatic does when its timer fires
 )
 ACTIVE_PROFILES = "nmcli -t -f NAME,DEVICE connection show --active"
 DEVICE_GROUPS = ("render", "video", "rdma")
@@ -124,6 +128,8 @@ class Target:
             self.groups_command,
             self.toolbox_record_command,
             versions_command(),
+            autoupdate.SHOW,
+            autoupdate.TRIGGER_COMMAND,
         ]
         if self.cluster.serve.enabled:
             reads.append(self.container_images_command)
@@ -454,6 +460,13 @@ class Target:
     @property
     def serve_env_command(self) -> str:
         return f"cat {shlex.quote(self.serve_env)}"
+
+    def behind_the_lock(self) -> tuple[list[str], list[str]]:
+        """(warnings, what was found): what would upgrade this node's packages behind os.lock."""
+        texts = {p: f.text for p, f in self.files.items() if p in autoupdate.AUTOMATIC_CONFS}
+        show = self.out(autoupdate.SHOW).splitlines()  # a failed read is no "not installed"
+        triggers = self.run(autoupdate.TRIGGER_COMMAND).stdout.splitlines()  # rc 1: one absent
+        return autoupdate.behind_the_lock(show, triggers, texts)
 
     def not_verified(self, what: str) -> None:
         """Skip as NOT VERIFIED when the hardware cannot exist here; return on real hosts."""

@@ -16,6 +16,7 @@ from .target import (
     KEYFILE,
     MEMLOCK_DROPINS,
     MEMLOCK_LIMITS,
+    WARN,
     Target,
 )
 
@@ -224,3 +225,15 @@ def test_launcher_defaults(node: Target) -> None:
         f"NCCL_SOCKET_IFNAME={node.interface}",
     ):
         assert line in env.splitlines(), f"{node.name}: {line} missing in cluster.env"
+
+
+def test_nothing_upgrades_behind_the_lock(node: Target, measured) -> None:
+    """With os.lock: PackageKit (GNOME Software's and Cockpit's way to update), its offline
+    update waiting for the next boot, and dnf5 automatic applying updates. A WARN, not a
+    failure: Fedora Workstation ships PackageKit, and the node serves as it is."""
+    if not node.cluster.os_lock:
+        pytest.skip("os.lock is false: no lock for an upgrade to go behind")
+    warnings, found = node.behind_the_lock()
+    measured("; ".join(found))
+    if warnings:
+        pytest.skip(f"{WARN}: {node.name}: " + "; ".join(warnings))

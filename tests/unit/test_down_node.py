@@ -218,5 +218,10 @@ def test_verify_document_of_a_node_reached_is_as_documented(folder: Path) -> Non
     ]
     document = jsonout.whole("verify", found.document(project.load(folder / "cluster.yml")))
     assert documents.problems("verify", document) == [], document
-    assert document["nodes"]["node1"]["checks"] == {"passed": 1, "FAILED": 0, "NOT VERIFIED": 0}
+    assert document["nodes"]["node1"]["checks"] == {
+        "passed": 1,
+        "FAILED": 0,
+        "NOT VERIFIED": 0,
+        "WARN": 0,
+    }
     assert document["nodes"]["node2"]["checks"] is None
