@@ -243,10 +243,10 @@ def wait_for_health(
     Wait, at most ``timeout`` seconds, until the configured cluster serves: vLLM's /health
     answers 200 on the head, from a process of ``user``, whose /v1/models names ``model`` and
     whose Ray cluster (with ``native``: whose vLLM world) is exactly ``nodes`` (not a leftover of
-    an earlier config); saying what it
-    waits for; then, at most ``warmup`` more seconds, while the head's warm-up runs
-    (warmwait.py); then log ``serving MODEL at URL`` with the warm-up's seconds. On timeout, fail with what is still wrong, the
-    first failing service and its last journal lines.
+    an earlier config); saying what it waits for; then, at most ``warmup`` more seconds, while
+    the head's warm-up runs (warmwait.py); then log ``serving MODEL at URL`` with the warm-up's
+    seconds. On timeout, fail with what is still wrong, the first failing service and its last
+    journal lines.
 
     + user: the cluster user (whose services these are)
     + url: vLLM's base URL as the head reaches it

@@ -99,9 +99,9 @@ def results(lines: list[str], since: str) -> list[dict]:
             event = json.loads(text)
         except ValueError:
             continue  # a torn line: the others still count
-        if isinstance(event, dict) and event.get("event") == EVENT:
-            if str(event.get("time", "")) >= since:
-                found.append(event)
+        ours = isinstance(event, dict) and event.get("event") == EVENT
+        if ours and str(event.get("time", "")) >= since:
+            found.append(event)
     return found
 
 
@@ -164,7 +164,8 @@ def main(argv: list[str]) -> int:
         else:
             why = f"/health did not answer 200 within {settings.ready_seconds:g} s"
         seconds = time.monotonic() - start
-        record(str(home / settings.history), line(model, seconds, why, by, datetime.now(UTC).strftime(TIME)))
+        when = datetime.now(UTC).strftime(TIME)
+        record(str(home / settings.history), line(model, seconds, why, by, when))
         said = f"warmed up {model} in {seconds:.1f} s"
         print(said if why is None else f"warning: the warm-up of {model} failed: {why}", flush=True)
     return 0
