@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -27,7 +28,7 @@ KEY = "k3y with spaces, $ and 'quotes'"
 
 class Vllm(BaseHTTPRequestHandler):
     health = 200
-    seen: list[dict] = []
+    seen: ClassVar[list[dict]] = []
 
     def answer(self, status: int, body: dict | None = None) -> None:
         data = json.dumps(body or {}).encode()
