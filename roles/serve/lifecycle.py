@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pyinfra import host, logger
 from pyinfra.operations import server
 
+from halo_cluster.config.serving import warmup_after_health
 from halo_cluster.node import image as cluster_image
 from halo_cluster.node import report
 from halo_cluster.node.groups import device_groups
@@ -19,7 +20,6 @@ from halo_cluster.node.nodefiles import cached
 from halo_cluster.node.operations import text_file
 from halo_cluster.node.pyinfra_internals import run
 from halo_cluster.node.report import events
-from halo_cluster.roles.serve import warmup
 from halo_cluster.roles.serve.facts import HttpStatus, UserManager, UserUnits
 from halo_cluster.roles.serve.files import (
     BY_NAME,
@@ -251,5 +251,5 @@ def wait_until_serving(acted: bool) -> None:
         services=[VLLM, RAY] if ray else [VLLM],
         nodes=[data.halo_head_address, *data.halo_worker_addresses],
         native=None if ray else (data.halo_serve_gpus, data.halo_serve_master_port),
-        warmup=warmup.after_health(1),  # the one served model
+        warmup=warmup_after_health(1),  # the one served model
     )

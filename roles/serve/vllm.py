@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 from pyinfra import host
 
 from halo_cluster.config.lock import HISTORY
-from halo_cluster.config.serving import SECRETS_ENV
+from halo_cluster.config.serving import SECRETS_ENV, WARMUP_COMPLETION_SECONDS
 from halo_cluster.roles.serve import enginestart, flags, metricsfence, warmup
 from halo_cluster.roles.serve.files import VLLM, WARMUP, paths
 from halo_cluster.roles.serve.ray import launches, render, secret_line
@@ -55,14 +56,14 @@ def files(ray_context: dict) -> dict[str, str]:
 def _warmup() -> dict[str, str]:
     """The head's warm-up after each start of vLLM: its unit, program and settings."""
     data = host.data
-    models = [data.halo_serve_served_model_name]
-    settings = {
-        "url": data.halo_serve_head_url,
-        "models": models,
-        "secrets": SECRETS_ENV,
-        "history": HISTORY,
-        "ready_seconds": data.halo_serve_ready_timeout,
-    }
+    settings = warmup.Settings(
+        url=data.halo_serve_head_url,
+        models=[data.halo_serve_served_model_name],
+        secrets=SECRETS_ENV,
+        history=HISTORY,
+        ready_seconds=data.halo_serve_ready_timeout,
+        completion_seconds=WARMUP_COMPLETION_SECONDS,
+    )
     where = paths()
     unit = render(
         "halo-warmup.service.j2",
@@ -72,12 +73,12 @@ def _warmup() -> dict[str, str]:
         max_tokens=warmup.MAX_TOKENS,
         program=where["warmup_program"],
         settings=where["warmup_settings"],
-        timeout=warmup.bound(len(models), data.halo_serve_ready_timeout) + WARMUP_MARGIN_SECONDS,
+        timeout=warmup.bound(settings) + WARMUP_MARGIN_SECONDS,
     )
     return {
         "warmup_unit": unit,
         "warmup_program": Path(warmup.__file__).read_text(),
-        "warmup_settings": json.dumps(settings, indent=1, sort_keys=True) + "\n",
+        "warmup_settings": json.dumps(asdict(settings), indent=1, sort_keys=True) + "\n",
     }
 
 

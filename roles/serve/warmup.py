@@ -29,12 +29,7 @@ from pathlib import Path
 EVENT = "warmup"  # the history's event
 PROMPT = "Hello"  # a short prompt: a few tokens of prefill
 MAX_TOKENS = 1  # one token decoded: the first step of both phases, nothing more
-# one warm-up completion's bound: a first request compiles what the engine's start did not (the
-# sampler's and the attention's kernels for its shapes, into Triton's cache): minutes at most
-COMPLETION_SECONDS = 300
 HEALTH_POLL_SECONDS = 1
-# what the warm-up may lag behind the deploy's own wait in seeing /health answer 200
-SEEN_SECONDS = 30
 KEY = "VLLM_API_KEY="  # secrets.env's one line (templates/serve/secrets.env.j2)
 TIME = "%Y-%m-%dT%H:%M:%SZ"  # the history's time (halo_cluster/config/lock.py: now)
 
@@ -45,21 +40,17 @@ class Settings:
     models: list[str]  # the served model names, each warmed up in turn
     secrets: str  # the head's secrets.env (VLLM_API_KEY=...), below the user's home
     history: str  # the head's history (JSON Lines), below the user's home
-    ready_seconds: float  # serve.ready_timeout: how long /health may take to answer 200
+    ready_seconds: int  # serve.ready_timeout: how long /health may take to answer 200
+    completion_seconds: int  # one completion's bound (config/serving.py, declared there)
 
     @classmethod
     def read(cls, path: str) -> Settings:
         return cls(**json.loads(Path(path).read_text()))
 
 
-def bound(models: int, ready_seconds: int) -> int:
+def bound(settings: Settings) -> int:
     """The whole warm-up's seconds at most: /health's wait, then each model's completion."""
-    return ready_seconds + models * COMPLETION_SECONDS
-
-
-def after_health(models: int) -> int:
-    """What the warm-up may still take once the deploy saw /health answer 200."""
-    return SEEN_SECONDS + models * COMPLETION_SECONDS
+    return settings.ready_seconds + len(settings.models) * settings.completion_seconds
 
 
 def request_body(model: str) -> dict:
@@ -159,7 +150,7 @@ def main(argv: list[str]) -> int:
         if up:
             key = api_key(str(home / settings.secrets))
             url = f"{settings.url}/v1/completions"
-            status, body = post(url, request_body(model), key, COMPLETION_SECONDS)
+            status, body = post(url, request_body(model), key, settings.completion_seconds)
             why = problem(status, body, model)
         else:
             why = f"/health did not answer 200 within {settings.ready_seconds:g} s"

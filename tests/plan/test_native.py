@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from halo_cluster.config.serving import warmup_after_health
 from halo_cluster.roles.serve.ranks import due_now
-from halo_cluster.roles.serve.warmup import after_health
 from tests.plan.harness import Plan, plan
 from tests.plan.nodes import (
     CONFIG,
@@ -270,7 +270,7 @@ def test_the_wait_checks_the_heads_world_against_tp_x_pp_and_the_nodes() -> None
     """The /health wait's identity check with native: the world size TP x PP and every node's
     data address on the master port (node/vllmworld.py), where Ray's asks Ray's nodes; then, in
     both, the head's warm-up within its bound (warmup.py)."""
-    bound = after_health(1)
+    bound = warmup_after_health(1)
     result = plan_cluster(serve_cluster(serve=NATIVE))
     (wait,) = [c for c in result.commands("halo1") if c.startswith("FunctionCommand(_wait")]
     assert f"['192.168.100.1', '192.168.100.2'], (2, 29501), {bound})" in wait, wait

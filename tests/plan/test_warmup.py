@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from halo_cluster.config.serving import WARMUP_COMPLETION_SECONDS, warmup_after_health
 from halo_cluster.roles.serve import vllm, warmup
 from halo_cluster.roles.serve.files import BY_NAME
 from tests.plan.harness import plan
@@ -32,10 +33,11 @@ def test_the_heads_vllm_wants_the_warmup_and_the_worker_has_none(launcher: str) 
     assert {"BindsTo=halo-vllm.service", "After=halo-vllm.service", "Type=oneshot"} <= set(unit)
     assert "ExecStart=/usr/bin/python3 %h/.config/halo-cluster/warmup.py " \
         "%h/.config/halo-cluster/warmup.json" in unit  # fmt: skip
-    timeout = warmup.bound(1, 1800) + vllm.WARMUP_MARGIN_SECONDS  # serve.ready_timeout's default
+    settings = warmup.Settings(**json.loads(head[SETTINGS]))
+    # serve.ready_timeout's default, then the one completion
+    timeout = 1800 + WARMUP_COMPLETION_SECONDS + vllm.WARMUP_MARGIN_SECONDS
     assert f"TimeoutStartSec={timeout}" in unit
     assert not any(line.startswith(("Restart=", "WantedBy=")) for line in unit)  # per start only
-    settings = warmup.Settings(**json.loads(head[SETTINGS]))
     assert settings.models == ["qwen14"]  # the name vLLM serves, --served-model-name
     assert settings.url == "http://192.168.100.1:8000" and settings.ready_seconds == 1800
     # below the home, read there: the key never copied into the settings
@@ -47,7 +49,7 @@ def test_the_heads_vllm_wants_the_warmup_and_the_worker_has_none(launcher: str) 
     if launcher:  # the worker's rank has a quadlet too, without the warm-up
         assert "Wants=halo-warmup" not in worker[QUADLET]
     (wait,) = [c for c in result.commands("halo1") if c.startswith("FunctionCommand(_wait")]
-    assert wait.endswith(f", {warmup.after_health(1)}), {{}})"), wait
+    assert wait.endswith(f", {warmup_after_health(1)}), {{}})"), wait
 
 
 @LAUNCHERS
@@ -65,4 +67,4 @@ def test_a_changed_warmup_file_reloads_and_restarts_nothing(launcher: str) -> No
     assert "Cluster services | Reload the user's units" in services
     assert not any("Restart halo-vllm" in n or "Start every rank" in n for n in services), services
     unit = result.uploads("halo1")[UNIT]
-    assert f"TimeoutStartSec={warmup.bound(1, 900) + vllm.WARMUP_MARGIN_SECONDS}" in unit
+    assert f"TimeoutStartSec={900 + WARMUP_COMPLETION_SECONDS + vllm.WARMUP_MARGIN_SECONDS}" in unit

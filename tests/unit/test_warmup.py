@@ -18,7 +18,13 @@ from typing import ClassVar
 import pytest
 
 from halo_cluster.config.lock import HISTORY, history_line
-from halo_cluster.config.serving import SECRETS_ENV, warmup_wait
+from halo_cluster.config.serving import (
+    SECRETS_ENV,
+    WARMUP_COMPLETION_SECONDS,
+    WARMUP_SEEN_SECONDS,
+    warmup_after_health,
+    warmup_wait,
+)
 from halo_cluster.roles.serve import warmup
 from halo_cluster.roles.serve.warmwait import summary
 
@@ -76,7 +82,7 @@ def run(tmp_path: Path, url: str, models: list[str], ready: int = 5) -> list[dic
     (tmp_path / SECRETS_ENV).parent.mkdir(parents=True)
     (tmp_path / SECRETS_ENV).write_text(f"VLLM_API_KEY={KEY}\n")
     settings = {"url": url, "models": models, "secrets": SECRETS_ENV, "history": HISTORY,
-                "ready_seconds": ready}  # fmt: skip
+                "ready_seconds": ready, "completion_seconds": 20}  # fmt: skip
     (tmp_path / "warmup.json").write_text(json.dumps(settings))
     program = Path(warmup.__file__)
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
@@ -144,8 +150,9 @@ def test_only_this_starts_lines_count_and_the_last_per_model_wins() -> None:
 
 
 def test_the_bounds_add_up() -> None:
-    assert warmup.bound(2, 1800) == 1800 + 2 * warmup.COMPLETION_SECONDS
-    assert warmup.after_health(1) == warmup.SEEN_SECONDS + warmup.COMPLETION_SECONDS
+    settings = warmup.Settings("http://h:8000", ["a", "b"], SECRETS_ENV, HISTORY, 1800, 300)
+    assert warmup.bound(settings) == 1800 + 2 * 300
+    assert warmup_after_health(2) == WARMUP_SEEN_SECONDS + 2 * WARMUP_COMPLETION_SECONDS
 
 
 def systemctl(tmp_path: Path, states: list[str]) -> dict[str, str]:
