@@ -175,3 +175,20 @@ def test_the_wait_ends_when_the_warmup_no_longer_runs(tmp_path: Path) -> None:
     env = systemctl(tmp_path, ["activating"])
     done = subprocess.run(["sh", "-c", warmup_wait(2)], env=env, timeout=30)
     assert done.returncode == 1
+
+
+def test_status_says_each_models_last_warmup() -> None:
+    from halo_cluster.node.batch import Part
+    from halo_cluster.tools.status import warmup as status
+
+    older = warmup.line("m", 9.0, "HTTP 500: x", "vllm@h", "2026-12-04T10:00:00Z")
+    ok = warmup.line("m", 2.31, None, "vllm@h", "2026-12-04T11:00:00Z")
+    failed = warmup.line("n", 300.0, "TimeoutError: timed out", "vllm@h", "2026-12-04T11:00:05Z")
+    text = "\n".join(json.dumps(e) for e in (older, ok, failed)) + "\n{torn\n"
+    said = status.line(status.read({"warmup": Part(0, text.encode())}))
+    assert said == (
+        "warm-up: m 2.3 s at 2026-12-04T11:00:00Z; "
+        "n FAILED at 2026-12-04T11:00:05Z: TimeoutError: timed out"
+    )
+    assert status.line(status.read({"warmup": Part(0, b"")})) == ""
+    assert status.read({}) == {}  # a head not read
