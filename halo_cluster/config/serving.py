@@ -32,6 +32,31 @@ def api_key_read(home: str) -> str:
     return f"key=$(sed -n 's/^VLLM_API_KEY=//p' {home}/{SECRETS_ENV} 2>/dev/null); "
 
 
+# the head's warm-up after each start of vLLM (roles/serve/warmup.py), which the deploy's and the
+# upgrade's waits for serving wait for
+WARMUP_SERVICE = "halo-warmup"
+# one warm-up completion's bound: a first request compiles what the engine's start did not (the
+# sampler's and the attention's kernels for its shapes, into Triton's cache): minutes at most
+WARMUP_COMPLETION_SECONDS = 300
+# what the warm-up may lag behind a wait for serving in seeing /health answer 200 (it polls 1 s)
+WARMUP_SEEN_SECONDS = 30
+
+
+def warmup_after_health(models: int) -> int:
+    """What the warm-up may still take once a wait for serving saw /health answer 200."""
+    return WARMUP_SEEN_SECONDS + models * WARMUP_COMPLETION_SECONDS
+
+
+def warmup_wait(seconds: int) -> str:
+    """A shell line of the cluster user's that waits, at most `seconds`, while the head's warm-up
+    runs (its oneshot unit activating): 0 once it ended or when there is none, 1 on the bound."""
+    state = f"systemctl --user is-active {WARMUP_SERVICE}.service"
+    return (
+        f'for i in $(seq {int(seconds)}); do [ "$({state})" = activating ] || exit 0; sleep 1; '
+        "done; exit 1"
+    )
+
+
 # Ray's ports, pinned so that a firewall can name them (docs/roles/serve.md)
 PORTS = {
     "port": 6379,

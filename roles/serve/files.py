@@ -13,10 +13,13 @@ from halo_cluster.config.serving import (
     SERVE_ENV,
     SERVICE_CONFIG,
     SERVING_CONTAINERS,
+    WARMUP_SERVICE,
 )
 
 UNITS = QUADLETS
+SYSTEMD_USER = ".config/systemd/user"  # the user's own units (quadlets are generated elsewhere)
 RAY, VLLM = SERVING_CONTAINERS
+WARMUP = WARMUP_SERVICE  # the head's warm-up after each start of vLLM (warmup.py)
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,11 @@ FILES = (
     # vLLM's engine start bound (enginestart.py): read at vLLM's start only, a change restarts
     # nothing (a running engine is past its start; a restarting one takes the new bound)
     ServiceFile("engine_env", f"{SERVICE_CONFIG}/vllm-engine.env", "644", (), head_only=True),
+    # the head's warm-up (warmup.py): its unit, which vLLM's quadlet there Wants, its program and
+    # settings; a change restarts nothing: the next start of vLLM runs the new one
+    ServiceFile("warmup_unit", f"{SYSTEMD_USER}/{WARMUP}.service", "644", (), head_only=True),
+    ServiceFile("warmup_program", f"{SERVICE_CONFIG}/warmup.py", "644", (), head_only=True),
+    ServiceFile("warmup_settings", f"{SERVICE_CONFIG}/warmup.json", "644", (), head_only=True),
 )
 BY_NAME = {f.name: f for f in FILES}
 VLLM_FILES = tuple(f.name for f in FILES if f.head_only)
@@ -71,6 +79,12 @@ VLLM_FILES = tuple(f.name for f in FILES if f.head_only)
 def paths() -> dict[str, str]:
     """Name -> path below the user's home of every file this role may write."""
     return {f.name: f.path for f in FILES}
+
+
+def reloads(changed: dict[str, bool]) -> bool:
+    """Whether the user's manager must reload: a unit of the table changed (a quadlet or the
+    warm-up's own unit)."""
+    return any(changed.get(f.name) for f in FILES if f.path.startswith((UNITS, SYSTEMD_USER)))
 
 
 def restarted_by(service: str) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pyinfra import host, logger
 from pyinfra.operations import server
 
+from halo_cluster.config.serving import warmup_after_health
 from halo_cluster.node import image as cluster_image
 from halo_cluster.node import report
 from halo_cluster.node.groups import device_groups
@@ -20,7 +21,15 @@ from halo_cluster.node.operations import text_file
 from halo_cluster.node.pyinfra_internals import run
 from halo_cluster.node.report import events
 from halo_cluster.roles.serve.facts import HttpStatus, UserManager, UserUnits
-from halo_cluster.roles.serve.files import BY_NAME, RAY, UNITS, VLLM, paths, restarted_by
+from halo_cluster.roles.serve.files import (
+    BY_NAME,
+    RAY,
+    UNITS,
+    VLLM,
+    paths,
+    reloads,
+    restarted_by,
+)
 from halo_cluster.roles.serve.services import (
     remove_user_services,
     stop_user_services,
@@ -115,7 +124,7 @@ def start_or_restart(user: str, vllm: bool, changed: dict[str, bool]) -> bool:
     """Start what is not running, restart what changed or runs another image than the cluster's
     (vLLM also when Ray did); True when anything was."""
     units = cached(host, UserUnits, user=user, units=(RAY, VLLM))
-    if any(changed.get(n) for n in BY_NAME if BY_NAME[n].path.startswith(UNITS)):
+    if reloads(changed):
         user_systemctl(name="Reload the user's units", user=user, args=["daemon-reload"])
     other = other_images(user)
     ray_changed = RAY in other or any(changed.get(n) for n in restarted_by(RAY))
@@ -242,4 +251,5 @@ def wait_until_serving(acted: bool) -> None:
         services=[VLLM, RAY] if ray else [VLLM],
         nodes=[data.halo_head_address, *data.halo_worker_addresses],
         native=None if ray else (data.halo_serve_gpus, data.halo_serve_master_port),
+        warmup=warmup_after_health(1),  # the one served model
     )

@@ -32,7 +32,7 @@ from halo_cluster.node.nodefiles import cached, node_files
 from halo_cluster.node.pyinfra_internals import run
 from halo_cluster.node.versions import running_kernel_args
 from halo_cluster.roles.serve.facts import UserUnits
-from halo_cluster.roles.serve.files import BY_NAME, RAY, UNITS, VLLM
+from halo_cluster.roles.serve.files import BY_NAME, RAY, VLLM, reloads
 from halo_cluster.roles.serve.lifecycle import (
     no_node_refused,
     other_images,
@@ -49,7 +49,7 @@ _DUE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def start_or_restart(user: str, serves: bool, changed: dict[str, bool]) -> bool:
     """Plan the stop of every rank, then the start of every rank, acting when any node has a
     reason; True when this node has one."""
-    if any(changed.get(n) for n in BY_NAME if BY_NAME[n].path.startswith(UNITS)):
+    if reloads(changed):
         user_systemctl(name="Reload the user's units", user=user, args=["daemon-reload"])
     if not serves:
         return False

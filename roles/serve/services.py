@@ -17,6 +17,7 @@ from halo_cluster.node.image import history_append
 from halo_cluster.node.memory import hub_folder
 from halo_cluster.node.operations import run_saying_what
 from halo_cluster.node.progress import waiting
+from halo_cluster.roles.serve import warmwait
 from halo_cluster.roles.serve.facts import over_data_link
 
 POLL_SECONDS = 1  # a curl on the head: the deploy sees vLLM serving within a second
@@ -236,14 +237,16 @@ def wait_for_health(
     services: list[str],
     nodes: list[str],
     native: tuple[int, int] | None = None,
+    warmup: int = 0,
 ):
     """
     Wait, at most ``timeout`` seconds, until the configured cluster serves: vLLM's /health
     answers 200 on the head, from a process of ``user``, whose /v1/models names ``model`` and
     whose Ray cluster (with ``native``: whose vLLM world) is exactly ``nodes`` (not a leftover of
-    an earlier config); saying what it
-    waits for; then log ``serving MODEL at URL``. On timeout, fail with what is still wrong, the
-    first failing service and its last journal lines.
+    an earlier config); saying what it waits for; then, at most ``warmup`` more seconds, while
+    the head's warm-up runs (warmwait.py); then log ``serving MODEL at URL`` with the warm-up's
+    seconds. On timeout, fail with what is still wrong, the first failing service and its last
+    journal lines.
 
     + user: the cluster user (whose services these are)
     + url: vLLM's base URL as the head reaches it
@@ -254,6 +257,7 @@ def wait_for_health(
       with ``native`` the nodes whose ranks meet on the head's master port (node/vllmworld.py)
     + native: with ``serve.launcher: native``, (TP x PP, the master port): the world size the
       head's executor must report and the port its ranks hold
+    + warmup: the warm-up's bound, seconds (0: no warm-up to wait for)
 
     **Example:**
 
@@ -263,13 +267,13 @@ def wait_for_health(
                         model="Qwen/Qwen3-14B", timeout=1800, services=["halo-vllm", "halo-ray"],
                         nodes=["192.168.100.1", "192.168.100.2"])
     """
-    yield FunctionCommand(
-        _wait_for_health, (user, url, model, timeout, services, nodes, native), {}
-    )
+    args = (user, url, model, timeout, services, nodes, native, warmup)
+    yield FunctionCommand(_wait_for_health, args, {})
 
 
-def _wait_for_health(state, host, user, url, model, timeout, services, nodes, native) -> bool:
+def _wait_for_health(state, host, user, url, model, timeout, services, nodes, native, warmup):
     probe = f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {shlex.quote(url + '/health')}"
+    since = warmwait.clock(host)  # the warm-up lines of this start are written after it
     deadline = time.monotonic() + timeout
     wrong = NOT_200
     with waiting(host, f"vLLM's /health at {url} (up to {timeout} s)"):
@@ -278,7 +282,8 @@ def _wait_for_health(state, host, user, url, model, timeout, services, nodes, na
             if output.stdout.strip() == "200":
                 wrong = _not_ours(host, user, url, model, nodes, native)
                 if wrong is None:
-                    logger.info(f"{host.print_prefix}serving {model} at {url}")
+                    warmed = warmwait.warmed(host, user, since, [model], warmup) if warmup else ""
+                    logger.info(f"{host.print_prefix}serving {model} at {url}{warmed}")
                     return True
             # a 200 not ours yet costs a Ray client in the container (_not_ours): not each second
             time.sleep(POLL_SECONDS if wrong == NOT_200 else NOT_OURS_SECONDS)

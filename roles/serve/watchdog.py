@@ -18,13 +18,12 @@ from halo_cluster.node.nodefiles import cached
 from halo_cluster.node.operations import text_file
 from halo_cluster.roles.serve import enginestart, stallwatch
 from halo_cluster.roles.serve.facts import UserUnits, over_data_link
-from halo_cluster.roles.serve.files import RAY, VLLM
+from halo_cluster.roles.serve.files import RAY, SYSTEMD_USER, VLLM
 from halo_cluster.roles.serve.lifecycle import remove, running
 from halo_cluster.roles.serve.ray import render
 from halo_cluster.roles.serve.services import user_systemctl
 
 WATCHDOG = "halo-watchdog"
-SYSTEMD_USER = ".config/systemd/user"  # the user's own units (quadlets are generated elsewhere)
 UNIT = f"{SYSTEMD_USER}/{WATCHDOG}.service"
 WANTS = f"{SYSTEMD_USER}/default.target.wants/{WATCHDOG}.service"  # `enable`'s link
 PROGRAM = f"{SERVICE_CONFIG}/watchdog.py"

@@ -78,8 +78,12 @@ def moved_to(lab: Lab, head: str, before: list[str], config: Path) -> None:
     assert user(lab, worker, f"sh -c 'ls {VLLM_UNIT} 2>/dev/null'", check=False).strip() == ""
     carried = history(lab, head)
     assert carried[: len(before)] == before  # the old head's lines, first and whole
-    moved = [json.loads(line) for line in carried[len(before) :]]
+    added = [json.loads(line) for line in carried[len(before) :]]
+    # and the new head's vLLM, started by the deploy, warmed up there (roles/serve/warmup.py)
+    moved = [m for m in added if m["event"] != "warmup"]
     assert [(m["event"], m["from"], m["to"]) for m in moved] == [("moved-head", worker, head)]
+    warmed = [m for m in added if m["event"] == "warmup"]
+    assert warmed and warmed[-1]["ok"] is True and warmed[-1]["by"].startswith("vllm@"), added
     where = halo_cluster("where", config=config)
     assert where.returncode == 0 and f"http://{ADDRESS[head]}:8000" in where.stdout, where.stdout
     assert f"node {head})" in where.stdout

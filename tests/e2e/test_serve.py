@@ -13,6 +13,7 @@ import urllib.request
 
 import pytest
 
+from halo_cluster.config.lock import HISTORY
 from halo_cluster.roles.metrics.model import PROMETHEUS_PORT
 from lab import cli, faults, hub
 from tests.e2e.conftest import ROOT, Lab, changed_hosts
@@ -183,6 +184,28 @@ def test_both_nodes_rebooted_serve_again_with_no_deploy(serving: Lab) -> None:
     assert all(process.wait(timeout=300) == 0 for process in reboots)
     seconds = wait_serving(lab)
     print(f"serving again {seconds:.1f} s after both nodes booted")
+
+
+def warmups(lab: Lab) -> list[dict]:
+    """The head's `warmup` history lines (roles/serve/warmup.py)."""
+    lines = lab.ssh("node1", f"cat ~vllm/{HISTORY} 2>/dev/null || true").splitlines()
+    return [json.loads(line) for line in lines if '"event":"warmup"' in line]
+
+
+def test_every_start_of_vllm_is_warmed_up(serving: Lab) -> None:
+    """A start of the head's vLLM that no deploy made (by hand here; systemd's Restart=always,
+    the watchdog's restart and a boot start the unit alike) is followed by the warm-up: one
+    `warmup` line of the served model in the head's history, answered, with its seconds."""
+    lab = serving
+    before = len(warmups(lab))
+    user(lab, "node1", "systemctl --user restart halo-vllm")
+    wait_serving(lab)
+    until(lambda: len(warmups(lab)) > before, 120, lambda: journal(lab, "halo-warmup")[-2000:])
+    (line,) = warmups(lab)[before:]
+    assert (line["model"], line["ok"], line["run"]) == (MODEL, True, "warmup"), line
+    assert 0 <= line["seconds"] < 60
+    state = user(lab, "node1", "systemctl --user is-active halo-warmup", check=False)
+    assert state.strip() == "inactive", state  # a oneshot that ended with 0, not failed
 
 
 def test_heals_itself_from_each_fault_with_no_deploy(serving: Lab) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from halo_cluster.config.serving import warmup_after_health
 from halo_cluster.roles.serve.ranks import due_now
 from tests.plan.harness import Plan, plan
 from tests.plan.nodes import (
@@ -267,13 +268,15 @@ def test_native_to_ray_removes_the_workers_rank_and_starts_ray(tmp_path) -> None
 
 def test_the_wait_checks_the_heads_world_against_tp_x_pp_and_the_nodes() -> None:
     """The /health wait's identity check with native: the world size TP x PP and every node's
-    data address on the master port (node/vllmworld.py), where Ray's asks Ray's nodes."""
+    data address on the master port (node/vllmworld.py), where Ray's asks Ray's nodes; then, in
+    both, the head's warm-up within its bound (warmup.py)."""
+    bound = warmup_after_health(1)
     result = plan_cluster(serve_cluster(serve=NATIVE))
     (wait,) = [c for c in result.commands("halo1") if c.startswith("FunctionCommand(_wait")]
-    assert "['halo-vllm'], ['192.168.100.1', '192.168.100.2'], (2, 29501))" in wait, wait
+    assert f"['192.168.100.1', '192.168.100.2'], (2, 29501), {bound})" in wait, wait
     ray = plan_cluster(serve_cluster())
     (wait,) = [c for c in ray.commands("halo1") if c.startswith("FunctionCommand(_wait")]
-    assert "['halo-vllm', 'halo-ray'], ['192.168.100.1', '192.168.100.2'], None)" in wait, wait
+    assert f"['192.168.100.1', '192.168.100.2'], None, {bound})" in wait, wait
 
 
 def test_a_node_that_reboots_in_the_run_restarts_every_rank_after_it(caplog) -> None:

@@ -51,6 +51,7 @@ _NODE_STATUS: tuple[Field, ...] = (
     ("nodes[].rank", "object", "serve.launcher native: its rank in the world, else empty"),
     ("nodes[].live", "object|null", "the head's Prometheus numbers of the last 5 minutes"),
     ("nodes[].watchdog", "object|null", "the head's stall watchdog: state, last restart"),
+    ("nodes[].warmup", "object|null", "the head's last warm-up of each model: ok, seconds"),
     ("nodes[].silent", "list[str]", "the parts of its read stopped unanswered"),
 )
 

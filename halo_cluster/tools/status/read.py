@@ -22,14 +22,14 @@ from halo_cluster.node.memory import memory_command, memory_process
 from halo_cluster.node.versions import versions_command, versions_process
 from halo_cluster.tools import reach, transport
 from halo_cluster.tools.commands.exits import DOWN, ERROR, OK
-from halo_cluster.tools.status import live, ranks, watchdog
+from halo_cluster.tools.status import live, ranks, warmup, watchdog
 
 UP, UNREACHABLE = OK, ERROR  # status's names for them: 2 is DOWN, something is down
 VERDICTS = {UP: "up", DOWN: "something is down", UNREACHABLE: "a node cannot be reached"}
 SERVICES = ("halo-ray", "halo-vllm")
 # what --json says of a node it could not reach: none of it was read, so null (never a list's
 # or a number's "unknown": commands/documents.py); `ray`, a word, stays "unknown"
-NOT_READ = ("gpus", "units", "vllm", "memory", "versions", "images", "live", "watchdog")
+NOT_READ = ("gpus", "units", "vllm", "memory", "versions", "images", "live", "watchdog", "warmup")
 # each command of the read is stopped after PART_SECONDS (a frozen user manager, Ray or
 # Prometheus: that part is said, the others are read), the node's whole read after
 # READ_SECONDS (a node whose SSH session itself says nothing)
@@ -78,6 +78,7 @@ class NodeStatus:
     rank: dict = field(default_factory=dict)  # serve.launcher: native: its rank (ranks.py)
     live: dict = field(default_factory=dict)  # head only: Prometheus' numbers (live.py)
     watchdog: dict = field(default_factory=dict)  # head only: the stall watchdog's last restart
+    warmup: dict = field(default_factory=dict)  # head only: each model's last warm-up
     silent: list[str] = field(default_factory=list)  # the parts of its read stopped unanswered
 
 
@@ -120,7 +121,7 @@ def gather_commands(cluster: Cluster, node: Node) -> dict[str, str]:
             "health": f"curl -s -o /dev/null -m 5 -w '%{{http_code}}' {url}/health",
             "models": models_command(cluster),
         } | live.commands(cluster)
-        commands |= watchdog.commands(cluster)
+        commands |= watchdog.commands(cluster) | warmup.commands(cluster)
         if ranks.native(cluster):  # no Ray to ask: the head's own view of its world
             commands = {n: c for n, c in commands.items() if n != "ray"}
             commands |= ranks.head_commands(cluster)
@@ -193,6 +194,7 @@ def read_node(
     status.vllm = _vllm(cluster, found)
     status.live = live.read(cluster, found)
     status.watchdog = watchdog.read(found)
+    status.warmup = warmup.read(found)
     if ranks.native(cluster):
         status.vllm["world"] = ranks.head_world(found)
         return status, []

@@ -25,7 +25,7 @@ from halo_cluster.decide import budget
 from halo_cluster.node.versions import firmware, summary
 from halo_cluster.tools import jsonout, options, reach, selection
 from halo_cluster.tools.project import config, load_or_say, next_deploy
-from halo_cluster.tools.status import live, ranks, watchdog
+from halo_cluster.tools.status import live, ranks, warmup, watchdog
 from halo_cluster.tools.status.read import (
     DOWN,
     PART_SECONDS,
@@ -75,6 +75,12 @@ def watchdog_line(statuses: list[NodeStatus]) -> str:
     """The head's stall watchdog: running, its last restart and why (watchdog.py)."""
     head = next((s for s in statuses if s.role == "head" and s.reachable), None)
     return watchdog.line(head.watchdog) if head else ""
+
+
+def warmup_line(statuses: list[NodeStatus]) -> str:
+    """Each served model's last warm-up on the head (warmup.py)."""
+    head = next((s for s in statuses if s.role == "head" and s.reachable), None)
+    return warmup.line(head.warmup) if head else ""
 
 
 def silent_lines(statuses: list[NodeStatus]) -> list[str]:
@@ -188,8 +194,9 @@ def main(argv: list[str]) -> int:
         print(said)
     lock, _ = locks.read(Path(cluster.container.lock))
     if serving:
-        parts = [table(cluster, statuses, lock), watchdog_line(statuses), live_table(statuses),
-                 memory_table(statuses), versions_table(statuses)]  # fmt: skip
+        parts = [table(cluster, statuses, lock), watchdog_line(statuses), warmup_line(statuses),
+                 live_table(statuses), memory_table(statuses),
+                 versions_table(statuses)]  # fmt: skip
     else:  # no services read: the serving table has nothing to show
         parts = [image_line(lock), off_table(statuses, lock), versions_table(statuses)]
     print("\n".join(part for part in parts if part))

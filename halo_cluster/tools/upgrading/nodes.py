@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 from halo_cluster.config.model import Cluster, Node
-from halo_cluster.config.serving import api_key_read
+from halo_cluster.config.serving import api_key_read, warmup_after_health, warmup_wait
 from halo_cluster.node.facts import as_user
 from halo_cluster.node.image import history_append
 from halo_cluster.tools import project, selection, transport
@@ -79,16 +79,21 @@ class Nodes:
         return f"{self.cluster.serve.head_url}/health"
 
     def serving(self) -> bool:
-        """/health answers 200 within serve.ready_timeout (always, with serving off)."""
+        """/health answers 200 within serve.ready_timeout (always, with serving off); then the
+        head's warm-up has ended (roles/serve/warmup.py: its end waited for, within its bound,
+        never judged: its lines are in the history)."""
         if not self.cluster.settings["serve.enabled"]:
             return True
         bound = self.cluster.settings["serve.ready_timeout"]
         tries = max(1, int(bound / HEALTH_POLL))
-        script = (
+        health = (
             f"for i in $(seq {tries}); do curl -sf -o /dev/null {shlex.quote(self.health_url())} "
             f"&& exit 0; sleep {HEALTH_POLL}; done; exit 1"
         )
-        return self.run(self.head, "serving", script, bound + READ_SECONDS).ok
+        warm = warmup_after_health(1)  # the one served model
+        warmed = as_user(self.user, f"sh -c {shlex.quote(warmup_wait(warm))}")
+        script = f"sh -c {shlex.quote(health)} && {{ {warmed} || true; }}"
+        return self.run(self.head, "serving", script, bound + warm + READ_SECONDS).ok
 
     def rejoin(self) -> str | None:
         """With `serve.launcher: native`, after one node's reboot: every rank stopped, then
