@@ -66,8 +66,14 @@ def test_a_node_that_never_greets_is_said_within_the_bound(
         said = [line for line in text.splitlines() if node in line and "timed out" in line]
         assert len(said) == 1, (node, text[-3000:])
     # one wait of the bound, not two: the rest is this machine starting python and pyinfra, which
-    # a loaded machine (the e2e tests beside these) stretches, measured on nodes that refuse
+    # a loaded machine (the e2e tests beside these) stretches, measured on nodes that refuse; a
+    # burst of load can stretch one run alone, so a second pair is measured before failing (two
+    # waits would be in both)
     start_up = run(refusing, *COMMANDS[name])[3]
+    if seconds - start_up >= CONNECT_SECONDS + 3:
+        print(f"{name}: {seconds:.1f} s ({start_up:.1f} without the wait): measured again")
+        seconds = run(folder, *COMMANDS[name])[3]
+        start_up = run(refusing, *COMMANDS[name])[3]
     assert seconds - start_up < CONNECT_SECONDS + 3, f"{name}: {seconds:.1f} s ({start_up:.1f})"
     print(
         f"{name}: said in {seconds:.1f} s, {start_up:.1f} s of it without the wait (goal {BOUND})"
