@@ -1,6 +1,7 @@
 """Every field of every `--json` document, declared once: docs/ci.md's table is `table()`'s
-(tests/unit/test_docs.py compares them), and tests/unit/test_json_documents.py checks each
-command's real documents against `problems`.
+(tests/unit/test_docs.py compares them), and the commands' tests (test_down_node.py,
+test_bench.py, test_status.py, test_drift_images.py, test_recipes.py) check each command's real
+documents against `problems`.
 
 A field's path names it inside the document: `nodes[].name` is the `name` of each item of the
 list `nodes`, `nodes{}.status` the `status` of each value of the object `nodes` (keyed by node
