@@ -61,7 +61,9 @@ def _warmup() -> dict[str, str]:
         models=[data.halo_serve_served_model_name],
         secrets=SECRETS_ENV,
         history=HISTORY,
-        ready_seconds=data.halo_serve_ready_timeout,
+        # the engine's own start bound: vLLM gives up after it, and a deploy's or an upgrade's
+        # shorter wait (serve.ready_timeout) changes no file of a running cluster
+        ready_seconds=enginestart.for_node(),
         completion_seconds=WARMUP_COMPLETION_SECONDS,
     )
     where = paths()

@@ -40,7 +40,7 @@ class Settings:
     models: list[str]  # the served model names, each warmed up in turn
     secrets: str  # the head's secrets.env (VLLM_API_KEY=...), below the user's home
     history: str  # the head's history (JSON Lines), below the user's home
-    ready_seconds: int  # serve.ready_timeout: how long /health may take to answer 200
+    ready_seconds: int  # the engine's start bound (enginestart.py): /health's longest wait
     completion_seconds: int  # one completion's bound (config/serving.py, declared there)
 
     @classmethod

@@ -34,7 +34,7 @@ def test_the_heads_vllm_wants_the_warmup_and_the_worker_has_none(launcher: str) 
     assert "ExecStart=/usr/bin/python3 %h/.config/halo-cluster/warmup.py " \
         "%h/.config/halo-cluster/warmup.json" in unit  # fmt: skip
     settings = warmup.Settings(**json.loads(head[SETTINGS]))
-    # serve.ready_timeout's default, then the one completion
+    # the engine's start bound (serve.ready_timeout's default: no weights read here), one completion
     timeout = 1800 + WARMUP_COMPLETION_SECONDS + vllm.WARMUP_MARGIN_SECONDS
     assert f"TimeoutStartSec={timeout}" in unit
     assert not any(line.startswith(("Restart=", "WantedBy=")) for line in unit)  # per start only
