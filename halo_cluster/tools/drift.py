@@ -249,7 +249,9 @@ def main(argv: list[str], entry: Path) -> int:
     else:
         print(report(summary))
     out = Path(args.json_out or reports() / "drift.json")
-    if str(out) != os.devnull:
+    # no cluster.yml where it was looked for: no state folder is made beside it for the report
+    unread = not args.json_out and not Path(path).is_file()
+    if str(out) != os.devnull and not unread:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(jsonout.whole("drift", summary), indent=2) + "\n")
         Path(args.md_out or out.with_suffix(".md")).write_text(markdown(summary))

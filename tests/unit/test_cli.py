@@ -431,6 +431,17 @@ def test_drifts_bad_json_out_is_one_line_before_the_dry_run(
         assert err.count("\n") == 1
 
 
+def test_drift_on_a_missing_config_makes_no_folder_beside_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The report goes to the state folder beside cluster.yml; with no cluster.yml there, drift
+    says so and makes no folder (issue 45 item 14)."""
+    missing = tmp_path / "nowhere" / "cluster.yml"
+    assert exit_of(["drift", "--config", str(missing)]) == exits.ERROR
+    assert str(missing) in capsys.readouterr().out
+    assert not (tmp_path / "nowhere").exists()
+
+
 def test_verify_refuses_an_option_it_does_not_take_in_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
